@@ -1,0 +1,48 @@
+#pragma once
+// The env contract between ddplaunch and its workers, declared once.
+// Names and meanings follow torchrun so torch's init_process_group("env://") works unchanged.
+// Everything this project adds is prefixed DDPLAUNCH_ and listed in docs/env.md.
+
+namespace ddp::env {
+
+// --- torchrun contract (set by the agent for every worker) ---
+inline constexpr const char* kRank = "RANK";
+inline constexpr const char* kLocalRank = "LOCAL_RANK";
+inline constexpr const char* kWorldSize = "WORLD_SIZE";
+inline constexpr const char* kLocalWorldSize = "LOCAL_WORLD_SIZE";
+inline constexpr const char* kGroupRank = "GROUP_RANK";
+inline constexpr const char* kGroupWorldSize = "GROUP_WORLD_SIZE";
+inline constexpr const char* kRoleName = "ROLE_NAME";
+inline constexpr const char* kRoleRank = "ROLE_RANK";
+inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";
+inline constexpr const char* kMasterPort = "MASTER_PORT";
+inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
+inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
+inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+inline constexpr const char* kTorchNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+inline constexpr const char* kNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";
+
+// --- SLURM (read as fallbacks) ---
+inline constexpr const char* kSlurmProcId = "SLURM_PROCID";
+inline constexpr const char* kSlurmLocalId = "SLURM_LOCALID";
+inline constexpr const char* kSlurmNtasks = "SLURM_NTASKS";
+inline constexpr const char* kSlurmNnodes = "SLURM_NNODES";
+inline constexpr const char* kSlurmNodeId = "SLURM_NODEID";
+inline constexpr const char* kSlurmJobNodelist = "SLURM_JOB_NODELIST";
+inline constexpr const char* kSlurmJobId = "SLURM_JOB_ID";
+inline constexpr const char* kSlurmStepId = "SLURM_STEP_ID";
+
+// --- ddplaunch additions ---
+// Collective backend override for native workers: "nccl" or "gloo".
+inline constexpr const char* kBackend = "DDPLAUNCH_BACKEND";
+// Store prefix the worker runtime uses (default /worker/attempt_<restart>).
+inline constexpr const char* kStorePrefix = "DDPLAUNCH_STORE_PREFIX";
+
+// Store key prefix for workers of one attempt, shared by agent and PyTorch workers.
+inline constexpr const char* kWorkerPrefixBase = "/worker/attempt_";
+
+}  // namespace ddp::env

@@ -1,0 +1,83 @@
+#pragma once
+// The project's error hierarchy. Library code throws these (never calls exit());
+// async code carries boost::system::error_code and converts at API boundaries.
+#include <stdexcept>
+#include <string>
+
+namespace ddp {
+
+// Base of every error this project throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Bad flag, env value or option: names the value and what was expected.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A store operation failed (connection refused/reset, server gone). Names endpoint and keys.
+class StoreError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A blocking store call passed its deadline. Names endpoint, keys and timeout.
+class StoreTimeout : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+// Bytes on the wire that do not parse (unknown command, oversize length, short frame).
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Rendezvous could not complete (timeout, closed, too few nodes).
+class RendezvousError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Rendezvous was closed because the job ended; late nodes get this.
+class RendezvousClosed : public RendezvousError {
+ public:
+  using RendezvousError::RendezvousError;
+};
+
+// A worker (or worker group) failed; carries the root cause's exit status.
+class WorkerFailed : public Error {
+ public:
+  WorkerFailed(const std::string& what, int exit_status)
+      : Error(what), exit_status_(exit_status) {}
+  [[nodiscard]] int exit_status() const noexcept { return exit_status_; }
+
+ private:
+  int exit_status_;
+};
+
+// A collective failed or timed out (Gloo/NCCL).
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A checkpoint file is truncated, corrupt or does not match the model.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A dataset file or row is malformed: names file, line and reason.
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+// "strerror(errno)" as a std::string, for messages that carry the errno text.
+std::string errno_text(int err);
+
+}  // namespace ddp

@@ -1,0 +1,52 @@
+#pragma once
+// The seam between the agent and how nodes meet. The agent only sees this interface:
+// single-node, static multi-node and dynamic (elastic) rendezvous all implement it,
+// written against Store so they are testable on MemoryStore.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rendezvous/store.hpp"
+
+namespace ddp::rendezvous {
+
+// What one closed round tells this node.
+struct RendezvousInfo {
+  uint64_t round = 0;         // increases by one each time the group re-forms
+  int group_rank = 0;         // this node's rank among the nodes (GROUP_RANK)
+  int group_world_size = 1;   // number of nodes in the round (GROUP_WORLD_SIZE)
+  int rank_offset = 0;        // RANK of this node's LOCAL_RANK 0 (prefix sum of nproc)
+  int world_size = 0;         // WORLD_SIZE: sum of every node's nproc
+  std::string master_addr;    // store endpoint handed to workers (MASTER_ADDR)
+  uint16_t master_port = 0;   // (MASTER_PORT)
+};
+
+// Why the running group must re-form without it being a worker failure.
+enum class MembershipChange {
+  kNodeWaiting,  // a node asked to join after the round closed: restart, no restart spent
+  kNodeLost,     // a member node's agent disappeared: re-form (or fail if < MIN remain)
+};
+
+class RendezvousHandler {
+ public:
+  virtual ~RendezvousHandler() = default;
+
+  // Blocks until a round including this node closes. Throws RendezvousError on timeout
+  // (naming "k/N joined"), RendezvousClosed when the job already ended.
+  virtual RendezvousInfo next_rendezvous() = 0;
+
+  // Registers a callback for membership changes of the current round. Called from a
+  // background thread (the agent posts it into its own loop); may be called again after
+  // each next_rendezvous(). Implementations that never change (single node) never call it.
+  virtual void watch(std::function<void(MembershipChange)> on_change) = 0;
+
+  // Marks the rendezvous closed (job finished or gave up) so late nodes exit at once.
+  virtual void shutdown() = 0;
+
+  // Identifier of the job (TORCHELASTIC_RUN_ID).
+  [[nodiscard]] virtual std::string run_id() const = 0;
+};
+
+}  // namespace ddp::rendezvous

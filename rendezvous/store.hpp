@@ -1,0 +1,70 @@
+#pragma once
+// The key-value store every rendezvous goes through. Everything above it (rendezvous
+// algorithms, worker runtime, tests) takes a Store&, so it can run on MemoryStore with
+// no sockets. Keys and values are binary-safe std::strings.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ddp::rendezvous {
+
+using Duration = std::chrono::milliseconds;
+
+// Spelled-out "wait forever"; every other blocking call has a deadline.
+inline constexpr Duration kNoTimeout = Duration::max();
+// PyTorch's TCPStore default timeout (300 s).
+inline constexpr Duration kDefaultStoreTimeout = std::chrono::seconds(300);
+
+class Store {
+ public:
+  explicit Store(Duration timeout = kDefaultStoreTimeout) : timeout_(timeout) {}
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Sets key to value, waking anyone waiting for key.
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  // Returns key's value; a missing key is waited for up to timeout() (StoreTimeout after).
+  virtual std::string get(const std::string& key) = 0;
+  // Adds delta to the decimal ASCII integer at key (missing = 0), returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // If key holds expected (or is missing and expected is empty) sets desired.
+  // Returns the value now stored (desired on success, the current value otherwise;
+  // expected when the key is missing and expected is non-empty, as PyTorch does).
+  virtual std::string compare_set(const std::string& key, const std::string& expected,
+                                  const std::string& desired) = 0;
+  // True when every key exists. Never blocks.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Blocks until every key exists or timeout passes (StoreTimeout naming the missing keys).
+  virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;
+  // Deletes key; true when it existed.
+  virtual bool delete_key(const std::string& key) = 0;
+  // Number of keys in the whole store (PyTorch counts all keys, prefix or not).
+  virtual int64_t num_keys() = 0;
+  // Appends value to key's value (creates it when missing), waking waiters.
+  virtual void append(const std::string& key, const std::string& value) = 0;
+  // get() of each key, in order; waits for missing keys like get().
+  virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys) = 0;
+  // set() of each pair, atomically with respect to other clients.
+  virtual void multi_set(const std::vector<std::string>& keys,
+                         const std::vector<std::string>& values) = 0;
+  // Where this store lives, for error messages ("tcp://127.0.0.1:29500", "memory").
+  [[nodiscard]] virtual std::string describe() const = 0;
+
+  // wait() with the store's default timeout.
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+
+  [[nodiscard]] Duration timeout() const { return timeout_; }
+  virtual void set_timeout(Duration timeout) { timeout_ = timeout; }
+
+ private:
+  Duration timeout_;
+};
+
+// "a, b, c" (at most a handful, then "... (N keys)") for error messages.
+std::string join_keys(const std::vector<std::string>& keys);
+// "300000 ms" / "no timeout" for error messages.
+std::string describe_timeout(Duration timeout);
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,42 @@
+#pragma once
+// The TCP store server: one Boost.Asio event loop (its own thread) serving thousands of
+// connections in both PyTorch TCPStore dialects. Waiters are woken by whatever creates
+// their keys; a bad frame closes only that connection.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ddp::rendezvous {
+
+struct StoreServerOptions {
+  std::string host = "0.0.0.0";  // address to bind
+  uint16_t port = 0;             // 0: the kernel picks a free port (see StoreServer::port())
+  size_t max_key_bytes = 64 * 1024;
+  size_t max_value_bytes = 64 * 1024 * 1024;
+  size_t max_keys_per_request = 128 * 1024;
+};
+
+class StoreServer {
+ public:
+  // Binds and listens in the constructor (throws StoreError naming host:port on failure),
+  // so port() is valid and connectable as soon as it returns; serves on a background thread.
+  explicit StoreServer(StoreServerOptions options);
+  ~StoreServer();  // stop()
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // The bound port (the real one when options.port was 0).
+  [[nodiscard]] uint16_t port() const;
+  [[nodiscard]] const std::string& host() const;
+  // Closes the acceptor and every connection, joins the thread. Idempotent.
+  void stop();
+  // Connections currently open (for tests and benchmarks).
+  [[nodiscard]] size_t num_connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ddp::rendezvous

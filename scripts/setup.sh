@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package ddplaunch needs to build, test and benchmark.
+# Idempotent and quiet when everything is already there.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libboost1.81-all-dev      # Asio, Process v2
+  nlohmann-json3-dev libcli11-dev catch2
+  libgloo-dev               # CPU collectives
+  libopenblas-dev zlib1g-dev
+  python3-torch             # PyTorch 1.13 (CPU): compatibility tests and reference benchmarks
+  python3-numpy
+  gnuplot-nox               # scripts/plot_metrics
+  slurm-wlm munge           # a real single-host SLURM for the srun tests
+  hyperfine iproute2 procps psmisc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
