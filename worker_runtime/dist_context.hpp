@@ -1,0 +1,67 @@
+#pragma once
+// Joining the job ddplaunch (or torchrun, or srun) started: read the env contract, connect
+// to the store under /worker/attempt_<restart>, build the process group.
+#include <memory>
+#include <string>
+
+#include "rendezvous/store.hpp"
+#include "worker_runtime/env_contract.hpp"
+#include "worker_runtime/process_group.hpp"
+
+namespace ddp::worker_runtime {
+
+struct InitOptions {
+  // "auto" (NCCL when the build has CUDA and a GPU is visible, else Gloo), "gloo" or "nccl".
+  // DDPLAUNCH_BACKEND overrides it; asking for NCCL without a GPU is a ConfigError.
+  std::string backend = "auto";
+  // Default deadline of every collective.
+  Duration timeout = kDefaultCollectiveTimeout;
+  // Deadline of store connect and of the communicator rendezvous.
+  Duration store_timeout = std::chrono::seconds(300);
+  // The environment to read; empty means the process environment.
+  EnvMap env;
+  // Use this store instead of connecting to MASTER_ADDR:MASTER_PORT (tests, embedding).
+  std::shared_ptr<rendezvous::Store> store;
+};
+
+class DistContext {
+ public:
+  DistContext(EnvContract env, std::shared_ptr<rendezvous::Store> store,
+              std::unique_ptr<ProcessGroup> group);
+  ~DistContext();
+  DistContext(const DistContext&) = delete;
+  DistContext& operator=(const DistContext&) = delete;
+
+  [[nodiscard]] int rank() const { return env_.rank; }
+  [[nodiscard]] int local_rank() const { return env_.local_rank; }
+  [[nodiscard]] int world_size() const { return env_.world_size; }
+  [[nodiscard]] int local_world_size() const { return env_.local_world_size; }
+  [[nodiscard]] int restart_count() const { return env_.restart_count; }
+  [[nodiscard]] const std::string& master_addr() const { return env_.master_addr; }
+  [[nodiscard]] uint16_t master_port() const { return env_.master_port; }
+  [[nodiscard]] const EnvContract& env() const { return env_; }
+  // "gloo" or "nccl".
+  [[nodiscard]] std::string backend() const { return group_->backend(); }
+  // The store, already scoped to this attempt's prefix.
+  [[nodiscard]] rendezvous::Store& store() { return *store_; }
+  [[nodiscard]] std::shared_ptr<rendezvous::Store> store_ptr() { return store_; }
+  [[nodiscard]] ProcessGroup& process_group() { return *group_; }
+
+ private:
+  EnvContract env_;
+  std::shared_ptr<rendezvous::Store> store_;
+  std::unique_ptr<ProcessGroup> group_;
+};
+
+// Reads the env contract, connects to the store and builds the process group.
+// Throws ConfigError (bad env/backend), StoreError/StoreTimeout, CollectiveError.
+std::unique_ptr<DistContext> init(const InitOptions& options = {});
+
+// The backend init() would pick for options.backend / DDPLAUNCH_BACKEND ("gloo" or "nccl");
+// ConfigError for unknown names or "nccl" without CUDA build or GPU.
+std::string resolve_backend(const std::string& requested, const std::string& env_override);
+
+// Number of CUDA devices visible (0 in a build without CUDA).
+int cuda_device_count();
+
+}  // namespace ddp::worker_runtime

@@ -1,0 +1,40 @@
+#pragma once
+// The env contract a worker receives from ddplaunch (torchrun's names), parsed and checked.
+// Pure: parse_env() takes a map, so every case is testable without touching the process env.
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace ddp::worker_runtime {
+
+using EnvMap = std::map<std::string, std::string>;
+
+// Where the identity came from: the torchrun contract or a bare `srun` step.
+enum class EnvSource { kTorchrun, kSlurm };
+
+struct EnvContract {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;
+  int restart_count = 0;
+  std::string error_file;    // TORCHELASTIC_ERROR_FILE ("" when unset)
+  std::string backend;       // DDPLAUNCH_BACKEND ("" when unset)
+  std::string store_prefix;  // DDPLAUNCH_STORE_PREFIX or /worker/attempt_<restart_count>
+  EnvSource source = EnvSource::kTorchrun;
+};
+
+// Parses and checks the contract (RANK < WORLD_SIZE, port in 1..65535, ...); falls back to
+// SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS and the first host of SLURM_JOB_NODELIST when RANK
+// is unset. Throws ConfigError naming the variable, its value and what was expected.
+EnvContract parse_env(const EnvMap& env);
+
+// The current process environment as an EnvMap.
+EnvMap current_env();
+
+// First host of a SLURM hostlist: "node[01-04,07],gpu2" -> "node01". ConfigError when malformed.
+std::string first_slurm_host(const std::string& nodelist);
+
+}  // namespace ddp::worker_runtime

@@ -1,0 +1,55 @@
+#pragma once
+// ProcessGroup over Gloo's TCP transport. Rendezvous goes through our Store (adapter to
+// gloo::rendezvous::Store); the transport binds the local address that routes to MASTER_ADDR.
+// Gloo collectives block, so every collective runs on one communication thread, in issue
+// order; blocking calls enqueue and wait, async ones return a Work.
+#include <memory>
+#include <string>
+
+#include "rendezvous/store.hpp"
+#include "worker_runtime/process_group.hpp"
+
+namespace ddp::worker_runtime {
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  // Default collective deadline.
+  Duration timeout = kDefaultCollectiveTimeout;
+  // Deadline for every rank to publish its address and connect.
+  Duration connect_timeout = std::chrono::seconds(300);
+  // Local address for the transport; empty: the one that routes to route_to.
+  std::string bind_addr;
+  // Host used to choose the interface (MASTER_ADDR).
+  std::string route_to = "127.0.0.1";
+};
+
+class GlooProcessGroup final : public ProcessGroup {
+ public:
+  // Connects the full mesh through store (keys under "gloo/"); throws CollectiveError
+  // naming the rank and the store on failure or timeout.
+  GlooProcessGroup(std::shared_ptr<rendezvous::Store> store, const GlooOptions& options);
+  ~GlooProcessGroup() override;
+
+  [[nodiscard]] std::string backend() const override { return "gloo"; }
+
+ protected:
+  std::unique_ptr<Work> do_all_reduce(void* data, size_t count, DataType type, ReduceOp op,
+                                      Duration timeout) override;
+  std::unique_ptr<Work> do_all_reduce_coalesced(std::vector<std::span<float>> buffers, ReduceOp op,
+                                                Duration timeout) override;
+  void do_broadcast(void* data, size_t count, DataType type, int root, Duration timeout) override;
+  void do_all_gather(const void* send, void* recv, size_t count, DataType type,
+                     Duration timeout) override;
+  void do_barrier(Duration timeout) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The local IPv4/IPv6 address the kernel would use to reach host (a UDP connect, no packet
+// sent). ConfigError when host does not resolve.
+std::string local_address_for(const std::string& host);
+
+}  // namespace ddp::worker_runtime
