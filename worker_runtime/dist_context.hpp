@@ -5,6 +5,7 @@
 #include <string>
 
 #include "rendezvous/store.hpp"
+#include "rendezvous/store_server.hpp"
 #include "worker_runtime/env_contract.hpp"
 #include "worker_runtime/process_group.hpp"
 
@@ -26,8 +27,12 @@ struct InitOptions {
 
 class DistContext {
  public:
+  // server: the store server this rank hosts (rank 0 without an agent store), or null.
   DistContext(EnvContract env, std::shared_ptr<rendezvous::Store> store,
-              std::unique_ptr<ProcessGroup> group);
+              std::unique_ptr<ProcessGroup> group,
+              std::unique_ptr<rendezvous::StoreServer> server = nullptr);
+  // Tears down the group; a hosting rank 0 first waits (bounded) for every rank to finish
+  // with the store so nobody loses its server mid-call.
   ~DistContext();
   DistContext(const DistContext&) = delete;
   DistContext& operator=(const DistContext&) = delete;
@@ -48,6 +53,7 @@ class DistContext {
   [[nodiscard]] ProcessGroup& process_group() { return *group_; }
 
  private:
+  std::unique_ptr<rendezvous::StoreServer> server_;  // first: destroyed last
   EnvContract env_;
   std::shared_ptr<rendezvous::Store> store_;
   std::unique_ptr<ProcessGroup> group_;

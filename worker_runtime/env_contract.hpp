@@ -24,6 +24,9 @@ struct EnvContract {
   std::string backend;       // DDPLAUNCH_BACKEND ("" when unset)
   std::string store_prefix;  // DDPLAUNCH_STORE_PREFIX or /worker/attempt_<restart_count>
   EnvSource source = EnvSource::kTorchrun;
+  // TORCHELASTIC_USE_AGENT_STORE: the agent hosts the store. Otherwise rank 0 hosts it at
+  // MASTER_ADDR:MASTER_PORT (as PyTorch's env:// does for manual launches and bare srun).
+  bool use_agent_store = false;
 };
 
 // Parses and checks the contract (RANK < WORLD_SIZE, port in 1..65535, ...); falls back to

@@ -22,6 +22,8 @@ struct GlooOptions {
   std::string bind_addr;
   // Host used to choose the interface (MASTER_ADDR).
   std::string route_to = "127.0.0.1";
+  // Store key prefix of this group's rendezvous (distinct per group sharing one store).
+  std::string store_prefix = "gloo";
 };
 
 class GlooProcessGroup final : public ProcessGroup {

@@ -39,6 +39,8 @@ class NcclProcessGroup final : public ProcessGroup {
 
   [[nodiscard]] std::string backend() const override { return "nccl"; }
 
+  struct Impl;  // communicator, stream, watchdog (public only so the .cpp's Work can name it)
+
  protected:
   std::unique_ptr<Work> do_all_reduce(void* data, size_t count, DataType type, ReduceOp op,
                                       Duration timeout) override;
@@ -50,7 +52,6 @@ class NcclProcessGroup final : public ProcessGroup {
   void do_barrier(Duration timeout) override;
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,330 @@
+#include "worker_runtime/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "common/error.hpp"
+
+namespace ddp::worker_runtime {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors stores little-endian data; this writer copies memory as is");
+
+constexpr const char* kStateKey = "ddp_training_state";
+constexpr const char* kCrcKey = "ddp_crc32";
+constexpr uint64_t kMaxHeaderBytes = 100ULL * 1024 * 1024;  // safetensors' own limit
+
+// An fd closed on scope exit.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  [[nodiscard]] int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+void write_all(int fd, const void* data, size_t size, const std::string& path) {
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      throw CheckpointError("writing checkpoint " + path + " failed: " + errno_text(errno));
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// Writes the chunks to path atomically: temp file in the same directory, fsync, rename over
+// path (the old file stays whole until then), fsync of the directory so the rename persists.
+void write_atomically(const std::string& path,
+                      const std::vector<std::pair<const void*, size_t>>& chunks) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) {
+    throw CheckpointError("cannot create " + tmp + ": " + errno_text(errno));
+  }
+  try {
+    for (const auto& [data, size] : chunks) {
+      write_all(fd.get(), data, size, tmp);
+    }
+    if (::fsync(fd.get()) != 0) {
+      throw CheckpointError("fsync of " + tmp + " failed: " + errno_text(errno));
+    }
+    if (::close(fd.release()) != 0) {
+      throw CheckpointError("close of " + tmp + " failed: " + errno_text(errno));
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      throw CheckpointError("rename " + tmp + " -> " + path + " failed: " + errno_text(errno));
+    }
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  FileDescriptor dir_fd(
+      ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() >= 0) {
+    ::fsync(dir_fd.get());  // best effort: some filesystems refuse fsync on directories
+  }
+}
+
+nlohmann::json state_to_json(const TrainingState& s) {
+  return {{"epoch", s.epoch},
+          {"position_in_epoch", s.position_in_epoch},
+          {"global_step", s.global_step},
+          {"world_size", s.world_size},
+          {"seed", s.seed},
+          {"optimizer", s.optimizer},
+          {"extra", s.extra}};
+}
+
+TrainingState state_from_json(const nlohmann::json& j, const std::string& path) {
+  try {
+    TrainingState s;
+    s.epoch = j.at("epoch").get<int64_t>();
+    s.position_in_epoch = j.at("position_in_epoch").get<int64_t>();
+    s.global_step = j.at("global_step").get<int64_t>();
+    s.world_size = j.at("world_size").get<int>();
+    s.seed = j.at("seed").get<uint64_t>();
+    s.optimizer = j.value("optimizer", nlohmann::json::object());
+    s.extra = j.value("extra", nlohmann::json::object());
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError("checkpoint " + path + ": training state is malformed: " + e.what());
+  }
+}
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return -1;
+    }
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const std::vector<TensorRef>& tensors,
+                     const TrainingState& state) {
+  nlohmann::json header = nlohmann::json::object();
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__" || !names.insert(t.name).second) {
+      throw CheckpointError("checkpoint " + path + ": tensor name '" + t.name +
+                            "' is empty, reserved or used twice");
+    }
+    if (element_count(t.shape) != static_cast<int64_t>(t.data.size())) {
+      throw CheckpointError("checkpoint " + path + ": tensor '" + t.name + "' has shape " +
+                            shape_text(t.shape) + " but " + std::to_string(t.data.size()) +
+                            " elements");
+    }
+    const uint64_t bytes = t.data.size_bytes();
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    if (bytes > 0) {
+      crc = crc32_z(crc, reinterpret_cast<const Bytef*>(t.data.data()), bytes);
+    }
+  }
+  const std::string state_json = state_to_json(state).dump();
+  header["__metadata__"] = {
+      {"format", "pt"}, {kStateKey, state_json}, {kCrcKey, std::to_string(crc)}};
+  std::string header_text = header.dump();
+  // Pad with spaces to 8 bytes, as the safetensors writer does, so the data stays aligned.
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  const uint64_t header_len = header_text.size();
+
+  std::vector<std::pair<const void*, size_t>> chunks;
+  chunks.emplace_back(&header_len, sizeof(header_len));
+  chunks.emplace_back(header_text.data(), header_text.size());
+  for (const auto& t : tensors) {
+    chunks.emplace_back(t.data.data(), t.data.size_bytes());
+  }
+  write_atomically(path, chunks);
+  // The human-readable copy; the weights file's embedded copy is the one loads trust.
+  const std::string pretty = state_to_json(state).dump(2) + "\n";
+  write_atomically(path + ".json", {{pretty.data(), pretty.size()}});
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    throw CheckpointError("cannot open checkpoint " + path + ": " + errno_text(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    throw CheckpointError("cannot stat checkpoint " + path + ": " + errno_text(errno));
+  }
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  std::string bytes(file_size, '\0');
+  size_t got = 0;
+  while (got < file_size) {
+    const ssize_t n = ::read(fd.get(), bytes.data() + got, file_size - got);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      throw CheckpointError("reading checkpoint " + path + " failed at byte " +
+                            std::to_string(got) + ": " +
+                            (n < 0 ? errno_text(errno) : "unexpected end of file"));
+    }
+    got += static_cast<size_t>(n);
+  }
+  if (file_size < 8) {
+    throw CheckpointError("checkpoint " + path + " is truncated: " + std::to_string(file_size) +
+                          " bytes, expected at least the 8-byte header length");
+  }
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  if (header_len > kMaxHeaderBytes || header_len > file_size - 8) {
+    throw CheckpointError(
+        "checkpoint " + path + " is truncated or not safetensors: header length " +
+        std::to_string(header_len) + " but the file has " + std::to_string(file_size) + " bytes");
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8,
+                                   bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header_len));
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError("checkpoint " + path + " has a corrupt header: " + e.what());
+  }
+  if (!header.is_object()) {
+    throw CheckpointError("checkpoint " + path + " has a corrupt header: not a JSON object");
+  }
+  const uint64_t data_start = 8 + header_len;
+  const uint64_t data_size = file_size - data_start;
+  const char* data = bytes.data() + data_start;
+
+  Checkpoint out;
+  uint64_t covered = 0;
+  try {
+    for (const auto& [name, info] : header.items()) {
+      if (name == "__metadata__") {
+        continue;
+      }
+      const auto dtype = info.at("dtype").get<std::string>();
+      if (dtype != "F32") {
+        throw CheckpointError("checkpoint " + path + ": tensor '" + name + "' has dtype " + dtype +
+                              ", expected F32");
+      }
+      LoadedTensor t;
+      t.shape = info.at("shape").get<std::vector<int64_t>>();
+      const auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
+      const int64_t count = element_count(t.shape);
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || count < 0 ||
+          offsets[1] - offsets[0] != static_cast<uint64_t>(count) * sizeof(float)) {
+        throw CheckpointError("checkpoint " + path + ": tensor '" + name + "' has shape " +
+                              shape_text(t.shape) + " and offsets that do not match it");
+      }
+      if (offsets[1] > data_size) {
+        throw CheckpointError("checkpoint " + path + " is truncated: tensor '" + name +
+                              "' ends at data byte " + std::to_string(offsets[1]) + " but only " +
+                              std::to_string(data_size) + " data bytes remain");
+      }
+      t.data.resize(static_cast<size_t>(count));
+      std::memcpy(t.data.data(), data + offsets[0], offsets[1] - offsets[0]);
+      covered += offsets[1] - offsets[0];
+      out.tensors.emplace(name, std::move(t));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError("checkpoint " + path + " has a malformed tensor entry: " + e.what());
+  }
+  if (covered != data_size) {
+    throw CheckpointError("checkpoint " + path + ": tensors cover " + std::to_string(covered) +
+                          " data bytes but the file holds " + std::to_string(data_size));
+  }
+  const auto meta = header.value("__metadata__", nlohmann::json::object());
+  if (meta.contains(kCrcKey)) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    // Same order as written: by offset. Data is contiguous, so one pass over the region.
+    if (data_size > 0) {
+      crc = crc32_z(crc, reinterpret_cast<const Bytef*>(data), data_size);
+    }
+    if (std::to_string(crc) != meta.at(kCrcKey).get<std::string>()) {
+      throw CheckpointError("checkpoint " + path + " is corrupt: CRC-32 of the tensor data is " +
+                            std::to_string(crc) + ", the header says " +
+                            meta.at(kCrcKey).get<std::string>());
+    }
+  }
+  if (meta.contains(kStateKey)) {
+    try {
+      out.state =
+          state_from_json(nlohmann::json::parse(meta.at(kStateKey).get<std::string>()), path);
+    } catch (const nlohmann::json::exception& e) {
+      throw CheckpointError("checkpoint " + path + ": training state is not JSON: " + e.what());
+    }
+  }
+  return out;
+}
+
+void restore_tensor(const Checkpoint& ckpt, const std::string& name,
+                    const std::vector<int64_t>& expected_shape, std::span<float> dst) {
+  auto it = ckpt.tensors.find(name);
+  if (it == ckpt.tensors.end()) {
+    throw CheckpointError("checkpoint has no tensor '" + name + "' (it holds " +
+                          std::to_string(ckpt.tensors.size()) + " tensors)");
+  }
+  if (it->second.shape != expected_shape || dst.size() != it->second.data.size()) {
+    throw CheckpointError("checkpoint tensor '" + name + "' has shape " +
+                          shape_text(it->second.shape) + ", the model expects " +
+                          shape_text(expected_shape));
+  }
+  std::copy(it->second.data.begin(), it->second.data.end(), dst.begin());
+}
+
+void save_checkpoint_on_rank0(ProcessGroup& group, const std::string& path,
+                              const std::vector<TensorRef>& tensors, const TrainingState& state) {
+  int64_t status = 0;
+  std::string error;
+  if (group.rank() == 0) {
+    try {
+      save_checkpoint(path, tensors, state);
+    } catch (const std::exception& e) {
+      status = 1;
+      error = e.what();
+    }
+  }
+  group.broadcast(std::span<int64_t>(&status, 1), 0);
+  if (status != 0) {
+    throw CheckpointError(group.rank() == 0 ? error
+                                            : "rank 0 failed to write checkpoint " + path +
+                                                  " (its log has the reason)");
+  }
+}
+
+}  // namespace ddp::worker_runtime

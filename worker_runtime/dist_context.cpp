@@ -1,0 +1,147 @@
+#include "worker_runtime/dist_context.hpp"
+
+#include <thread>
+
+#include "common/env_names.hpp"
+#include "common/error.hpp"
+#include "rendezvous/memory_store.hpp"
+#include "rendezvous/prefix_store.hpp"
+#include "rendezvous/tcp_store.hpp"
+#include "worker_runtime/gloo_process_group.hpp"
+#ifdef DDP_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "worker_runtime/nccl_process_group.hpp"
+#endif
+
+namespace ddp::worker_runtime {
+namespace {
+
+// Key every rank adds to when it is done with the store; a hosting rank 0 waits for it.
+constexpr const char* kShutdownKey = "runtime/shutdown";
+constexpr Duration kShutdownWait = std::chrono::seconds(30);
+
+std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const InitOptions& options,
+                                                 std::unique_ptr<rendezvous::StoreServer>& server) {
+  if (options.store) {
+    return options.store;
+  }
+  if (env.world_size == 1 && !env.use_agent_store) {
+    return std::make_shared<rendezvous::MemoryStore>(options.store_timeout);  // alone: no sockets
+  }
+  if (env.rank == 0 && !env.use_agent_store) {
+    rendezvous::StoreServerOptions server_options;
+    server_options.port = env.master_port;
+    server = std::make_unique<rendezvous::StoreServer>(server_options);
+  }
+  rendezvous::TcpStoreOptions tcp;
+  tcp.host = env.master_addr;
+  tcp.port = env.master_port;
+  tcp.timeout = options.store_timeout;
+  tcp.connect_timeout = options.store_timeout;
+  return std::make_shared<rendezvous::TcpStore>(tcp);
+}
+
+}  // namespace
+
+int cuda_device_count() {
+#ifdef DDP_HAVE_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver/device" error
+    return 0;
+  }
+  return count;
+#else
+  return 0;
+#endif
+}
+
+std::string resolve_backend(const std::string& requested, const std::string& env_override) {
+  const std::string& name = env_override.empty() ? requested : env_override;
+  const std::string source =
+      env_override.empty() ? "InitOptions::backend" : std::string(env::kBackend);
+  if (name == "gloo") {
+    return name;
+  }
+  if (name == "nccl" || name == "auto") {
+#ifdef DDP_HAVE_CUDA
+    const bool have_gpu = cuda_device_count() > 0;
+#else
+    const bool have_gpu = false;
+#endif
+    if (have_gpu) {
+      return "nccl";
+    }
+    if (name == "auto") {
+      return "gloo";
+    }
+#ifdef DDP_HAVE_CUDA
+    throw ConfigError(source + "=nccl but no CUDA device is visible; use gloo or run on a GPU");
+#else
+    throw ConfigError(source + "=nccl but this build has no CUDA/NCCL; use gloo");
+#endif
+  }
+  throw ConfigError(source + "='" + name + "' is not a backend (expected auto, gloo or nccl)");
+}
+
+DistContext::DistContext(EnvContract env, std::shared_ptr<rendezvous::Store> store,
+                         std::unique_ptr<ProcessGroup> group,
+                         std::unique_ptr<rendezvous::StoreServer> server)
+    : server_(std::move(server)),
+      env_(std::move(env)),
+      store_(std::move(store)),
+      group_(std::move(group)) {}
+
+DistContext::~DistContext() {
+  group_.reset();
+  if (env_.world_size == 1) {
+    return;
+  }
+  // Best effort and bounded: a destructor must not throw, and a dead peer must not hang us.
+  try {
+    store_->add(kShutdownKey, 1);
+    if (server_) {
+      const auto deadline = std::chrono::steady_clock::now() + kShutdownWait;
+      while (store_->add(kShutdownKey, 0) < env_.world_size &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  } catch (const std::exception&) {
+    // The store is already gone: nothing left to protect.
+  }
+}
+
+std::unique_ptr<DistContext> init(const InitOptions& options) {
+  EnvContract env = parse_env(options.env.empty() ? current_env() : options.env);
+  const std::string backend = resolve_backend(options.backend, env.backend);
+  std::unique_ptr<rendezvous::StoreServer> server;
+  auto base = connect_store(env, options, server);
+  auto store = std::make_shared<rendezvous::PrefixStore>(env.store_prefix, base);
+
+  std::unique_ptr<ProcessGroup> group;
+  if (backend == "gloo") {
+    GlooOptions gloo;
+    gloo.rank = env.rank;
+    gloo.size = env.world_size;
+    gloo.timeout = options.timeout;
+    gloo.connect_timeout = options.store_timeout;
+    gloo.route_to = env.master_addr;
+    group = std::make_unique<GlooProcessGroup>(store, gloo);
+  } else {
+#ifdef DDP_HAVE_CUDA
+    NcclOptions nccl;
+    nccl.rank = env.rank;
+    nccl.size = env.world_size;
+    nccl.device = env.local_rank;
+    nccl.timeout = options.timeout;
+    nccl.connect_timeout = options.store_timeout;
+    group = std::make_unique<NcclProcessGroup>(store, nccl);
+#endif
+  }
+  return std::make_unique<DistContext>(std::move(env), std::move(store), std::move(group),
+                                       std::move(server));
+}
+
+}  // namespace ddp::worker_runtime

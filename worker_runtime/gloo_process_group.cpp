@@ -1,0 +1,302 @@
+#include "worker_runtime/gloo_process_group.hpp"
+
+#include <arpa/inet.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "rendezvous/prefix_store.hpp"
+#include "worker_runtime/comm_queue.hpp"
+#include "worker_runtime/gloo_store_adapter.hpp"
+
+namespace ddp::worker_runtime {
+namespace {
+
+using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+
+// Element-wise c = op(a, b): plain loops the compiler vectorizes.
+template <class T, ReduceOp kOp>
+void reduce_kernel(void* c_raw, const void* a_raw, const void* b_raw, size_t n) {
+  auto* c = static_cast<T*>(c_raw);
+  const auto* a = static_cast<const T*>(a_raw);
+  const auto* b = static_cast<const T*>(b_raw);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (kOp == ReduceOp::kMin) {
+      c[i] = std::min(a[i], b[i]);
+    } else if constexpr (kOp == ReduceOp::kMax) {
+      c[i] = std::max(a[i], b[i]);
+    } else {
+      c[i] = a[i] + b[i];  // sum, and avg before the division
+    }
+  }
+}
+
+template <class T>
+ReduceFn reduce_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMin:
+      return &reduce_kernel<T, ReduceOp::kMin>;
+    case ReduceOp::kMax:
+      return &reduce_kernel<T, ReduceOp::kMax>;
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      break;
+  }
+  return &reduce_kernel<T, ReduceOp::kSum>;
+}
+
+template <class T>
+void divide(T* data, size_t count, int size) {
+  const T divisor = static_cast<T>(size);
+  for (size_t i = 0; i < count; ++i) {
+    data[i] /= divisor;
+  }
+}
+
+// Calls fn with a typed null pointer of type's element type (dispatch on DataType).
+template <class Fn>
+void dispatch(DataType type, Fn&& fn) {
+  switch (type) {
+    case DataType::kFloat32:
+      fn(static_cast<float*>(nullptr));
+      return;
+    case DataType::kFloat64:
+      fn(static_cast<double*>(nullptr));
+      return;
+    case DataType::kInt64:
+      fn(static_cast<int64_t*>(nullptr));
+      return;
+  }
+}
+
+}  // namespace
+
+std::string local_address_for(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* result = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), "9", &hints, &result);
+  if (rc != 0) {
+    throw ConfigError("cannot resolve '" + host +
+                      "' to choose the Gloo interface: " + ::gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(result, &::freeaddrinfo);
+  std::string errors;
+  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) {
+      errors += " socket: " + errno_text(errno) + ";";
+      continue;
+    }
+    // A UDP connect sends nothing; it only asks the kernel for the route's source address.
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    const bool ok = ::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+                    ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+    const int err = errno;
+    ::close(fd);
+    if (!ok) {
+      errors += " route: " + errno_text(err) + ";";
+      continue;
+    }
+    char buf[INET6_ADDRSTRLEN] = {};
+    const void* addr =
+        local.ss_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+    if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf)) != nullptr) {
+      return buf;
+    }
+  }
+  throw ConfigError("no local address routes to '" + host + "':" + errors);
+}
+
+struct GlooProcessGroup::Impl {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  std::vector<float> scratch;  // flat buffer of coalesced all-reduces (comm thread only)
+  uint32_t next_tag = 0;       // comm thread only
+  std::string broken;          // first failure; later collectives refuse to run
+  std::string endpoint;        // "rank R/W" for messages
+  CommQueue queue;             // last: destroyed (joined) before the context
+
+  // Runs job on the comm thread, turning any failure into a CollectiveError naming what.
+  std::unique_ptr<Work> submit(std::string what, Duration timeout,
+                               std::function<void(uint32_t)> job) {
+    return queue.submit([this, what = std::move(what), timeout, job = std::move(job)] {
+      if (!broken.empty()) {
+        throw CollectiveError("gloo " + what + " on " + endpoint +
+                              " refused: the group failed earlier (" + broken + ")");
+      }
+      try {
+        job(next_tag++);
+      } catch (const std::exception& e) {
+        broken = what + ": " + e.what();
+        throw CollectiveError("gloo " + what + " on " + endpoint + " failed (timeout " +
+                              std::to_string(timeout.count()) + " ms): " + e.what());
+      }
+    });
+  }
+};
+
+GlooProcessGroup::GlooProcessGroup(std::shared_ptr<rendezvous::Store> store,
+                                   const GlooOptions& options)
+    : ProcessGroup(options.rank, options.size, options.timeout), impl_(std::make_unique<Impl>()) {
+  impl_->endpoint = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size);
+  const std::string bind =
+      options.bind_addr.empty() ? local_address_for(options.route_to) : options.bind_addr;
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = bind;
+    impl_->device = gloo::transport::tcp::CreateDevice(attr);
+    impl_->context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    impl_->context->setTimeout(options.connect_timeout);
+    auto prefixed = std::make_shared<rendezvous::PrefixStore>(options.store_prefix, store);
+    GlooStoreAdapter adapter(prefixed, options.connect_timeout);
+    impl_->context->connectFullMesh(adapter, impl_->device);
+    impl_->context->setTimeout(options.timeout);
+  } catch (const std::exception& e) {
+    throw CollectiveError("gloo connect of " + impl_->endpoint + " (bound to " + bind + ", store " +
+                          store->describe() + ", prefix '" + options.store_prefix + "', timeout " +
+                          std::to_string(options.connect_timeout.count()) +
+                          " ms) failed: " + e.what());
+  }
+}
+
+GlooProcessGroup::~GlooProcessGroup() = default;
+
+std::unique_ptr<Work> GlooProcessGroup::do_all_reduce(void* data, size_t count, DataType type,
+                                                      ReduceOp op, Duration timeout) {
+  std::string what = std::string("all_reduce(") + to_string(op) + ", " + to_string(type) + " x " +
+                     std::to_string(count) + ")";
+  return impl_->submit(std::move(what), timeout,
+                       [this, data, count, type, op, timeout](uint32_t tag) {
+                         if (count == 0) {
+                           return;
+                         }
+                         dispatch(type, [&](auto* typed) {
+                           using T = std::remove_pointer_t<decltype(typed)>;
+                           gloo::AllreduceOptions opts(impl_->context);
+                           opts.setOutput(static_cast<T*>(data), count);
+                           opts.setReduceFunction(reduce_fn<T>(op));
+                           opts.setTag(tag);
+                           opts.setTimeout(timeout);
+                           gloo::allreduce(opts);
+                           if (op == ReduceOp::kAvg) {
+                             divide(static_cast<T*>(data), count, size());
+                           }
+                         });
+                       });
+}
+
+std::unique_ptr<Work> GlooProcessGroup::do_all_reduce_coalesced(
+    std::vector<std::span<float>> buffers, ReduceOp op, Duration timeout) {
+  size_t total = 0;
+  for (const auto& b : buffers) {
+    total += b.size();
+  }
+  std::string what = std::string("all_reduce_coalesced(") + to_string(op) + ", " +
+                     std::to_string(buffers.size()) + " buffers, float32 x " +
+                     std::to_string(total) + ")";
+  return impl_->submit(
+      std::move(what), timeout,
+      [this, buffers = std::move(buffers), total, op, timeout](uint32_t tag) {
+        if (total == 0) {
+          return;
+        }
+        auto& flat = impl_->scratch;
+        flat.resize(total);
+        size_t offset = 0;
+        for (const auto& b : buffers) {
+          std::copy(b.begin(), b.end(), flat.begin() + static_cast<std::ptrdiff_t>(offset));
+          offset += b.size();
+        }
+        gloo::AllreduceOptions opts(impl_->context);
+        opts.setOutput(flat.data(), total);
+        opts.setReduceFunction(reduce_fn<float>(op));
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::allreduce(opts);
+        if (op == ReduceOp::kAvg) {
+          divide(flat.data(), total, size());
+        }
+        offset = 0;
+        for (const auto& b : buffers) {
+          std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(offset), b.size(), b.begin());
+          offset += b.size();
+        }
+      });
+}
+
+void GlooProcessGroup::do_broadcast(void* data, size_t count, DataType type, int root,
+                                    Duration timeout) {
+  std::string what = std::string("broadcast(") + to_string(type) + " x " + std::to_string(count) +
+                     ", root " + std::to_string(root) + ")";
+  impl_
+      ->submit(std::move(what), timeout,
+               [this, data, count, type, root, timeout](uint32_t tag) {
+                 if (count == 0) {
+                   return;
+                 }
+                 dispatch(type, [&](auto* typed) {
+                   using T = std::remove_pointer_t<decltype(typed)>;
+                   gloo::BroadcastOptions opts(impl_->context);
+                   opts.setOutput(static_cast<T*>(data), count);
+                   opts.setRoot(root);
+                   opts.setTag(tag);
+                   opts.setTimeout(timeout);
+                   gloo::broadcast(opts);
+                 });
+               })
+      ->wait();
+}
+
+void GlooProcessGroup::do_all_gather(const void* send, void* recv, size_t count, DataType type,
+                                     Duration timeout) {
+  std::string what =
+      std::string("all_gather(") + to_string(type) + " x " + std::to_string(count) + ")";
+  impl_
+      ->submit(std::move(what), timeout,
+               [this, send, recv, count, type, timeout](uint32_t tag) {
+                 if (count == 0) {
+                   return;
+                 }
+                 dispatch(type, [&](auto* typed) {
+                   using T = std::remove_pointer_t<decltype(typed)>;
+                   gloo::AllgatherOptions opts(impl_->context);
+                   // Gloo's input buffer is non-const but only read.
+                   opts.setInput(const_cast<T*>(static_cast<const T*>(send)), count);
+                   opts.setOutput(static_cast<T*>(recv), count * static_cast<size_t>(size()));
+                   opts.setTag(tag);
+                   opts.setTimeout(timeout);
+                   gloo::allgather(opts);
+                 });
+               })
+      ->wait();
+}
+
+void GlooProcessGroup::do_barrier(Duration timeout) {
+  impl_
+      ->submit("barrier", timeout,
+               [this, timeout](uint32_t tag) {
+                 gloo::BarrierOptions opts(impl_->context);
+                 opts.setTag(tag);
+                 opts.setTimeout(timeout);
+                 gloo::barrier(opts);
+               })
+      ->wait();
+}
+
+}  // namespace ddp::worker_runtime
