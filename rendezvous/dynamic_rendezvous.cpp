@@ -1,0 +1,385 @@
+#include "rendezvous/dynamic_rendezvous.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <random>
+
+#include "common/error.hpp"
+#include "rendezvous/prefix_store.hpp"
+#include "rendezvous/rdzv_assignment.hpp"
+#include "rendezvous/rdzv_keys.hpp"
+#include "rendezvous/rdzv_watcher.hpp"
+
+namespace ddp::rendezvous {
+
+namespace keys = rdzv_keys;
+
+namespace {
+
+std::string seconds_text(Duration d) {
+  const auto ms = d.count();
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+  return std::to_string(ms) + " ms";
+}
+
+std::string random_hex() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 8; ++i) out += kHex[(v >> (i * 4)) & 0xF];
+  return out;
+}
+
+// Time left until deadline, at least 1 ms so a store wait never gets a zero timeout.
+Duration remaining(std::chrono::steady_clock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+  return std::max(left, Duration(1));
+}
+
+bool passed(std::chrono::steady_clock::time_point deadline) {
+  return std::chrono::steady_clock::now() >= deadline;
+}
+
+void validate(const DynamicRendezvousOptions& o) {
+  if (o.min_nodes < 1 || o.max_nodes < o.min_nodes) {
+    throw ConfigError("--nnodes " + std::to_string(o.min_nodes) + ":" +
+                      std::to_string(o.max_nodes) + ": expected MIN:MAX with 1 <= MIN <= MAX");
+  }
+  if (o.local_world_size < 1) {
+    throw ConfigError("nproc_per_node " + std::to_string(o.local_world_size) +
+                      ": expected at least 1");
+  }
+  if (o.run_id.empty()) throw ConfigError("rdzv_id is empty: expected a job identifier");
+  auto positive = [](Duration d, const char* name) {
+    if (d.count() <= 0) {
+      throw ConfigError(std::string(name) + "=" + std::to_string(d.count()) +
+                        " ms: expected a positive duration");
+    }
+  };
+  positive(o.join_timeout, "join_timeout");
+  positive(o.close_timeout, "close_timeout");
+  positive(o.heartbeat_interval, "heartbeat_interval");
+  positive(o.progress_interval, "progress_interval");
+  if (o.last_call_timeout.count() < 0) {
+    throw ConfigError("last_call_timeout=" + std::to_string(o.last_call_timeout.count()) +
+                      " ms: expected zero or a positive duration");
+  }
+  if (o.lease_timeout < o.heartbeat_interval * 2) {
+    throw ConfigError("lease_timeout=" + seconds_text(o.lease_timeout) +
+                      ": expected at least twice heartbeat_interval (" +
+                      seconds_text(o.heartbeat_interval) + ")");
+  }
+}
+
+}  // namespace
+
+DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<Store> store,
+                                     StoreConnector connect)
+    : options_(std::move(options)), connect_(std::move(connect)) {
+  validate(options_);
+  store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, std::move(store));
+  node_id_ = (options_.node_addr.empty() ? std::string("node") : options_.node_addr) + ":" +
+             std::to_string(::getpid()) + ":" + random_hex();
+}
+
+DynamicRendezvous::~DynamicRendezvous() {
+  stop_watcher();
+}
+
+std::string DynamicRendezvous::last_change_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_reason_;
+}
+
+RendezvousInfo DynamicRendezvous::next_rendezvous() {
+  stop_watcher();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.reset();
+  }
+  const auto deadline = Clock::now() + options_.join_timeout;
+  bool admitted = false;  // a member re-joining opens its next round itself
+  uint64_t round = 0;
+  if (last_round_) {
+    round = *last_round_ + 1;
+    open_round(round);
+    admitted = true;
+  } else {
+    round = start_round();
+  }
+  while (true) {
+    if (!admitted && round > 0) wait_admitted(round, deadline);
+    throw_if_closed();
+    const int64_t idx = store_->add(keys::arrived(round), 1);
+    store_->set(keys::node(round, idx),
+                format_record(NodeRecord{options_.local_world_size, prev_rank_, node_id_}));
+    if (idx == options_.min_nodes) store_->set(keys::min_reached(round), "1");
+    if (idx == options_.max_nodes) try_close(round, idx, idx);
+
+    Closing closing;
+    if (idx <= options_.max_nodes) closing = wait_closed(round, idx, deadline);
+    if (closing.count < 0) {
+      throw RendezvousClosed("rendezvous '" + options_.run_id + "' on " + store_->describe() +
+                             " is closed: the job has ended; this node (" + node_id_ +
+                             ") was not part of it");
+    }
+    if (idx > options_.max_nodes || idx > closing.count) {
+      // Late: ask the running group to re-form when it has room, then wait for the next round.
+      const bool room = idx <= options_.max_nodes && closing.count < options_.max_nodes;
+      if (room) store_->compare_set(keys::changed(round), "", "waiting");
+      rdzv_log(options_.log,
+               "rendezvous '" + options_.run_id + "': round " + std::to_string(round) +
+                   " closed before this node arrived (arrival " + std::to_string(idx) +
+                   (room ? "); asked the running nodes to re-form"
+                         : "); the group is full (max " + std::to_string(options_.max_nodes) +
+                               " nodes), waiting for the next round"));
+      ++round;
+      admitted = false;
+      continue;
+    }
+    if (closing.closer == idx) publish_assignment(round, closing.count);
+    RendezvousInfo info = read_assignment(round, idx, closing);
+    last_round_ = round;
+    prev_rank_ = info.group_rank;
+    if (options_.watch_membership) start_watcher(info);
+    return info;
+  }
+}
+
+uint64_t DynamicRendezvous::start_round() {
+  if (!store_->check({keys::kCurrentRound})) return 0;
+  return std::stoull(store_->get(keys::kCurrentRound));
+}
+
+void DynamicRendezvous::open_round(uint64_t round) {
+  store_->set(keys::opened(round), "1");
+  // Tell the other members of the previous round (if still running) to re-join too.
+  store_->compare_set(keys::changed(round - 1), "", "rejoin");
+  // current_round only moves forward; a stale member must not move it back.
+  std::string current = store_->compare_set(keys::kCurrentRound, "", std::to_string(round));
+  while (std::stoull(current) < round) {
+    current = store_->compare_set(keys::kCurrentRound, current, std::to_string(round));
+  }
+}
+
+void DynamicRendezvous::wait_admitted(uint64_t round, Clock::time_point deadline) const {
+  const auto started = Clock::now();
+  while (true) {
+    try {
+      store_->wait({keys::opened(round)},
+                   std::min(remaining(deadline), options_.progress_interval));
+      return;
+    } catch (const StoreTimeout&) {
+    }
+    throw_if_closed();
+    const auto waited = std::chrono::duration_cast<Duration>(Clock::now() - started);
+    if (passed(deadline)) {
+      throw RendezvousError(
+          "rendezvous '" + options_.run_id + "' on " + store_->describe() +
+          ": not admitted within join_timeout " + seconds_text(options_.join_timeout) + ": round " +
+          std::to_string(round - 1) + " is running and no member re-joined to open round " +
+          std::to_string(round));
+    }
+    rdzv_log(options_.log, "rendezvous '" + options_.run_id + "': waiting " + seconds_text(waited) +
+                               " for the running round " + std::to_string(round - 1) +
+                               " to admit this node");
+  }
+}
+
+DynamicRendezvous::Closing DynamicRendezvous::wait_closed(uint64_t round, int64_t idx,
+                                                          Clock::time_point deadline) {
+  const std::string& run = options_.run_id;
+  // Phase 1: until min_nodes arrived (join_timeout), with a progress line now and then.
+  if (idx < options_.min_nodes) {
+    while (true) {
+      try {
+        store_->wait({keys::min_reached(round)},
+                     std::min(remaining(deadline), options_.progress_interval));
+        break;
+      } catch (const StoreTimeout&) {
+      }
+      const int64_t joined = store_->add(keys::arrived(round), 0);
+      const std::string count = std::to_string(joined) + "/" + std::to_string(options_.min_nodes) +
+                                " nodes joined (min " + std::to_string(options_.min_nodes) +
+                                ", max " + std::to_string(options_.max_nodes) + ")";
+      if (passed(deadline)) {
+        store_->set(keys::node(round, idx), "");  // withdraw: the closer skips this slot
+        throw RendezvousError("rendezvous '" + run + "' on " + store_->describe() + " round " +
+                              std::to_string(round) + ": only " + count + " within join_timeout " +
+                              seconds_text(options_.join_timeout) + after_change());
+      }
+      rdzv_log(options_.log,
+               "rendezvous '" + run + "' round " + std::to_string(round) + ": " + count);
+    }
+  }
+  // Phase 2: the last call. Whoever's window ends first closes with the arrivals so far.
+  const std::string closed_key = keys::closed(round);
+  try {
+    store_->wait({closed_key}, std::max(options_.last_call_timeout, Duration(1)));
+  } catch (const StoreTimeout&) {
+    const int64_t count =
+        std::min<int64_t>(store_->add(keys::arrived(round), 0), options_.max_nodes);
+    try_close(round, count, idx);
+  }
+  const std::string value = store_->get(closed_key);
+  Closing closing;
+  const char* end = value.data() + value.size();
+  auto first = std::from_chars(value.data(), end, closing.count);
+  auto second = first.ec == std::errc() && first.ptr != end && *first.ptr == ' '
+                    ? std::from_chars(first.ptr + 1, end, closing.closer)
+                    : std::from_chars_result{first.ptr, std::errc::invalid_argument};
+  if (second.ec != std::errc() || second.ptr != end) {
+    throw ProtocolError("rendezvous '" + run + "': key '" + closed_key + "' holds '" + value +
+                        "', expected '<count> <closer>'");
+  }
+  return closing;
+}
+
+bool DynamicRendezvous::try_close(uint64_t round, int64_t count, int64_t idx) {
+  // The closer's arrival index makes the value unique, so exactly one node wins.
+  const std::string desired = std::to_string(count) + " " + std::to_string(idx);
+  return store_->compare_set(keys::closed(round), "", desired) == desired;
+}
+
+void DynamicRendezvous::publish_assignment(uint64_t round, int64_t count) {
+  std::vector<std::string> node_keys;
+  for (int64_t i = 1; i <= count; ++i) node_keys.push_back(keys::node(round, i));
+  // Records are written right after each ADD; a slot still empty after close_timeout is a
+  // node that died in between, and is left out.
+  std::vector<std::optional<NodeRecord>> arrivals(static_cast<size_t>(count));
+  std::vector<std::string> present = node_keys;
+  try {
+    store_->wait(node_keys, options_.close_timeout);
+  } catch (const StoreTimeout&) {
+    present.clear();
+    for (const auto& k : node_keys) {
+      if (store_->check({k})) present.push_back(k);
+    }
+  }
+  const auto values = store_->multi_get(present);
+  for (size_t p = 0, i = 0; i < node_keys.size(); ++i) {
+    if (p < present.size() && present[p] == node_keys[i]) {
+      if (!values[p].empty()) arrivals[i] = parse_record(values[p]);
+      ++p;
+    }
+  }
+  const auto assignments = assign_ranks(arrivals);
+  std::vector<std::string> assign_keys;
+  std::vector<std::string> assign_values;
+  for (size_t i = 0; i < assignments.size(); ++i) {
+    if (!assignments[i]) continue;
+    assign_keys.push_back(keys::assign(round, static_cast<int64_t>(i) + 1));
+    assign_values.push_back(format_assignment(*assignments[i]));
+  }
+  store_->multi_set(assign_keys, assign_values);
+}
+
+RendezvousInfo DynamicRendezvous::read_assignment(uint64_t round, int64_t idx,
+                                                  const Closing& closing) {
+  const std::string key = keys::assign(round, idx);
+  try {
+    store_->wait({key}, options_.close_timeout);
+  } catch (const StoreTimeout&) {
+    throw RendezvousError("rendezvous '" + options_.run_id + "' on " + store_->describe() +
+                          " round " + std::to_string(round) + ": the closing node (arrival " +
+                          std::to_string(closing.closer) + ") did not publish ranks within " +
+                          "close_timeout " + seconds_text(options_.close_timeout) +
+                          " (it may have died); key '" + key + "'");
+  }
+  const NodeAssignment a = parse_assignment(store_->get(key));
+  RendezvousInfo info;
+  info.round = round;
+  info.group_rank = a.group_rank;
+  info.group_world_size = a.group_world_size;
+  info.rank_offset = a.rank_offset;
+  info.world_size = a.world_size;
+  info.master_addr = options_.master_addr;
+  info.master_port = options_.master_port;
+  rdzv_log(options_.log, "rendezvous '" + options_.run_id + "' round " + std::to_string(round) +
+                             " complete: " + std::to_string(a.group_world_size) +
+                             " nodes, group rank " + std::to_string(a.group_rank) + ", ranks " +
+                             std::to_string(a.rank_offset) + ".." +
+                             std::to_string(a.rank_offset + options_.local_world_size - 1) +
+                             " of " + std::to_string(a.world_size));
+  return info;
+}
+
+std::string DynamicRendezvous::after_change() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_reason_.empty() ? std::string()
+                              : " (the group re-formed because " + last_reason_ + ")";
+}
+
+void DynamicRendezvous::throw_if_closed() const {
+  if (store_->check({keys::kClosed})) {
+    throw RendezvousClosed("rendezvous '" + options_.run_id + "' on " + store_->describe() +
+                           " is closed: the job has ended; this node (" + node_id_ +
+                           ") was not part of it");
+  }
+}
+
+void DynamicRendezvous::watch(std::function<void(MembershipChange)> on_change) {
+  std::optional<MembershipChange> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_change_ = std::move(on_change);
+    pending.swap(pending_);
+  }
+  // A change that happened before anyone listened is delivered now.
+  if (pending && on_change_) on_change_(*pending);
+}
+
+void DynamicRendezvous::on_change(MembershipChange change, const std::string& reason) {
+  std::function<void(MembershipChange)> callback;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_reason_ = reason;
+    if (!on_change_) {
+      pending_ = change;
+      return;
+    }
+    callback = on_change_;
+  }
+  rdzv_log(options_.log, "rendezvous '" + options_.run_id + "': " + reason);
+  callback(change);
+}
+
+void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
+  if (!events_store_) {
+    events_store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
+    monitor_store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
+  }
+  RoundWatcherOptions w;
+  w.round = info.round;
+  w.group_rank = info.group_rank;
+  w.group_world_size = info.group_world_size;
+  w.heartbeat_interval = options_.heartbeat_interval;
+  w.lease_timeout = options_.lease_timeout;
+  watcher_ = std::make_unique<RoundWatcher>(
+      w, events_store_, monitor_store_,
+      [this](MembershipChange change, const std::string& reason) { on_change(change, reason); });
+}
+
+void DynamicRendezvous::stop_watcher() {
+  if (watcher_) {
+    watcher_->stop();
+    watcher_.reset();
+  }
+}
+
+void DynamicRendezvous::shutdown() {
+  stop_watcher();
+  store_->set(keys::kClosed, "1");
+  // Wake whoever waits in the current or the next round: they see the rendezvous closed.
+  const uint64_t current = start_round();
+  for (uint64_t round : {current, current + 1}) {
+    store_->compare_set(keys::closed(round), "", "-1 0");
+    store_->multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});
+  }
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,106 @@
+#pragma once
+// The elastic (c10d-style) rendezvous, store-native: each node does O(1) store operations
+// per round (ADD for its arrival index, SET of its record, WAITs on per-round keys, GET of
+// its assignment); only the node that closes a round reads the arrivals (one MULTI_GET)
+// and writes every assignment (one MULTI_SET). Nobody polls: every wait blocks in the store.
+//
+// A round closes at once when max_nodes arrived, or last_call_timeout after min_nodes
+// arrived. Nodes arriving after a round closed wait for the next round, which opens when a
+// member of the running round re-joins; if the running round has room they ask it to
+// re-form (MembershipChange::kNodeWaiting on every member). See docs/multinode.md.
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "rendezvous/rdzv_log.hpp"
+#include "rendezvous/rendezvous_handler.hpp"
+#include "rendezvous/store.hpp"
+
+namespace ddp::rendezvous {
+
+class RoundWatcher;
+
+struct DynamicRendezvousOptions {
+  std::string run_id = "none";  // keys live under "/ddp_rdzv/<run_id>/": jobs never mix
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int local_world_size = 1;  // this node's nproc
+  std::string node_addr;     // this node's address, for node ids and messages
+  std::string master_addr;   // store endpoint handed to workers (MASTER_ADDR/MASTER_PORT)
+  uint16_t master_port = 0;
+  // Whole next_rendezvous() budget: waiting to be admitted and for min_nodes to arrive.
+  Duration join_timeout = std::chrono::seconds(600);
+  // How long a round stays open for more nodes once min_nodes arrived.
+  Duration last_call_timeout = std::chrono::seconds(30);
+  // How long members wait for the closing node to publish the ranks.
+  Duration close_timeout = std::chrono::seconds(30);
+  Duration heartbeat_interval = std::chrono::seconds(1);
+  Duration lease_timeout = std::chrono::seconds(5);  // missed beats: node lost
+  Duration progress_interval = std::chrono::seconds(5);
+  // Start heartbeats and change watching after each round (benchmarks turn it off).
+  bool watch_membership = true;
+  LogSink log;
+};
+
+// Opens another connection to the same (unprefixed) store; the watcher threads block in
+// wait() and so need their own. For MemoryStore return the same shared store.
+using StoreConnector = std::function<std::shared_ptr<Store>()>;
+
+class DynamicRendezvous final : public RendezvousHandler {
+ public:
+  // Validates options (ConfigError naming the bad value). store is this agent's main
+  // connection; connect is called at most twice, for the watcher threads.
+  DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<Store> store,
+                    StoreConnector connect);
+  ~DynamicRendezvous() override;  // stops the watcher threads; does not close the job
+
+  RendezvousInfo next_rendezvous() override;
+  void watch(std::function<void(MembershipChange)> on_change) override;
+  void shutdown() override;
+  [[nodiscard]] std::string run_id() const override { return options_.run_id; }
+
+  // Unique id of this agent in the records ("<addr>:<pid>:<random>").
+  [[nodiscard]] const std::string& node_id() const { return node_id_; }
+  // The last membership change's reason, for the agent's log ("" when none yet).
+  [[nodiscard]] std::string last_change_reason() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Closing {
+    int64_t count = 0;   // members are arrivals 1..count; -1: rendezvous shut down
+    int64_t closer = 0;  // arrival index of the node that closed the round
+  };
+
+  uint64_t start_round();
+  void open_round(uint64_t round);
+  void wait_admitted(uint64_t round, Clock::time_point deadline) const;
+  Closing wait_closed(uint64_t round, int64_t idx, Clock::time_point deadline);
+  bool try_close(uint64_t round, int64_t count, int64_t idx);
+  void publish_assignment(uint64_t round, int64_t count);
+  RendezvousInfo read_assignment(uint64_t round, int64_t idx, const Closing& closing);
+  void throw_if_closed() const;
+  // " (the group re-formed because <reason>)" after a membership change, else "".
+  [[nodiscard]] std::string after_change() const;
+  void start_watcher(const RendezvousInfo& info);
+  void stop_watcher();
+  void on_change(MembershipChange change, const std::string& reason);
+
+  DynamicRendezvousOptions options_;
+  std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>
+  StoreConnector connect_;
+  std::string node_id_;
+  std::optional<uint64_t> last_round_;  // last round this node was a member of
+  int prev_rank_ = -1;
+
+  std::shared_ptr<Store> events_store_;  // watcher connections, opened on first use
+  std::shared_ptr<Store> monitor_store_;
+  std::unique_ptr<RoundWatcher> watcher_;
+
+  mutable std::mutex mu_;  // guards the callback and the pending change
+  std::function<void(MembershipChange)> on_change_;
+  std::optional<MembershipChange> pending_;
+  std::string last_reason_;
+};
+
+}  // namespace ddp::rendezvous

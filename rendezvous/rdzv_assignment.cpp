@@ -1,0 +1,96 @@
+#include "rendezvous/rdzv_assignment.hpp"
+
+#include <charconv>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+// Parses the next space-separated decimal integer of text from pos; advances pos.
+bool next_int(const std::string& text, size_t& pos, int& out) {
+  const char* first = text.data() + pos;
+  const char* last = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, out);
+  if (ec != std::errc() || ptr == first) return false;
+  pos = static_cast<size_t>(ptr - text.data());
+  if (pos < text.size()) {
+    if (text[pos] != ' ') return false;
+    ++pos;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string format_record(const NodeRecord& record) {
+  return std::to_string(record.nproc) + " " + std::to_string(record.prev_rank) + " " +
+         record.node_id;
+}
+
+NodeRecord parse_record(const std::string& text) {
+  NodeRecord record;
+  size_t pos = 0;
+  if (!next_int(text, pos, record.nproc) || !next_int(text, pos, record.prev_rank) ||
+      record.nproc < 1 || pos >= text.size()) {
+    throw ProtocolError("rendezvous node record '" + text +
+                        "' does not parse; expected '<nproc >= 1> <prev_rank> <node_id>'");
+  }
+  record.node_id = text.substr(pos);
+  return record;
+}
+
+std::string format_assignment(const NodeAssignment& a) {
+  return std::to_string(a.group_rank) + " " + std::to_string(a.group_world_size) + " " +
+         std::to_string(a.rank_offset) + " " + std::to_string(a.world_size);
+}
+
+NodeAssignment parse_assignment(const std::string& text) {
+  NodeAssignment a;
+  size_t pos = 0;
+  if (!next_int(text, pos, a.group_rank) || !next_int(text, pos, a.group_world_size) ||
+      !next_int(text, pos, a.rank_offset) || !next_int(text, pos, a.world_size) ||
+      pos != text.size() || a.group_rank < 0 || a.group_rank >= a.group_world_size) {
+    throw ProtocolError("rendezvous assignment '" + text +
+                        "' does not parse; expected '<group_rank> <group_world_size> "
+                        "<rank_offset> <world_size>'");
+  }
+  return a;
+}
+
+std::vector<std::optional<NodeAssignment>> assign_ranks(
+    const std::vector<std::optional<NodeRecord>>& arrivals) {
+  int members = 0;
+  for (const auto& a : arrivals) members += a ? 1 : 0;
+  std::vector<std::optional<NodeAssignment>> out(arrivals.size());
+  std::vector<int> holder(static_cast<size_t>(members), -1);  // group rank -> arrival slot
+  // Pass 1: keep last round's rank where it still fits and nobody earlier took it.
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    if (!arrivals[i]) continue;
+    const int prev = arrivals[i]->prev_rank;
+    if (prev >= 0 && prev < members && holder[static_cast<size_t>(prev)] < 0) {
+      holder[static_cast<size_t>(prev)] = static_cast<int>(i);
+      out[i] = NodeAssignment{prev, members, 0, 0};
+    }
+  }
+  // Pass 2: the rest fill the holes, lowest rank first, in arrival order.
+  size_t next_free = 0;
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    if (!arrivals[i] || out[i]) continue;
+    while (holder[next_free] >= 0) ++next_free;
+    holder[next_free] = static_cast<int>(i);
+    out[i] = NodeAssignment{static_cast<int>(next_free), members, 0, 0};
+  }
+  // RANK offsets: prefix sums of nproc in group-rank order.
+  int offset = 0;
+  for (int slot : holder) {
+    out[static_cast<size_t>(slot)]->rank_offset = offset;
+    offset += arrivals[static_cast<size_t>(slot)]->nproc;
+  }
+  for (auto& a : out) {
+    if (a) a->world_size = offset;
+  }
+  return out;
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,54 @@
+#pragma once
+// Key names of the dynamic rendezvous, relative to its "/ddp_rdzv/<run_id>" prefix.
+// Every per-round key carries the round number, so a round's keys are written once and
+// never rewritten by every node (no shared blob).
+#include <cstdint>
+#include <string>
+
+namespace ddp::rendezvous::rdzv_keys {
+
+// Set once when the job ends; late nodes exit instead of waiting.
+inline const std::string kClosed = "closed";
+// Highest round opened so far (decimal); fresh nodes start there.
+inline const std::string kCurrentRound = "current_round";
+
+inline std::string round_key(uint64_t round, const std::string& name) {
+  return "r" + std::to_string(round) + "/" + name;
+}
+// ADD counter: arrival index of each node (1-based).
+inline std::string arrived(uint64_t round) {
+  return round_key(round, "arrived");
+}
+// Set by the MIN-th arrival: starts everybody's last-call window.
+inline std::string min_reached(uint64_t round) {
+  return round_key(round, "min_reached");
+}
+// "<count> <closer_idx>" once the round closed ("-1 0": the rendezvous was shut down).
+inline std::string closed(uint64_t round) {
+  return round_key(round, "closed");
+}
+// Set by a member of round-1 when it re-joins; late nodes wait for it.
+inline std::string opened(uint64_t round) {
+  return round_key(round, "open");
+}
+// First membership change of a running round: "waiting", "rejoin" or "lost <group_rank>".
+inline std::string changed(uint64_t round) {
+  return round_key(round, "changed");
+}
+// The record of arrival idx (NodeRecord), empty when that node withdrew.
+inline std::string node(uint64_t round, int64_t idx) {
+  return round_key(round, "node/" + std::to_string(idx));
+}
+// The assignment of arrival idx (NodeAssignment), written by the closing node.
+inline std::string assign(uint64_t round, int64_t idx) {
+  return round_key(round, "assign/" + std::to_string(idx));
+}
+// Heartbeat tick t of group rank g, and the latest tick g wrote.
+inline std::string heartbeat(uint64_t round, int group_rank, uint64_t tick) {
+  return round_key(round, "hb/" + std::to_string(group_rank) + "/" + std::to_string(tick));
+}
+inline std::string heartbeat_latest(uint64_t round, int group_rank) {
+  return round_key(round, "hb/" + std::to_string(group_rank) + "/latest");
+}
+
+}  // namespace ddp::rendezvous::rdzv_keys

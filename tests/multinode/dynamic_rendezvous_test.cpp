@@ -1,0 +1,286 @@
+// The elastic rendezvous with many simulated nodes (threads) on one MemoryStore.
+#include "rendezvous/dynamic_rendezvous.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "common/error.hpp"
+#include "rendezvous/memory_store.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Guard against hangs only; no assertion depends on how fast anything is.
+constexpr auto kGuard = 20s;
+
+// Records membership changes reported to one agent.
+class ChangeLog {
+ public:
+  void operator()(MembershipChange change) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(change);
+    cv_.notify_all();
+  }
+  // Waits (up to kGuard) for the first change and returns it.
+  std::optional<MembershipChange> first() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kGuard, [&] { return !seen_.empty(); });
+    if (seen_.empty()) return std::nullopt;
+    return seen_.front();
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<MembershipChange> seen_;
+};
+
+struct Cluster {
+  std::shared_ptr<MemoryStore> store = std::make_shared<MemoryStore>(10s);
+
+  static DynamicRendezvousOptions options(int min_nodes, int max_nodes, int nproc = 1,
+                                          std::string run_id = "job") {
+    DynamicRendezvousOptions o;
+    o.run_id = std::move(run_id);
+    o.min_nodes = min_nodes;
+    o.max_nodes = max_nodes;
+    o.local_world_size = nproc;
+    o.node_addr = "127.0.0.1";
+    o.master_addr = "127.0.0.1";
+    o.master_port = 29400;
+    o.join_timeout = 10s;
+    o.last_call_timeout = 300ms;
+    o.close_timeout = 5s;
+    o.heartbeat_interval = 50ms;
+    o.lease_timeout = 300ms;
+    o.progress_interval = 1s;
+    o.log = [](const std::string&) {};
+    return o;
+  }
+
+  std::unique_ptr<DynamicRendezvous> node(const DynamicRendezvousOptions& o) {
+    auto shared = store;
+    return std::make_unique<DynamicRendezvous>(o, shared, [shared] { return shared; });
+  }
+};
+
+std::future<RendezvousInfo> join_async(DynamicRendezvous& node) {
+  return std::async(std::launch::async, [&node] { return node.next_rendezvous(); });
+}
+
+// Joins every node concurrently and returns their infos in node order.
+std::vector<RendezvousInfo> join_all(const std::vector<DynamicRendezvous*>& nodes) {
+  std::vector<std::future<RendezvousInfo>> futures;
+  for (auto* n : nodes) futures.push_back(join_async(*n));
+  std::vector<RendezvousInfo> infos;
+  for (auto& f : futures) infos.push_back(f.get());
+  return infos;
+}
+
+// Group ranks form 0..n-1 and RANK offsets are prefix sums of nproc in group-rank order.
+void check_consistent(const std::vector<RendezvousInfo>& infos, const std::vector<int>& nproc) {
+  std::map<int, size_t> by_rank;
+  int total = 0;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    by_rank[infos[i].group_rank] = i;
+    total += nproc[i];
+  }
+  REQUIRE(by_rank.size() == infos.size());
+  int offset = 0;
+  int expected_rank = 0;
+  for (const auto& [rank, i] : by_rank) {
+    CHECK(rank == expected_rank++);
+    CHECK(infos[i].rank_offset == offset);
+    CHECK(infos[i].world_size == total);
+    CHECK(infos[i].group_world_size == static_cast<int>(infos.size()));
+    CHECK(infos[i].round == infos[0].round);
+    offset += nproc[i];
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dynamic: MAX nodes agree at once on ranks and offsets", "[rdzv][dynamic]") {
+  Cluster c;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  std::vector<DynamicRendezvous*> ptrs;
+  std::vector<int> nproc;
+  for (int i = 0; i < 8; ++i) {
+    nproc.push_back(i % 3 + 1);
+    auto o = Cluster::options(8, 8, nproc.back());
+    o.last_call_timeout = 60s;  // must not matter: the round closes at MAX
+    nodes.push_back(c.node(o));
+    ptrs.push_back(nodes.back().get());
+  }
+  const auto infos = join_all(ptrs);
+  check_consistent(infos, nproc);
+  CHECK(infos[0].round == 0);
+  CHECK(infos[0].master_port == 29400);
+}
+
+TEST_CASE("dynamic: between MIN and MAX the round closes after the last call", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 4);
+  o.last_call_timeout = 1s;
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  const auto infos = join_all({a.get(), b.get(), d.get()});
+  check_consistent(infos, {1, 1, 1});
+}
+
+TEST_CASE("dynamic: group ranks are stable when the same nodes re-form", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(3, 3);
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  const auto first = join_all({a.get(), b.get(), d.get()});
+  const auto second = join_all({d.get(), b.get(), a.get()});
+  CHECK(second[0].round == 1);
+  CHECK(second[2].group_rank == first[0].group_rank);
+  CHECK(second[1].group_rank == first[1].group_rank);
+  CHECK(second[0].group_rank == first[2].group_rank);
+}
+
+TEST_CASE("dynamic: a late node makes the running nodes re-form with it", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3, 2);
+  auto a = c.node(o), b = c.node(o);
+  const auto first = join_all({a.get(), b.get()});
+  check_consistent(first, {2, 2});
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+
+  auto late = c.node(o);
+  auto late_join = join_async(*late);
+  REQUIRE(log_a.first() == MembershipChange::kNodeWaiting);
+  REQUIRE(log_b.first() == MembershipChange::kNodeWaiting);
+  auto ja = join_async(*a);
+  auto jb = join_async(*b);
+  const std::vector<RendezvousInfo> second{ja.get(), jb.get(), late_join.get()};
+  check_consistent(second, {2, 2, 2});
+  CHECK(second[0].world_size == 6);
+  CHECK(second[0].group_rank == first[0].group_rank);
+  CHECK(second[1].group_rank == first[1].group_rank);
+  CHECK(second[2].group_rank == 2);
+}
+
+TEST_CASE("dynamic: a node that stops heartbeating is reported lost; survivors re-form",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  join_all({a.get(), b.get(), d.get()});
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+  d.reset();  // dies without a word: its heartbeats stop
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  CHECK_THAT(a->last_change_reason(), Catch::Contains("stopped heartbeating"));
+  const auto infos = join_all({a.get(), b.get()});
+  check_consistent(infos, {1, 1});
+  CHECK(infos[0].round == 1);
+}
+
+TEST_CASE("dynamic: fewer than MIN nodes left after a loss is a clear error", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.join_timeout = 1s;
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_a;
+  a->watch(std::ref(log_a));
+  b.reset();
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE_THROWS_AS(a->next_rendezvous(), ddp::RendezvousError);
+  try {
+    a->next_rendezvous();
+  } catch (const ddp::RendezvousError& e) {
+    CHECK_THAT(e.what(),
+               Catch::Contains("/2 nodes joined") && Catch::Contains("stopped heartbeating"));
+  }
+}
+
+TEST_CASE("dynamic: MIN never reached times out naming the count", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 4);
+  o.join_timeout = 500ms;
+  auto a = c.node(o);
+  REQUIRE_THROWS_WITH(a->next_rendezvous(), Catch::Contains("only 1/2 nodes joined") &&
+                                                Catch::Contains("join_timeout 500 ms") &&
+                                                Catch::Contains("'job'"));
+}
+
+TEST_CASE("dynamic: after shutdown, new and waiting nodes get RendezvousClosed",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.join_timeout = 60s;  // the closed error must come long before this
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  auto waiting = c.node(o);  // the group is full: waits for a next round
+  auto waiting_join = join_async(*waiting);
+  a->shutdown();
+  REQUIRE_THROWS_AS(waiting_join.get(), ddp::RendezvousClosed);
+  auto fresh = c.node(o);
+  REQUIRE_THROWS_WITH(fresh->next_rendezvous(), Catch::Contains("closed"));
+}
+
+TEST_CASE("dynamic: two rdzv_ids on one store never mix", "[rdzv][dynamic]") {
+  Cluster c;
+  auto x1 = c.node(Cluster::options(2, 2, 1, "x")), x2 = c.node(Cluster::options(2, 2, 1, "x"));
+  auto y1 = c.node(Cluster::options(2, 2, 3, "y")), y2 = c.node(Cluster::options(2, 2, 3, "y"));
+  const auto infos = join_all({x1.get(), y1.get(), x2.get(), y2.get()});
+  check_consistent({infos[0], infos[2]}, {1, 1});
+  check_consistent({infos[1], infos[3]}, {3, 3});
+  x1->shutdown();  // closing one job leaves the other usable
+  const auto again = join_all({y1.get(), y2.get()});
+  check_consistent(again, {3, 3});
+}
+
+TEST_CASE("dynamic: a member re-joining (its workers failed) makes the others re-form",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  auto ja = join_async(*a);
+  REQUIRE(log_b.first() == MembershipChange::kNodeWaiting);
+  auto jb = join_async(*b);
+  check_consistent({ja.get(), jb.get()}, {1, 1});
+}
+
+TEST_CASE("dynamic: a late node does not disturb a full group", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(1, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_a;
+  a->watch(std::ref(log_a));
+  auto late_options = o;
+  late_options.join_timeout = 500ms;
+  auto late = c.node(late_options);
+  REQUIRE_THROWS_WITH(late->next_rendezvous(), Catch::Contains("not admitted"));
+  CHECK(log_a.count() == 0);
+}
+
+TEST_CASE("dynamic: bad options are rejected naming the value", "[rdzv][dynamic]") {
+  Cluster c;
+  CHECK_THROWS_WITH(c.node(Cluster::options(3, 2)), Catch::Contains("3:2"));
+  CHECK_THROWS_WITH(c.node(Cluster::options(0, 2)), Catch::Contains("0:2"));
+  auto o = Cluster::options(1, 2);
+  o.lease_timeout = 60ms;
+  CHECK_THROWS_WITH(c.node(o), Catch::Contains("lease_timeout=60 ms"));
+}
