@@ -4,3 +4,4 @@ target_sources(ddp_rendezvous PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/rdzv_watcher.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dynamic_rendezvous.cpp
 )
+target_sources(ddp_rendezvous PRIVATE ${CMAKE_CURRENT_LIST_DIR}/static_rendezvous.cpp)

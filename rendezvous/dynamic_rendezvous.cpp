@@ -1,10 +1,7 @@
 #include "rendezvous/dynamic_rendezvous.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
-#include <random>
 
 #include "common/error.hpp"
 #include "rendezvous/prefix_store.hpp"
@@ -22,15 +19,6 @@ std::string seconds_text(Duration d) {
   const auto ms = d.count();
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
   return std::to_string(ms) + " ms";
-}
-
-std::string random_hex() {
-  std::random_device rd;
-  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 8; ++i) out += kHex[(v >> (i * 4)) & 0xF];
-  return out;
 }
 
 // Time left until deadline, at least 1 ms so a store wait never gets a zero timeout.
@@ -82,8 +70,7 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shar
     : options_(std::move(options)), connect_(std::move(connect)) {
   validate(options_);
   store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, std::move(store));
-  node_id_ = (options_.node_addr.empty() ? std::string("node") : options_.node_addr) + ":" +
-             std::to_string(::getpid()) + ":" + random_hex();
+  node_id_ = make_node_id(options_.node_addr);
 }
 
 DynamicRendezvous::~DynamicRendezvous() {
@@ -373,12 +360,16 @@ void DynamicRendezvous::stop_watcher() {
 
 void DynamicRendezvous::shutdown() {
   stop_watcher();
-  store_->set(keys::kClosed, "1");
-  // Wake whoever waits in the current or the next round: they see the rendezvous closed.
-  const uint64_t current = start_round();
-  for (uint64_t round : {current, current + 1}) {
-    store_->compare_set(keys::closed(round), "", "-1 0");
-    store_->multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});
+  try {
+    store_->set(keys::kClosed, "1");
+    // Wake whoever waits in the current or the next round: they see the rendezvous closed.
+    const uint64_t current = start_round();
+    for (uint64_t round : {current, current + 1}) {
+      store_->compare_set(keys::closed(round), "", "-1 0");
+      store_->multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});
+    }
+  } catch (const StoreError&) {
+    // The store host may already be gone at the end of the job; nothing is left to close.
   }
 }
 

@@ -1,6 +1,10 @@
 #include "rendezvous/rdzv_assignment.hpp"
 
+#include <unistd.h>
+
 #include <charconv>
+#include <cstdint>
+#include <random>
 
 #include "common/error.hpp"
 
@@ -22,6 +26,16 @@ bool next_int(const std::string& text, size_t& pos, int& out) {
 }
 
 }  // namespace
+
+std::string make_node_id(const std::string& addr) {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id =
+      (addr.empty() ? std::string("node") : addr) + ":" + std::to_string(::getpid()) + ":";
+  for (int i = 0; i < 8; ++i) id += kHex[(v >> (i * 4)) & 0xF];
+  return id;
+}
 
 std::string format_record(const NodeRecord& record) {
   return std::to_string(record.nproc) + " " + std::to_string(record.prev_rank) + " " +

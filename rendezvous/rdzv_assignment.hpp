@@ -23,6 +23,9 @@ struct NodeAssignment {
   int world_size = 0;   // sum of nproc over every member
 };
 
+// A new id for one agent: "<addr or 'node'>:<pid>:<8 random hex digits>".
+std::string make_node_id(const std::string& addr);
+
 // "<nproc> <prev_rank> <node_id>"; node_id may contain spaces.
 std::string format_record(const NodeRecord& record);
 // Inverse of format_record; throws ProtocolError naming the text when it does not parse.

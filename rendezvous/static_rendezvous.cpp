@@ -1,0 +1,143 @@
+#include "rendezvous/static_rendezvous.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "common/error.hpp"
+#include "rendezvous/prefix_store.hpp"
+#include "rendezvous/rdzv_assignment.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const std::string kClosedKey = "closed";
+
+std::string node_key(int node_rank) {
+  return "node/" + std::to_string(node_rank);
+}
+
+// Record "<nproc> <node_id>" -> nproc; throws ProtocolError naming the text.
+int record_nproc(const std::string& text, int node_rank) {
+  int nproc = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), nproc);
+  if (ec != std::errc() || nproc < 1 || ptr == text.data() + text.size() || *ptr != ' ') {
+    throw ProtocolError("static rendezvous: record of node_rank " + std::to_string(node_rank) +
+                        " is '" + text + "', expected '<nproc> <node_id>'");
+  }
+  return nproc;
+}
+
+std::string record_id(const std::string& text) {
+  const auto space = text.find(' ');
+  return space == std::string::npos ? text : text.substr(space + 1);
+}
+
+}  // namespace
+
+StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options, std::shared_ptr<Store> store)
+    : options_(std::move(options)) {
+  const auto& o = options_;
+  if (o.nnodes < 1) {
+    throw ConfigError("--nnodes " + std::to_string(o.nnodes) + ": expected at least 1");
+  }
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    throw ConfigError("--node_rank " + std::to_string(o.node_rank) + ": expected 0.." +
+                      std::to_string(o.nnodes - 1) + " for --nnodes " + std::to_string(o.nnodes));
+  }
+  if (o.local_world_size < 1) {
+    throw ConfigError("nproc_per_node " + std::to_string(o.local_world_size) +
+                      ": expected at least 1");
+  }
+  store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + o.run_id + "/static", std::move(store));
+  node_id_ = make_node_id(o.node_addr);
+}
+
+RendezvousInfo StaticRendezvous::next_rendezvous() {
+  if (store_->check({kClosedKey})) {
+    throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " + store_->describe() +
+                           " is closed: the job has ended");
+  }
+  if (!info_) {
+    join();
+  } else {
+    ++info_->round;
+  }
+  return *info_;
+}
+
+void StaticRendezvous::join() {
+  const auto& o = options_;
+  const std::string record = std::to_string(o.local_world_size) + " " + node_id_;
+  const std::string mine = node_key(o.node_rank);
+  const std::string held = store_->compare_set(mine, "", record);
+  if (held != record) {
+    throw ConfigError("--node_rank " + std::to_string(o.node_rank) +
+                      " is already taken in rendezvous '" + o.run_id + "' on " +
+                      store_->describe() + " by " + record_id(held) +
+                      "; give each node a distinct node_rank (or a new --rdzv_id)");
+  }
+  std::vector<std::string> node_keys;
+  for (int r = 0; r < o.nnodes; ++r) node_keys.push_back(node_key(r));
+
+  const auto started = Clock::now();
+  const auto deadline = started + o.join_timeout;
+  while (true) {
+    const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
+    try {
+      store_->wait(node_keys, std::clamp(left, Duration(1), o.progress_interval));
+      break;
+    } catch (const StoreTimeout&) {
+    }
+    if (Clock::now() >= deadline) {
+      throw RendezvousError("static rendezvous '" + o.run_id + "' on " + store_->describe() + ": " +
+                            progress(node_keys) + " within join_timeout " +
+                            describe_timeout(o.join_timeout));
+    }
+    rdzv_log(o.log, "static rendezvous '" + o.run_id + "': " + progress(node_keys));
+  }
+
+  const auto records = store_->multi_get(node_keys);
+  RendezvousInfo info;
+  info.group_rank = o.node_rank;
+  info.group_world_size = o.nnodes;
+  for (int r = 0; r < o.nnodes; ++r) {
+    const int nproc = record_nproc(records[static_cast<size_t>(r)], r);
+    if (r < o.node_rank) info.rank_offset += nproc;
+    info.world_size += nproc;
+  }
+  info.master_addr = o.master_addr;
+  info.master_port = o.master_port;
+  info_ = info;
+  rdzv_log(o.log, "static rendezvous '" + o.run_id + "': all " + std::to_string(o.nnodes) +
+                      " nodes joined; this node has ranks " + std::to_string(info.rank_offset) +
+                      ".." + std::to_string(info.rank_offset + o.local_world_size - 1) + " of " +
+                      std::to_string(info.world_size));
+}
+
+std::string StaticRendezvous::progress(const std::vector<std::string>& node_keys) const {
+  std::string missing;
+  int joined = 0;
+  for (size_t r = 0; r < node_keys.size(); ++r) {
+    if (store_->check({node_keys[r]})) {
+      ++joined;
+    } else if (missing.size() < 200) {
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  return std::to_string(joined) + "/" + std::to_string(node_keys.size()) +
+         " nodes joined (missing node_rank " + missing + ")";
+}
+
+void StaticRendezvous::watch(std::function<void(MembershipChange)> /*on_change*/) {}
+
+void StaticRendezvous::shutdown() {
+  try {
+    store_->set(kClosedKey, "1");
+  } catch (const StoreError&) {
+    // The store host may already be gone at the end of the job; nothing is left to close.
+  }
+}
+
+}  // namespace ddp::rendezvous

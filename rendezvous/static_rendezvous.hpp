@@ -1,0 +1,53 @@
+#pragma once
+// Static multi-node rendezvous (--nnodes N --node_rank R): every node writes its record
+// under its node_rank, then waits until all N are there, printing "k/N nodes joined" every
+// progress_interval. Ranks follow node_rank; RANK offsets are prefix sums of each node's
+// nproc. Later rounds (worker restarts) return the same ranks without a barrier, as
+// torchrun's static rendezvous does; membership never changes, so watch() never calls back.
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "rendezvous/rdzv_log.hpp"
+#include "rendezvous/rendezvous_handler.hpp"
+#include "rendezvous/store.hpp"
+
+namespace ddp::rendezvous {
+
+struct StaticRendezvousOptions {
+  std::string run_id = "none";  // keys live under "/ddp_rdzv/<run_id>/static/"
+  int nnodes = 1;
+  int node_rank = 0;
+  int local_world_size = 1;  // this node's nproc
+  std::string node_addr;     // this node's address, for messages
+  std::string master_addr;   // store endpoint handed to workers
+  uint16_t master_port = 0;
+  Duration join_timeout = std::chrono::seconds(600);
+  Duration progress_interval = std::chrono::seconds(5);
+  LogSink log;
+};
+
+class StaticRendezvous final : public RendezvousHandler {
+ public:
+  // Validates options (ConfigError naming the bad value).
+  StaticRendezvous(StaticRendezvousOptions options, std::shared_ptr<Store> store);
+
+  // First call: waits for all nnodes (RendezvousError naming who is missing after
+  // join_timeout; ConfigError when another agent already holds this node_rank).
+  RendezvousInfo next_rendezvous() override;
+  void watch(std::function<void(MembershipChange)> on_change) override;
+  void shutdown() override;
+  [[nodiscard]] std::string run_id() const override { return options_.run_id; }
+
+ private:
+  void join();
+  [[nodiscard]] std::string progress(const std::vector<std::string>& node_keys) const;
+
+  StaticRendezvousOptions options_;
+  std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>/static
+  std::string node_id_;
+  std::optional<RendezvousInfo> info_;
+};
+
+}  // namespace ddp::rendezvous
