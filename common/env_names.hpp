@@ -45,4 +45,7 @@ inline constexpr const char* kStorePrefix = "DDPLAUNCH_STORE_PREFIX";
 // Store key prefix for workers of one attempt, shared by agent and PyTorch workers.
 inline constexpr const char* kWorkerPrefixBase = "/worker/attempt_";
 
+// Nodes of the current srun step (SLURM_JOB_NODELIST is the whole allocation); multinode.
+inline constexpr const char* kSlurmStepNodelist = "SLURM_STEP_NODELIST";
+
 }  // namespace ddp::env
