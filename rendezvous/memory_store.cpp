@@ -1,6 +1,5 @@
 #include "rendezvous/memory_store.hpp"
 
-
 #include "common/error.hpp"
 #include "rendezvous/store_semantics.hpp"
 

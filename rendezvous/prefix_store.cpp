@@ -15,7 +15,9 @@ std::vector<std::string> PrefixStore::full(const std::vector<std::string>& keys)
 void PrefixStore::set(const std::string& key, const std::string& value) {
   base_->set(full(key), value);
 }
-std::string PrefixStore::get(const std::string& key) { return base_->get(full(key)); }
+std::string PrefixStore::get(const std::string& key) {
+  return base_->get(full(key));
+}
 int64_t PrefixStore::add(const std::string& key, int64_t delta) {
   return base_->add(full(key), delta);
 }
@@ -23,12 +25,18 @@ std::string PrefixStore::compare_set(const std::string& key, const std::string& 
                                      const std::string& desired) {
   return base_->compare_set(full(key), expected, desired);
 }
-bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(full(keys)); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  return base_->check(full(keys));
+}
 void PrefixStore::wait(const std::vector<std::string>& keys, Duration timeout) {
   base_->wait(full(keys), timeout);
 }
-bool PrefixStore::delete_key(const std::string& key) { return base_->delete_key(full(key)); }
-int64_t PrefixStore::num_keys() { return base_->num_keys(); }
+bool PrefixStore::delete_key(const std::string& key) {
+  return base_->delete_key(full(key));
+}
+int64_t PrefixStore::num_keys() {
+  return base_->num_keys();
+}
 void PrefixStore::append(const std::string& key, const std::string& value) {
   base_->append(full(key), value);
 }
@@ -39,7 +47,9 @@ void PrefixStore::multi_set(const std::vector<std::string>& keys,
                             const std::vector<std::string>& values) {
   base_->multi_set(full(keys), values);
 }
-std::string PrefixStore::describe() const { return base_->describe() + " prefix '" + prefix_ + "'"; }
+std::string PrefixStore::describe() const {
+  return base_->describe() + " prefix '" + prefix_ + "'";
+}
 void PrefixStore::set_timeout(Duration timeout) {
   Store::set_timeout(timeout);
   base_->set_timeout(timeout);

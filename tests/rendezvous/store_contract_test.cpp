@@ -1,11 +1,14 @@
 // Contract tests written once and run against every Store implementation.
 #include <catch2/catch.hpp>
+#include <future>
 #include <memory>
 #include <thread>
 
 #include "common/error.hpp"
 #include "rendezvous/memory_store.hpp"
 #include "rendezvous/prefix_store.hpp"
+#include "rendezvous/store_server.hpp"
+#include "rendezvous/tcp_store.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
@@ -19,10 +22,29 @@ struct PrefixFixture {
     return std::make_shared<PrefixStore>("/job", std::make_shared<MemoryStore>(2s));
   }
 };
+// A real server on a kernel-chosen loopback port, and a TcpStore client of it.
+struct TcpFixture {
+  std::unique_ptr<StoreServer> server;
+  std::shared_ptr<Store> make() {
+    StoreServerOptions so;
+    so.host = "127.0.0.1";
+    server = std::make_unique<StoreServer>(so);
+    TcpStoreOptions co;
+    co.port = server->port();
+    co.timeout = 2s;
+    co.connect_timeout = 5s;
+    return std::make_shared<TcpStore>(co);
+  }
+};
+struct PrefixOverTcpFixture {
+  TcpFixture tcp;
+  std::shared_ptr<Store> make() { return std::make_shared<PrefixStore>("/worker", tcp.make()); }
+};
 }  // namespace
 
-TEMPLATE_TEST_CASE("store contract: set/get/add/compare_set", "[store]", MemoryFixture,
-                   PrefixFixture) {
+#define STORE_FIXTURES MemoryFixture, PrefixFixture, TcpFixture, PrefixOverTcpFixture
+
+TEMPLATE_TEST_CASE("store contract: set/get/add/compare_set", "[store]", STORE_FIXTURES) {
   TestType fixture;
   auto store = fixture.make();
   store->set("a", "1");
@@ -35,12 +57,75 @@ TEMPLATE_TEST_CASE("store contract: set/get/add/compare_set", "[store]", MemoryF
   CHECK(store->compare_set("c", "x", "z") == "z");
   CHECK(store->compare_set("missing", "e", "z") == "e");
   CHECK_FALSE(store->check({"missing"}));
+  CHECK(store->check({"a", "n", "c"}));
 }
 
-TEMPLATE_TEST_CASE("store contract: wait times out naming the key", "[store]", MemoryFixture,
-                   PrefixFixture) {
+TEMPLATE_TEST_CASE("store contract: binary values, delete, num_keys, append", "[store]",
+                   STORE_FIXTURES) {
+  TestType fixture;
+  auto store = fixture.make();
+  const std::string binary("\0\xff\n\0tail", 8);
+  store->set("bin", binary);
+  CHECK(store->get("bin") == binary);
+  const int64_t before = store->num_keys();
+  store->append("log", "ab");
+  store->append("log", "cd");
+  CHECK(store->get("log") == "abcd");
+  CHECK(store->num_keys() == before + 1);
+  CHECK(store->delete_key("log"));
+  CHECK_FALSE(store->delete_key("log"));
+  CHECK(store->num_keys() == before);
+  CHECK_FALSE(store->check({"log"}));
+}
+
+TEMPLATE_TEST_CASE("store contract: multi_set and multi_get keep order", "[store]",
+                   STORE_FIXTURES) {
+  TestType fixture;
+  auto store = fixture.make();
+  store->multi_set({"k1", "k2", "k3"}, {"v1", "", "v3"});
+  CHECK(store->multi_get({"k3", "k1", "k2"}) == std::vector<std::string>{"v3", "v1", ""});
+  CHECK_THROWS_AS(store->multi_set({"a"}, {}), ddp::ConfigError);
+}
+
+TEMPLATE_TEST_CASE("store contract: wait times out naming the key", "[store]", STORE_FIXTURES) {
   TestType fixture;
   auto store = fixture.make();
   REQUIRE_THROWS_AS(store->wait({"never"}, 50ms), ddp::StoreTimeout);
   REQUIRE_THROWS_WITH(store->wait({"never"}, 50ms), Catch::Contains("never"));
+}
+
+TEMPLATE_TEST_CASE("store contract: get of a missing key waits up to timeout()", "[store]",
+                   STORE_FIXTURES) {
+  TestType fixture;
+  auto store = fixture.make();
+  store->set_timeout(100ms);
+  REQUIRE_THROWS_AS(store->get("absent"), ddp::StoreTimeout);
+  REQUIRE_THROWS_AS(store->multi_get({"absent"}), ddp::StoreTimeout);
+  store->set("present", "yes");  // the store is still usable after timeouts
+  CHECK(store->get("present") == "yes");
+}
+
+TEMPLATE_TEST_CASE("store contract: a blocked get returns once another client sets", "[store]",
+                   STORE_FIXTURES) {
+  TestType fixture;
+  auto store = fixture.make();
+  store->set_timeout(20s);
+  auto reader = std::async(std::launch::async, [&] { return store->get("later"); });
+  CHECK(reader.wait_for(50ms) == std::future_status::timeout);
+  // Same object from another thread: the implementations are thread-safe, and a TCP
+  // client serializes requests, so the setter uses its own path when it has one.
+  std::shared_ptr<Store> writer = store;
+  if constexpr (std::is_same_v<TestType, TcpFixture>) {
+    TcpStoreOptions co;
+    co.port = fixture.server->port();
+    writer = std::make_shared<TcpStore>(co);
+  }
+  if constexpr (std::is_same_v<TestType, PrefixOverTcpFixture>) {
+    TcpStoreOptions co;
+    co.port = fixture.tcp.server->port();
+    writer = std::make_shared<PrefixStore>("/worker", std::make_shared<TcpStore>(co));
+  }
+  writer->set("later", "value");
+  REQUIRE(reader.wait_for(10s) == std::future_status::ready);
+  CHECK(reader.get() == "value");
 }

@@ -1,0 +1,52 @@
+#pragma once
+// A blocking TCP connection where every call has a deadline (poll before each syscall).
+// The store client's transport; tests and benchmarks use it to speak raw bytes.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ddp::rendezvous {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Deadline `timeout` from now; Duration::max() (kNoTimeout) maps to "never".
+SteadyTime deadline_after(std::chrono::milliseconds timeout);
+
+class SocketConn {
+ public:
+  SocketConn() = default;
+  ~SocketConn();
+  SocketConn(SocketConn&& other) noexcept;
+  SocketConn& operator=(SocketConn&& other) noexcept;
+  SocketConn(const SocketConn&) = delete;
+  SocketConn& operator=(const SocketConn&) = delete;
+
+  // Connects, retrying refused/unreachable with backoff (10 ms doubling to 1 s) until
+  // connect_timeout; StoreError names host:port, every address tried, attempts and errno text.
+  static SocketConn connect(const std::string& host, uint16_t port,
+                            std::chrono::milliseconds connect_timeout);
+
+  // Sends every byte before deadline (StoreTimeout) or throws StoreError on a broken link.
+  void send_all(std::string_view data, SteadyTime deadline);
+  // Reads exactly n bytes before deadline. StoreTimeout when it passes; StoreError when the
+  // peer closes or resets (returns at once: a dead server is never waited out).
+  std::string recv_exact(size_t n, SteadyTime deadline);
+  // recv_exact of a little-endian uint64-length-prefixed string.
+  std::string recv_string(SteadyTime deadline, size_t max_bytes = SIZE_MAX);
+
+  [[nodiscard]] bool is_open() const { return fd_ >= 0; }
+  [[nodiscard]] int fd() const { return fd_; }
+  void close();
+  // Half-closes nothing, just shuts both directions so a blocked peer read returns.
+  void shutdown();
+
+ private:
+  explicit SocketConn(int fd) : fd_(fd) {}
+  // Polls for events until deadline; false on timeout.
+  bool poll_for(short events, SteadyTime deadline);
+
+  int fd_ = -1;
+};
+
+}  // namespace ddp::rendezvous

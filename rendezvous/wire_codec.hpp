@@ -1,0 +1,116 @@
+#pragma once
+// The PyTorch TCPStore wire format, as pure functions: bytes in -> request / need-more / bad,
+// replies and client requests out. No I/O here, so every framing rule is unit-tested.
+//
+// Two dialects share the format (little-endian integers, strings = uint64 length + bytes)
+// but number their commands differently:
+//   kV2     (PyTorch >= 2.2): opens with VALIDATE (0x00) + uint32 0x3C85F7CE, then
+//           SET=1 COMPARE_SET=2 GET=3 ADD=4 CHECK=5 WAIT=6 GETNUMKEYS=7 DELETE_KEY=8
+//           APPEND=9 MULTI_GET=10 MULTI_SET=11 CANCEL_WAIT=12 PING=13.
+//   kLegacy (PyTorch 1.x - 2.1): no handshake; SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4
+//           WAIT=5 GETNUMKEYS=6 WATCH_KEY=7 DELETE_KEY=8 (2.0/2.1 add APPEND=9
+//           MULTI_GET=10 MULTI_SET=11 CANCEL_WAIT=12).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddp::rendezvous::wire {
+
+inline constexpr uint32_t kValidationMagic = 0x3C85F7CE;
+inline constexpr size_t kHandshakeBytes = 5;  // VALIDATE byte + uint32 magic
+
+enum class Dialect : uint8_t { kUnknown, kLegacy, kV2 };
+
+// Dialect-independent command identities.
+enum class Command : uint8_t {
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kGetNumKeys,
+  kWatchKey,
+  kDeleteKey,
+  kAppend,
+  kMultiGet,
+  kMultiSet,
+  kCancelWait,
+  kPing,
+};
+
+// Reply bytes fixed by PyTorch.
+inline constexpr uint8_t kCheckReady = 0;
+inline constexpr uint8_t kCheckNotReady = 1;
+inline constexpr uint8_t kWaitStopWaiting = 0;
+inline constexpr uint8_t kWaitCanceled = 1;
+// Legacy WATCH_KEY notifications (WatchResponseType).
+inline constexpr uint8_t kWatchKeyUpdated = 0;
+inline constexpr uint8_t kWatchKeyCreated = 1;
+inline constexpr uint8_t kWatchKeyDeleted = 2;
+inline constexpr uint8_t kWatchCallbackRegistered = 3;
+inline constexpr uint8_t kWatchKeyAppended = 4;
+
+struct Limits {
+  size_t max_key_bytes = 64 * 1024;
+  size_t max_value_bytes = 64 * 1024 * 1024;
+  size_t max_keys_per_request = 128 * 1024;
+};
+
+// One decoded request. keys/values are filled per command (SET: 1 key + 1 value,
+// COMPARE_SET: key + {expected, desired}, MULTI_SET: n keys + n values, ...).
+struct Request {
+  Command command = Command::kGetNumKeys;
+  std::vector<std::string> keys;
+  std::vector<std::string> values;
+  int64_t delta = 0;   // ADD
+  uint32_t nonce = 0;  // PING, VALIDATE (the magic it carried)
+};
+
+enum class ParseStatus : uint8_t { kComplete, kNeedMore, kBad };
+
+struct ParseResult {
+  ParseStatus status = ParseStatus::kNeedMore;
+  size_t consumed = 0;  // kComplete: bytes of the frame
+  size_t needed = 0;    // kNeedMore: total bytes to buffer before parsing again is useful
+  Request request;      // kComplete only
+  std::string error;    // kBad: what was wrong, with the offending value
+};
+
+struct DetectResult {
+  ParseStatus status = ParseStatus::kNeedMore;
+  Dialect dialect = Dialect::kUnknown;
+  size_t consumed = 0;  // the handshake's 5 bytes for kV2, 0 for kLegacy
+};
+
+// Decides the dialect from a connection's first bytes (needs at most 5).
+DetectResult detect_dialect(std::string_view bytes);
+
+// Parses one request from the front of bytes. Lengths are checked against limits before
+// anything is copied, so a forged length never makes the caller allocate.
+ParseResult parse_request(std::string_view bytes, Dialect dialect, const Limits& limits);
+
+// The wire byte of command in dialect; -1 when the dialect has no such command.
+int command_byte(Command command, Dialect dialect);
+// Printable name ("SET", "MULTI_GET") for logs and errors.
+const char* command_name(Command command);
+
+// --- encoding (replies from the server, requests from the client) ---
+void put_u8(std::string& out, uint8_t v);
+void put_u32(std::string& out, uint32_t v);
+void put_u64(std::string& out, uint64_t v);
+void put_i64(std::string& out, int64_t v);
+void put_string(std::string& out, std::string_view s);
+
+// The complete frame for request in dialect (throws ProtocolError when the dialect lacks
+// the command). VALIDATE encodes as the handshake.
+std::string encode_request(const Request& request, Dialect dialect);
+
+// Little-endian reads from exactly-sized buffers (caller guarantees the size).
+uint32_t get_u32(const char* p);
+uint64_t get_u64(const char* p);
+
+}  // namespace ddp::rendezvous::wire
