@@ -1,0 +1,328 @@
+#include "launcher/agent.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <csignal>
+
+#include "common/error.hpp"
+
+namespace ddp::launcher {
+namespace asio = boost::asio;
+
+namespace {
+
+// The signals torchrun's agent turns into a stop of the worker group.
+constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+bool ignored_at_start(int sig) {
+  struct sigaction current {};
+  return ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
+}
+
+const char* change_name(rendezvous::MembershipChange change) {
+  return change == rendezvous::MembershipChange::kNodeWaiting ? "node_waiting" : "node_lost";
+}
+
+}  // namespace
+
+Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
+             rendezvous::RendezvousHandler& rendezvous, LogRouter& logs, EventLog& events)
+    : io_(io),
+      options_(std::move(options)),
+      spawner_(spawner),
+      rendezvous_(rendezvous),
+      logs_(logs),
+      events_(events),
+      kill_timer_(io) {}
+
+Agent::~Agent() {
+  if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
+}
+
+int Agent::run() {
+  if (options_.handle_signals) install_signals();
+  if (sets_default_omp_threads(options_.config, options_.env)) {
+    notice(
+        "setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); "
+        "set it yourself to tune performance");
+  }
+  asio::post(io_, [this] { start_rendezvous(); });
+  io_.run();
+  if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
+  return exit_status_;
+}
+
+void Agent::install_signals() {
+  signals_.emplace(io_);
+  for (int sig : kForwardedSignals) {
+    // A signal ignored when we started (SIGHUP under nohup) stays ignored, as the user asked.
+    if (!ignored_at_start(sig)) signals_->add(sig);
+  }
+  wait_for_signal();
+}
+
+void Agent::wait_for_signal() {
+  signals_->async_wait([this](boost::system::error_code ec, int sig) {
+    if (ec) return;  // cancelled at finish
+    handle_signal(sig);
+    if (state_ != State::kDone) wait_for_signal();
+  });
+}
+
+void Agent::handle_signal(int sig) {
+  events_.record("signal", {{"signal", sig}, {"name", signal_name(sig)}});
+  if (agent_signal_) {
+    // A second signal: the user is done waiting for the grace period.
+    notice("received " + signal_name(sig) + " again; killing the workers now");
+    for (auto& slot : workers_) {
+      if (slot.running) spawner_.signal_group(slot.pid, SIGKILL);
+    }
+    return;
+  }
+  agent_signal_ = sig;
+  int exit_status = 128 + sig;
+  switch (state_) {
+    case State::kInit:
+    case State::kRendezvous:
+      notice("received " + signal_name(sig) + " during rendezvous; shutting down");
+      // The rendezvous thread returns (RendezvousClosed) and on_rendezvous* finishes.
+      rendezvous_.shutdown();
+      break;
+    case State::kHealthy:
+      notice("received " + signal_name(sig) + "; forwarding it to the workers");
+      begin_stop(sig, [this, exit_status] { finish(exit_status); });
+      break;
+    case State::kStopping:
+      notice("received " + signal_name(sig) + " while stopping the workers; forwarding it");
+      for (auto& slot : workers_) {
+        if (slot.running) spawner_.signal_group(slot.pid, sig);
+      }
+      after_stop_ = [this, exit_status] { finish(exit_status); };
+      break;
+    case State::kDone:
+      break;
+  }
+}
+
+void Agent::start_rendezvous() {
+  state_ = State::kRendezvous;
+  if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
+  // next_rendezvous() blocks (multi-node rounds take seconds); the loop keeps serving signals.
+  rendezvous_thread_ = std::thread([this] {
+    try {
+      auto info = rendezvous_.next_rendezvous();
+      asio::post(io_, [this, info] { on_rendezvous(info); });
+    } catch (const std::exception& e) {
+      asio::post(io_, [this, message = std::string(e.what())] { on_rendezvous_error(message); });
+    }
+  });
+}
+
+void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
+  if (agent_signal_) {
+    finish(128 + *agent_signal_);
+    return;
+  }
+  events_.record("rendezvous", {{"round", info.round},
+                                {"group_rank", info.group_rank},
+                                {"group_world_size", info.group_world_size},
+                                {"world_size", info.world_size},
+                                {"master_addr", info.master_addr},
+                                {"master_port", info.master_port},
+                                {"restart_count", restart_count_}});
+  rendezvous_.watch([this](rendezvous::MembershipChange change) {
+    asio::post(io_, [this, change] { on_membership_change(change); });
+  });
+  spawn_workers(info);
+}
+
+void Agent::on_rendezvous_error(const std::string& message) {
+  if (agent_signal_) {
+    finish(128 + *agent_signal_);
+    return;
+  }
+  notice("rendezvous failed: " + message);
+  events_.record("rendezvous_failed", {{"message", message}});
+  finish(1);
+}
+
+void Agent::on_membership_change(rendezvous::MembershipChange change) {
+  events_.record("membership_change", {{"change", change_name(change)}});
+  if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
+  notice(std::string("membership changed (") + change_name(change) +
+         "); restarting the workers without spending a restart");
+  begin_stop(SIGTERM, [this] { start_rendezvous(); });
+}
+
+void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
+  ++generation_;
+  failures_.clear();
+  stop_signal_sent_ = 0;
+  const auto& config = options_.config;
+  auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(restart_count_));
+  AttemptInfo attempt{info, restart_count_, rendezvous_.run_id(), options_.use_agent_store};
+
+  logs_.begin_attempt(config.nproc_per_node, info.rank_offset,
+                      options_.write_log_files ? std::optional(attempt_dir) : std::nullopt);
+  workers_.assign(static_cast<size_t>(config.nproc_per_node), WorkerSlot{});
+  running_ = 0;
+  state_ = State::kHealthy;
+  for (size_t index = 0; index < workers_.size(); ++index) {
+    auto& slot = workers_[index];
+    slot.local_rank = static_cast<int>(index);
+    slot.rank = info.rank_offset + slot.local_rank;
+    auto rank_dir = attempt_dir / std::to_string(slot.local_rank);
+    std::filesystem::create_directories(rank_dir);
+    slot.error_file = (rank_dir / "error.json").string();
+    std::filesystem::remove(slot.error_file);
+
+    WorkerProcessSpec spec;
+    spec.local_rank = slot.local_rank;
+    spec.argv = build_worker_argv(config, options_.env, slot.local_rank);
+    spec.env = build_worker_env(config, options_.env, attempt, slot.local_rank, slot.error_file);
+    WorkerCallbacks callbacks;
+    int local_rank = slot.local_rank;
+    callbacks.on_output = [this, local_rank](int stream, std::string_view bytes) {
+      logs_.write(local_rank, stream, bytes);
+    };
+    callbacks.on_exit = [this, generation = generation_, index](ExitStatus status) {
+      on_worker_exit(generation, index, status);
+    };
+    try {
+      slot.pid = spawner_.spawn(spec, std::move(callbacks));
+    } catch (const Error& e) {
+      notice(e.what());
+      events_.record("spawn_failed", {{"local_rank", slot.local_rank}, {"message", e.what()}});
+      // 127: what a shell reports for a command it could not run.
+      begin_stop(SIGTERM, [this] { finish(127); });
+      return;
+    }
+    slot.running = true;
+    ++running_;
+    events_.record("worker_start", {{"rank", slot.rank},
+                                    {"local_rank", slot.local_rank},
+                                    {"pid", slot.pid},
+                                    {"restart_count", restart_count_}});
+  }
+}
+
+void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status) {
+  if (generation != generation_ || index >= workers_.size() || !workers_[index].running) return;
+  auto& slot = workers_[index];
+  slot.running = false;
+  --running_;
+  logs_.flush(slot.local_rank);
+  events_.record("worker_exit", {{"rank", slot.rank},
+                                 {"local_rank", slot.local_rank},
+                                 {"pid", slot.pid},
+                                 {"exit_code", status.exit_code},
+                                 {"signal", status.signal},
+                                 {"restart_count", restart_count_}});
+  if (state_ == State::kHealthy) {
+    if (!status.success()) {
+      record_failure(slot, status, /*must_report=*/true);
+      begin_stop(SIGTERM, [this] { after_failure(); });
+    } else if (running_ == 0) {
+      state_ = State::kStopping;
+      after_stop_ = [this] { finish(0); };
+      complete_stop();
+    }
+    return;
+  }
+  if (state_ == State::kStopping) {
+    // Workers we stopped die of our signal; only those that recorded an error themselves
+    // (an error file) failed on their own and belong in the summary.
+    if (!status.success()) record_failure(slot, status, /*must_report=*/false);
+    if (running_ == 0) complete_stop();
+  }
+}
+
+void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report) {
+  WorkerFailure failure;
+  failure.rank = slot.rank;
+  failure.local_rank = slot.local_rank;
+  failure.pid = slot.pid;
+  failure.status = status;
+  failure.observed = std::chrono::system_clock::now();
+  failure.error_file = slot.error_file;
+  failure.error = read_error_file(slot.error_file);
+  if (must_report || failure.error) failures_.push_back(std::move(failure));
+}
+
+void Agent::begin_stop(int sig, std::function<void()> then) {
+  state_ = State::kStopping;
+  after_stop_ = std::move(then);
+  stop_signal_sent_ = sig;
+  for (auto& slot : workers_) {
+    if (slot.running) spawner_.signal_group(slot.pid, sig);
+  }
+  if (running_ == 0) {
+    asio::post(io_, [this, generation = generation_] {
+      if (generation == generation_ && state_ == State::kStopping && running_ == 0) {
+        complete_stop();
+      }
+    });
+    return;
+  }
+  kill_timer_.expires_after(options_.config.stop_timeout);
+  kill_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || state_ != State::kStopping) return;
+    notice("workers still running " + std::to_string(options_.config.stop_timeout.count()) +
+           " ms after " + signal_name(stop_signal_sent_) + "; sending SIGKILL");
+    for (auto& slot : workers_) {
+      if (slot.running) spawner_.signal_group(slot.pid, SIGKILL);
+    }
+  });
+}
+
+void Agent::complete_stop() {
+  kill_timer_.cancel();
+  for (auto& slot : workers_) {
+    if (slot.pid > 0) spawner_.release(slot.pid);
+  }
+  logs_.end_attempt();
+  auto then = std::move(after_stop_);
+  after_stop_ = nullptr;
+  if (then) then();
+}
+
+void Agent::after_failure() {
+  const auto& root = failures_.at(root_cause_index(failures_));
+  if (restart_count_ < options_.config.max_restarts) {
+    ++restart_count_;
+    notice("worker group failed (rank " + std::to_string(root.rank) + ": " +
+           root.status.describe() + "); restarting, attempt " + std::to_string(restart_count_) +
+           " of " + std::to_string(options_.config.max_restarts));
+    events_.record("restart", {{"restart_count", restart_count_},
+                               {"failed_rank", root.rank},
+                               {"exit_code", root.status.exit_code},
+                               {"signal", root.status.signal}});
+    start_rendezvous();
+    return;
+  }
+  std::string summary = format_failure_summary(options_.config.program, options_.host, failures_);
+  ssize_t ignored = ::write(options_.notice_fd, summary.data(), summary.size());
+  (void)ignored;
+  finish(root.status.shell_status());
+}
+
+void Agent::finish(int exit_status) {
+  if (state_ == State::kDone) return;
+  state_ = State::kDone;
+  exit_status_ = exit_status;
+  rendezvous_.watch([](rendezvous::MembershipChange) {});
+  rendezvous_.shutdown();
+  events_.record("finish", {{"exit_code", exit_status}, {"restart_count", restart_count_}});
+  kill_timer_.cancel();
+  if (signals_) signals_->cancel();
+  io_.stop();
+}
+
+void Agent::notice(const std::string& message) const {
+  std::string line = "ddplaunch: " + message + "\n";
+  ssize_t ignored = ::write(options_.notice_fd, line.data(), line.size());
+  (void)ignored;
+}
+
+}  // namespace ddp::launcher

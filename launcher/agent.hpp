@@ -1,0 +1,107 @@
+#pragma once
+// The elastic agent's state machine, on one Boost.Asio loop:
+//   INIT -> RENDEZVOUS -> HEALTHY -> (STOPPING -> RENDEZVOUS again | DONE)
+// Child exits, output, signals, membership changes and grace-period timers are all events
+// on the loop; nothing polls. Processes come from a WorkerSpawner (real or fake), nodes meet
+// through a RendezvousHandler, so the whole machine is testable without children or sockets.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/error_report.hpp"
+#include "launcher/event_log.hpp"
+#include "launcher/launch_config.hpp"
+#include "launcher/log_router.hpp"
+#include "launcher/worker_command.hpp"
+#include "launcher/worker_spawner.hpp"
+#include "rendezvous/rendezvous_handler.hpp"
+
+namespace ddp::launcher {
+
+struct AgentOptions {
+  LaunchConfig config;
+  Environment env;              // the agent's environment (workers inherit it)
+  bool use_agent_store = true;  // TORCHELASTIC_USE_AGENT_STORE
+  // Root of this run's files: attempt_<n>/<local_rank>/{error.json,stdout.log,stderr.log}.
+  std::filesystem::path run_dir;
+  bool write_log_files = true;  // -r/-t selected streams go to files under run_dir
+  bool handle_signals = true;   // install the signal_set (tests drive handle_signal())
+  std::string host = "localhost";
+  int notice_fd = 2;  // where the agent's own messages and the summary go
+};
+
+class Agent {
+ public:
+  enum class State { kInit, kRendezvous, kHealthy, kStopping, kDone };
+
+  Agent(boost::asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
+        rendezvous::RendezvousHandler& rendezvous, LogRouter& logs, EventLog& events);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs the job on io (this thread) until it ends; returns the agent's exit status:
+  // 0, the root-cause worker's status (128+N for signal N), 128+N when stopped by signal N.
+  int run();
+  // Reacts to signal sig as if it had been delivered to the agent (called by the signal_set).
+  void handle_signal(int sig);
+
+  [[nodiscard]] State state() const { return state_; }
+  [[nodiscard]] int restart_count() const { return restart_count_; }
+  // Failures of the last failed attempt (for tests and the summary).
+  [[nodiscard]] const std::vector<WorkerFailure>& failures() const { return failures_; }
+
+ private:
+  struct WorkerSlot {
+    int local_rank = 0;
+    int rank = 0;
+    int pid = 0;
+    bool running = false;
+    std::string error_file;
+  };
+
+  void start_rendezvous();
+  void on_rendezvous(const rendezvous::RendezvousInfo& info);
+  void on_rendezvous_error(const std::string& message);
+  void on_membership_change(rendezvous::MembershipChange change);
+  void spawn_workers(const rendezvous::RendezvousInfo& info);
+  void on_worker_exit(uint64_t generation, size_t index, ExitStatus status);
+  void record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report);
+  void begin_stop(int sig, std::function<void()> then);
+  void complete_stop();
+  void after_failure();
+  void finish(int exit_status);
+  void notice(const std::string& message) const;
+  void install_signals();
+  void wait_for_signal();
+
+  boost::asio::io_context& io_;
+  AgentOptions options_;
+  WorkerSpawner& spawner_;
+  rendezvous::RendezvousHandler& rendezvous_;
+  LogRouter& logs_;
+  EventLog& events_;
+
+  State state_ = State::kInit;
+  int restart_count_ = 0;
+  uint64_t generation_ = 0;  // bumps per attempt so late callbacks of old workers are ignored
+  std::vector<WorkerSlot> workers_;
+  int running_ = 0;
+  std::vector<WorkerFailure> failures_;
+  std::function<void()> after_stop_;
+  int stop_signal_sent_ = 0;
+  std::optional<int> agent_signal_;  // the first signal the agent received
+  int exit_status_ = 0;
+  boost::asio::steady_timer kill_timer_;
+  std::optional<boost::asio::signal_set> signals_;
+  std::thread rendezvous_thread_;
+};
+
+}  // namespace ddp::launcher

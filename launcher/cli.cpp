@@ -1,0 +1,214 @@
+#include "launcher/cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+// PET_NPROC_PER_NODE for --nproc_per_node: torchrun's env spelling of every option.
+std::string pet_name(const std::string& long_name) {
+  std::string name = "PET_";
+  for (char c : long_name) {
+    name.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  }
+  return name;
+}
+
+std::vector<int> parse_rank_list(const std::string& value) {
+  std::vector<int> ranks;
+  std::stringstream items(value);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    try {
+      size_t used = 0;
+      int rank = std::stoi(item, &used);
+      if (used != item.size() || rank < 0) throw std::invalid_argument(item);
+      ranks.push_back(rank);
+    } catch (const std::exception&) {
+      throw ConfigError("--local_ranks_filter=" + value + ": '" + item +
+                        "' is not a local rank (expected comma-separated integers like 0,2)");
+    }
+  }
+  return ranks;
+}
+
+// Raw option values as given (strings), converted and checked after parsing.
+struct RawOptions {
+  std::string nproc_per_node = "1";
+  std::string nnodes;
+  int node_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+  bool standalone = false;
+  int max_restarts = 0;
+  double monitor_interval = 0.1;
+  std::string role = "default";
+  bool module = false;
+  bool no_python = false;
+  std::string log_dir;
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  std::string run_id;
+  std::string rdzv_backend;
+  std::string rdzv_endpoint;
+  std::string rdzv_conf;
+  std::string local_addr;
+  std::string start_method = "spawn";
+  double stop_timeout = 30.0;
+  std::string prefix_template = "[${role_name}${local_rank}]:";
+  std::string pass_local_rank_arg;
+  bool no_agent_store = false;
+  std::string events_file;
+};
+
+void add_options(CLI::App& app, RawOptions& raw) {
+  app.add_option("--nproc_per_node,--nproc-per-node", raw.nproc_per_node,
+                 "Workers per node: N, gpu, cpu or auto");
+  app.add_option("--nnodes", raw.nnodes, "Number of nodes, N or MIN:MAX (elastic)");
+  app.add_option("--node_rank,--node-rank", raw.node_rank, "This node's rank (static multi-node)");
+  app.add_option("--master_addr,--master-addr", raw.master_addr,
+                 "Address of the node hosting the store (default 127.0.0.1)");
+  app.add_option("--master_port,--master-port", raw.master_port,
+                 "Store port (default 29500; 0 picks a free one)");
+  app.add_flag("--standalone", raw.standalone, "Single node, free port, random run id");
+  app.add_option("--max_restarts,--max-restarts", raw.max_restarts,
+                 "Restarts of the worker group before giving up");
+  app.add_option("--monitor_interval,--monitor-interval", raw.monitor_interval,
+                 "Accepted for torchrun compatibility; monitoring is event-driven");
+  app.add_option("--role", raw.role, "Worker role name (ROLE_NAME)");
+  app.add_flag("-m,--module", raw.module, "Run the program as a python module (python -m)");
+  app.add_flag("--no_python,--no-python", raw.no_python, "Execute the program directly");
+  app.add_option("--log_dir,--log-dir", raw.log_dir,
+                 "Write DIR/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json");
+  app.add_option("-r,--redirects", raw.redirects,
+                 "Streams written to log files only: 0 none, 1 out, 2 err, 3 both, or 0:1,1:2");
+  app.add_option("-t,--tee", raw.tee, "Streams written to log files and the console (as -r)");
+  app.add_option("--local_ranks_filter,--local-ranks-filter", raw.local_ranks_filter,
+                 "Comma-separated local ranks whose output reaches the console");
+  app.add_option("--run_id,--run-id,--rdzv_id,--rdzv-id", raw.run_id,
+                 "Job id (TORCHELASTIC_RUN_ID)");
+  app.add_option("--rdzv_backend,--rdzv-backend", raw.rdzv_backend, "static or c10d");
+  app.add_option("--rdzv_endpoint,--rdzv-endpoint", raw.rdzv_endpoint, "host:port of the store");
+  app.add_option("--rdzv_conf,--rdzv-conf", raw.rdzv_conf, "key=value,... rendezvous settings");
+  app.add_option("--local_addr,--local-addr", raw.local_addr, "Address other nodes reach us at");
+  app.add_option("--start_method,--start-method", raw.start_method,
+                 "Accepted for torchrun compatibility (workers are always exec'd)");
+  app.add_option("--stop_timeout,--stop-timeout", raw.stop_timeout,
+                 "Seconds between SIGTERM and SIGKILL when stopping workers (default 30)");
+  app.add_option("--log_line_prefix_template,--log-line-prefix-template", raw.prefix_template,
+                 "Console line prefix; ${role_name}, ${rank}, ${local_rank} are replaced");
+  app.add_flag("--pass_local_rank_arg{local_rank},--pass-local-rank-arg{local_rank}",
+               raw.pass_local_rank_arg,
+               "Append --local_rank=N (or =local-rank: --local-rank=N) for legacy scripts");
+  app.add_flag("--no_agent_store,--no-agent-store", raw.no_agent_store,
+               "Worker rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False)");
+  app.add_option("--events_file,--events-file", raw.events_file, "Append JSON-lines events here");
+}
+
+// PET_<NAME> supplies any option not given on the command line.
+void apply_environment(CLI::App& app, const Environment& env) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->count() != 0 || option->get_lnames().empty()) continue;
+    for (const auto& long_name : option->get_lnames()) {
+      auto it = env.find(pet_name(long_name));
+      if (it == env.end()) continue;
+      try {
+        option->add_result(it->second);
+        option->run_callback();
+      } catch (const CLI::Error& e) {
+        throw ConfigError(it->first + "=" + it->second + ": " + e.what());
+      }
+      break;
+    }
+  }
+}
+
+LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, const CLI::App& app,
+                       const Environment& env) {
+  auto given = [&](const char* name) { return app.get_option(name)->count() != 0; };
+  LaunchConfig config;
+  if (!rest.empty() && rest.front().starts_with("-") && rest.front() != "-") {
+    throw ConfigError("unknown option '" + rest.front() + "' (see --help)");
+  }
+  if (rest.empty())
+    throw ConfigError("no training program given (usage: ddplaunch [options] PROGRAM [ARGS...])");
+  config.program = rest.front();
+  config.program_args.assign(rest.begin() + 1, rest.end());
+
+  config.nproc_per_node_spec = raw.nproc_per_node;
+  config.nproc_per_node = resolve_nproc_per_node(raw.nproc_per_node, env);
+  if (given("--nnodes")) {
+    config.nnodes = raw.nnodes;
+    std::tie(config.min_nodes, config.max_nodes) = parse_nnodes(raw.nnodes);
+  }
+  if (given("--node_rank")) config.node_rank = raw.node_rank;
+  if (given("--master_addr")) config.master_addr = raw.master_addr;
+  if (given("--master_port")) config.master_port = raw.master_port;
+  config.standalone = raw.standalone;
+  config.max_restarts = raw.max_restarts;
+  config.monitor_interval_s = raw.monitor_interval;
+  config.role = raw.role;
+  config.module = raw.module;
+  config.no_python = raw.no_python;
+  if (!raw.log_dir.empty()) config.log_dir = raw.log_dir;
+  config.redirects = parse_stream_selection("--redirects", raw.redirects);
+  config.tee = parse_stream_selection("--tee", raw.tee);
+  if (given("--local_ranks_filter"))
+    config.local_ranks_filter = parse_rank_list(raw.local_ranks_filter);
+  if (given("--run_id")) config.run_id = raw.run_id;
+  if (given("--rdzv_backend")) config.rdzv_backend = raw.rdzv_backend;
+  if (given("--rdzv_endpoint")) config.rdzv_endpoint = raw.rdzv_endpoint;
+  if (given("--rdzv_conf")) config.rdzv_conf = raw.rdzv_conf;
+  if (given("--local_addr")) config.local_addr = raw.local_addr;
+  if (raw.start_method != "spawn" && raw.start_method != "fork" &&
+      raw.start_method != "forkserver") {
+    throw ConfigError("--start_method=" + raw.start_method +
+                      ": expected spawn, fork or forkserver");
+  }
+  if (!std::isfinite(raw.stop_timeout) || raw.stop_timeout < 0) {
+    throw ConfigError("--stop_timeout=" + std::to_string(raw.stop_timeout) +
+                      ": expected a non-negative number of seconds");
+  }
+  config.stop_timeout = std::chrono::milliseconds(static_cast<int64_t>(raw.stop_timeout * 1000));
+  config.log_line_prefix_template = raw.prefix_template;
+  if (given("--pass_local_rank_arg")) config.pass_local_rank_arg = raw.pass_local_rank_arg;
+  config.agent_store = !raw.no_agent_store;
+  if (!raw.events_file.empty()) config.events_file = raw.events_file;
+  if (auto it = env.find("PYTHON_EXEC"); it != env.end() && !it->second.empty()) {
+    config.python_exec = it->second;
+  }
+  validate_config(config, env);
+  return config;
+}
+
+}  // namespace
+
+CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
+  CLI::App app{
+      "ddplaunch: a native torchrun. Starts PROGRAM once per worker with the torchrun "
+      "environment contract, hosts the store, restarts and reports failures.",
+      "ddplaunch"};
+  app.prefix_command();  // everything from the program name on belongs to the program
+  RawOptions raw;
+  add_options(app, raw);
+  // CLI11 wants argv order reversed when given a vector.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    return CommandLine{std::nullopt, app.help()};
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(e.what());
+  }
+  apply_environment(app, env);
+  return CommandLine{to_config(raw, app.remaining(), app, env), {}};
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,132 @@
+#include "launcher/error_report.hpp"
+
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace ddp::launcher {
+namespace {
+
+std::string json_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_null()) return "";
+  return value.dump();
+}
+
+std::optional<double> json_seconds(const nlohmann::json& value) {
+  if (value.is_number()) return value.get<double>();
+  if (value.is_string()) {
+    try {
+      return std::stod(value.get<std::string>());
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string format_time(std::chrono::system_clock::time_point when) {
+  std::time_t t = std::chrono::system_clock::to_time_t(when);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H:%M:%S", &tm);
+  return buf;
+}
+
+void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& failure,
+                    const std::string& host) {
+  auto when = failure.observed;
+  if (failure.error && failure.error->timestamp) {
+    when = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(*failure.error->timestamp)));
+  }
+  out << "[" << index << "]:\n";
+  out << "  time      : " << format_time(when) << "\n";
+  out << "  host      : " << host << "\n";
+  out << "  rank      : " << failure.rank << " (local_rank: " << failure.local_rank << ")\n";
+  out << "  exitcode  : " << failure.status.shell_status();
+  if (failure.status.signal != 0) {
+    out << " (" << signal_name(failure.status.signal) << ", pid: " << failure.pid << ")\n";
+  } else {
+    out << " (pid: " << failure.pid << ")\n";
+  }
+  out << "  error_file: " << (failure.error ? failure.error_file : "<N/A>") << "\n";
+  if (failure.error) {
+    if (!failure.error->message.empty()) out << "  message   : " << failure.error->message << "\n";
+    std::string traceback = failure.error->traceback;
+    if (!traceback.empty()) {
+      out << "  traceback :\n";
+      std::istringstream lines(traceback);
+      for (std::string line; std::getline(lines, line);) out << "    " << line << "\n";
+    }
+  } else if (failure.status.signal != 0) {
+    out << "  traceback : Signal " << failure.status.signal << " ("
+        << signal_name(failure.status.signal) << ") received by PID " << failure.pid << "\n";
+  } else {
+    out << "  traceback : <N/A> (the worker wrote no error file; see its output above)\n";
+  }
+}
+
+}  // namespace
+
+std::optional<ErrorFileContent> read_error_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object() || !json.contains("message")) return std::nullopt;
+  ErrorFileContent content;
+  const auto& message = json["message"];
+  if (message.is_object()) {
+    content.message = json_text(message.value("message", nlohmann::json()));
+    if (message.contains("extraInfo") && message["extraInfo"].is_object()) {
+      const auto& extra = message["extraInfo"];
+      content.traceback = json_text(extra.value("py_callstack", nlohmann::json()));
+      content.timestamp = json_seconds(extra.value("timestamp", nlohmann::json()));
+    }
+  } else {
+    content.message = json_text(message);
+  }
+  return content;
+}
+
+size_t root_cause_index(const std::vector<WorkerFailure>& failures) {
+  size_t best = 0;
+  for (size_t i = 1; i < failures.size(); ++i) {
+    const auto& a = failures[i];
+    const auto& b = failures[best];
+    bool a_ts = a.error && a.error->timestamp;
+    bool b_ts = b.error && b.error->timestamp;
+    if (a_ts && (!b_ts || *a.error->timestamp < *b.error->timestamp)) {
+      best = i;
+    } else if (!a_ts && !b_ts && a.observed < b.observed) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+std::string format_failure_summary(const std::string& program, const std::string& host,
+                                   const std::vector<WorkerFailure>& failures) {
+  const std::string rule(60, '=');
+  const std::string thin(60, '-');
+  std::ostringstream out;
+  size_t root = root_cause_index(failures);
+  out << rule << "\n" << program << " FAILED\n" << thin << "\nFailures:\n";
+  size_t index = 1;
+  bool others = false;
+  for (size_t i = 0; i < failures.size(); ++i) {
+    if (i == root) continue;
+    append_failure(out, index++, failures[i], host);
+    others = true;
+  }
+  if (!others) out << "  <NO_OTHER_FAILURES>\n";
+  out << thin << "\nRoot Cause (first observed failure):\n";
+  append_failure(out, 0, failures[root], host);
+  out << rule << "\n";
+  return out.str();
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,40 @@
+#pragma once
+// Failure reports: reading TORCHELASTIC_ERROR_FILE (PyTorch's JSON format, written by
+// PyTorch's @record and by this project's worker runtime) and printing a torchrun-style
+// summary whose root cause is the earliest error-file timestamp, else the first exit seen.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/exit_status.hpp"
+
+namespace ddp::launcher {
+
+// What a worker's error file says.
+struct ErrorFileContent {
+  std::string message;
+  std::string traceback;
+  std::optional<double> timestamp;  // unix seconds, when the worker recorded it
+};
+
+// One failed worker.
+struct WorkerFailure {
+  int rank = 0;
+  int local_rank = 0;
+  int pid = 0;
+  ExitStatus status;
+  std::chrono::system_clock::time_point observed;  // when the agent saw the exit
+  std::string error_file;                          // path handed to the worker
+  std::optional<ErrorFileContent> error;           // its content, when it wrote one
+};
+
+// Parses an error file; nullopt when it is missing, empty or not PyTorch's format.
+std::optional<ErrorFileContent> read_error_file(const std::string& path);
+// Index of the root cause: earliest error timestamp, else earliest observed exit.
+size_t root_cause_index(const std::vector<WorkerFailure>& failures);
+// The summary block (torchrun's layout) for failures (non-empty), in observation order.
+std::string format_failure_summary(const std::string& program, const std::string& host,
+                                   const std::vector<WorkerFailure>& failures);
+
+}  // namespace ddp::launcher

@@ -1,0 +1,201 @@
+#include "launcher/launch_config.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "common/error.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+// Parses a whole string as a base-10 int; nullopt on anything else.
+std::optional<int> to_int(const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+int cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+}
+
+bool is_python_program(const LaunchConfig& config) {
+  if (config.no_python) return false;
+  return config.module || config.program.ends_with(".py");
+}
+
+}  // namespace
+
+int StreamSelection::mode_for(int local_rank) const {
+  auto it = per_rank.find(local_rank);
+  return it == per_rank.end() ? default_mode : it->second;
+}
+
+bool StreamSelection::selects(int local_rank, int stream) const {
+  return (mode_for(local_rank) & stream) != 0;
+}
+
+StreamSelection parse_stream_selection(const std::string& flag, const std::string& value) {
+  auto bad = [&](const std::string& why) {
+    return ConfigError(flag + "=" + value + ": " + why +
+                       " (expected 0-3, or local_rank:mode pairs like 0:1,1:2)");
+  };
+  StreamSelection selection;
+  if (value.find(':') == std::string::npos) {
+    auto mode = to_int(value);
+    if (!mode || *mode < 0 || *mode > 3) throw bad("not a mode");
+    selection.default_mode = *mode;
+    return selection;
+  }
+  std::stringstream items(value);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    auto colon = item.find(':');
+    if (colon == std::string::npos) throw bad("'" + item + "' has no ':'");
+    auto rank = to_int(item.substr(0, colon));
+    auto mode = to_int(item.substr(colon + 1));
+    if (!rank || *rank < 0) throw bad("'" + item + "' has a bad local rank");
+    if (!mode || *mode < 0 || *mode > 3) throw bad("'" + item + "' has a bad mode");
+    selection.per_rank[*rank] = *mode;
+  }
+  return selection;
+}
+
+std::pair<int, int> parse_nnodes(const std::string& value) {
+  auto colon = value.find(':');
+  auto min = to_int(value.substr(0, colon));
+  auto max = colon == std::string::npos ? min : to_int(value.substr(colon + 1));
+  if (!min || !max || *min < 1 || *max < 1) {
+    throw ConfigError("--nnodes=" + value + ": expected N or MIN:MAX with positive integers");
+  }
+  if (*min > *max) {
+    throw ConfigError("--nnodes=" + value + ": MIN " + std::to_string(*min) +
+                      " is greater than MAX " + std::to_string(*max));
+  }
+  return {*min, *max};
+}
+
+int count_visible_gpus(const Environment& env) {
+  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) {
+    if (it->second.empty() || it->second == "-1" || it->second == "NoDevFiles") return 0;
+    return static_cast<int>(std::count(it->second.begin(), it->second.end(), ',')) + 1;
+  }
+  int count = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
+    auto name = entry.path().filename().string();
+    if (name.size() > 6 && name.starts_with("nvidia") && to_int(name.substr(6))) ++count;
+  }
+  return count;
+}
+
+int resolve_nproc_per_node(const std::string& spec, const Environment& env) {
+  if (spec == "cpu") return cpu_count();
+  if (spec == "gpu") {
+    int gpus = count_visible_gpus(env);
+    if (gpus == 0) {
+      throw ConfigError(
+          "--nproc_per_node=gpu: no GPU is visible (checked CUDA_VISIBLE_DEVICES and "
+          "/dev/nvidia<N>); use a number or 'cpu'");
+    }
+    return gpus;
+  }
+  if (spec == "auto") {
+    int gpus = count_visible_gpus(env);
+    return gpus > 0 ? gpus : cpu_count();
+  }
+  auto n = to_int(spec);
+  if (!n || *n < 1) {
+    throw ConfigError("--nproc_per_node=" + spec +
+                      ": expected a positive integer, 'gpu', 'cpu' or 'auto'");
+  }
+  return *n;
+}
+
+std::optional<std::string> find_executable(const std::string& name, const Environment& env) {
+  auto executable = [](const std::filesystem::path& path) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) {
+    if (executable(name)) return name;
+    return std::nullopt;
+  }
+  auto it = env.find("PATH");
+  std::string path_list = it == env.end() ? "/usr/local/bin:/usr/bin:/bin" : it->second;
+  std::stringstream dirs(path_list);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    auto candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
+    if (executable(candidate)) return candidate.string();
+  }
+  return std::nullopt;
+}
+
+void validate_config(const LaunchConfig& config, const Environment& env) {
+  if (config.nproc_per_node < 1) {
+    throw ConfigError("--nproc_per_node=" + std::to_string(config.nproc_per_node) +
+                      ": expected at least 1");
+  }
+  if (config.master_port && (*config.master_port < 0 || *config.master_port > 65535)) {
+    throw ConfigError("--master_port=" + std::to_string(*config.master_port) +
+                      ": expected a port in 0-65535");
+  }
+  if (config.node_rank && *config.node_rank < 0) {
+    throw ConfigError("--node_rank=" + std::to_string(*config.node_rank) +
+                      ": expected a non-negative integer");
+  }
+  if (config.node_rank && *config.node_rank >= config.max_nodes) {
+    throw ConfigError("--node_rank=" + std::to_string(*config.node_rank) +
+                      ": must be less than --nnodes (" + std::to_string(config.max_nodes) + ")");
+  }
+  if (config.max_restarts < 0) {
+    throw ConfigError("--max_restarts=" + std::to_string(config.max_restarts) +
+                      ": expected a non-negative integer");
+  }
+  if (config.monitor_interval_s < 0) {
+    throw ConfigError("--monitor_interval=" + std::to_string(config.monitor_interval_s) +
+                      ": expected a non-negative number of seconds");
+  }
+  if (config.stop_timeout.count() < 0) {
+    throw ConfigError("--stop_timeout: expected a non-negative number of seconds");
+  }
+  if (config.module && config.no_python) {
+    throw ConfigError("-m/--module and --no_python cannot be used together");
+  }
+  if (config.program.empty()) throw ConfigError("no training program given");
+  if (is_python_program(config)) {
+    if (!find_executable(config.python_exec, env)) {
+      throw ConfigError("python interpreter '" + config.python_exec +
+                        "' (PYTHON_EXEC) was not found or is not executable");
+    }
+    if (!config.module) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(config.program, ec)) {
+        throw ConfigError("training script '" + config.program + "' does not exist");
+      }
+    }
+  } else if (!find_executable(config.program, env)) {
+    throw ConfigError("program '" + config.program +
+                      "' does not exist or is not executable (searched PATH when it has no '/')");
+  }
+  if (config.pass_local_rank_arg && *config.pass_local_rank_arg != "local_rank" &&
+      *config.pass_local_rank_arg != "local-rank") {
+    throw ConfigError("--pass_local_rank_arg=" + *config.pass_local_rank_arg +
+                      ": expected 'local_rank' or 'local-rank'");
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,82 @@
+#pragma once
+// LaunchConfig: everything the command line (and PET_* environment) says about one launch,
+// validated before anything is spawned. Rendezvous fields the user did not give stay
+// std::nullopt so the rendezvous factory can fill them from SLURM or torchrun defaults.
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddp::launcher {
+
+// The agent's environment as name -> value (captured once in main, passed down).
+using Environment = std::map<std::string, std::string>;
+
+// torchrun's -r/-t value: 0 none, 1 stdout, 2 stderr, 3 both; optionally per local rank.
+struct StreamSelection {
+  int default_mode = 0;
+  std::map<int, int> per_rank;  // local_rank -> mode, overrides default_mode
+
+  // The 0-3 mode for local_rank.
+  [[nodiscard]] int mode_for(int local_rank) const;
+  // True when stdout (stream 1) or stderr (stream 2) of local_rank is selected.
+  [[nodiscard]] bool selects(int local_rank, int stream) const;
+};
+
+struct LaunchConfig {
+  // --- workers ---
+  std::string nproc_per_node_spec = "1";  // as given: N | gpu | cpu | auto
+  int nproc_per_node = 1;                 // resolved
+  std::string role = "default";
+  int max_restarts = 0;
+  double monitor_interval_s = 0.1;  // accepted for compatibility; monitoring is event-driven
+  std::chrono::milliseconds stop_timeout{30000};  // SIGTERM -> SIGKILL grace period
+
+  // --- rendezvous (nullopt = not given; the factory applies defaults) ---
+  std::optional<std::string> nnodes;  // "N" or "MIN:MAX"
+  int min_nodes = 1;                  // parsed from nnodes (1 when not given)
+  int max_nodes = 1;
+  std::optional<int> node_rank;
+  std::optional<std::string> master_addr;
+  std::optional<int> master_port;
+  bool standalone = false;
+  std::optional<std::string> run_id;
+  std::optional<std::string> rdzv_backend;
+  std::optional<std::string> rdzv_endpoint;
+  std::optional<std::string> rdzv_conf;
+  std::optional<std::string> local_addr;
+  bool agent_store = true;  // false: worker rank 0 hosts the store (torch < 2.0 behaviour)
+
+  // --- program ---
+  std::string program;  // script, module or executable as given
+  std::vector<std::string> program_args;
+  bool module = false;                  // -m: python -m program
+  bool no_python = false;               // --no_python: execute program directly even if .py
+  std::string python_exec = "python3";  // PYTHON_EXEC overrides
+  std::optional<std::string> pass_local_rank_arg;  // "local_rank" or "local-rank"
+
+  // --- logs and reports ---
+  std::optional<std::string> log_dir;
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::optional<std::vector<int>> local_ranks_filter;  // console shows only these
+  std::string log_line_prefix_template = "[${role_name}${local_rank}]:";
+  std::optional<std::string> events_file;
+};
+
+// Parses torchrun's -r/-t syntax: "3" or "0:1,1:2". Throws ConfigError naming the value.
+StreamSelection parse_stream_selection(const std::string& flag, const std::string& value);
+// Parses "N" or "MIN:MAX" (1 <= MIN <= MAX). Throws ConfigError naming the value.
+std::pair<int, int> parse_nnodes(const std::string& value);
+// Resolves N | gpu | cpu | auto to a worker count; gpu without GPUs is a ConfigError.
+int resolve_nproc_per_node(const std::string& spec, const Environment& env);
+// Number of visible NVIDIA GPUs (CUDA_VISIBLE_DEVICES, then /dev/nvidia<N>); 0 without any.
+int count_visible_gpus(const Environment& env);
+// Checks everything that can be checked before spawning (ports, program, ranges).
+void validate_config(const LaunchConfig& config, const Environment& env);
+// Full path of an executable: as given when it contains '/', else searched on PATH.
+// Returns nullopt when not found or not executable.
+std::optional<std::string> find_executable(const std::string& name, const Environment& env);
+
+}  // namespace ddp::launcher

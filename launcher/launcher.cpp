@@ -1,0 +1,136 @@
+#include "launcher/launcher.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "common/error.hpp"
+#include "launcher/agent.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/event_log.hpp"
+#include "launcher/log_router.hpp"
+#include "launcher/orphan_guardian.hpp"
+#include "launcher/process_spawner.hpp"
+#include "launcher/rendezvous_factory.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+constexpr int kBadUsage = 2;  // what argparse (and so torchrun) returns for bad flags
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+// Without --log_dir the error files still need a home: a private temporary directory,
+// removed when the agent ends.
+class RunDirectory {
+ public:
+  RunDirectory(const LaunchConfig& config, const std::string& run_id, const Environment& env) {
+    if (config.log_dir) {
+      path_ = std::filesystem::path(*config.log_dir) / run_id;
+      std::filesystem::create_directories(path_);
+      return;
+    }
+    auto tmp = env.count("TMPDIR") != 0 ? env.at("TMPDIR") : std::string("/tmp");
+    std::string templ = (std::filesystem::path(tmp) / "ddplaunch_XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) {
+      throw Error("cannot create a temporary directory " + templ + ": " + errno_text(errno));
+    }
+    path_ = templ;
+    temporary_ = true;
+  }
+  ~RunDirectory() {
+    std::error_code ec;
+    if (temporary_) std::filesystem::remove_all(path_, ec);
+  }
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] bool temporary() const { return temporary_; }
+
+ private:
+  std::filesystem::path path_;
+  bool temporary_ = false;
+};
+
+int launch(const LaunchConfig& config, const Environment& env) {
+  // Forked before any thread exists (the store server starts one).
+  OrphanGuardian guardian;
+  auto setup = make_rendezvous(config, env);
+  RunDirectory run_dir(config, setup.run_id, env);
+
+  LogRouterOptions log_options;
+  log_options.prefix_template = config.log_line_prefix_template;
+  log_options.role_name = config.role;
+  log_options.redirects = config.redirects;
+  log_options.tee = config.tee;
+  log_options.local_ranks_filter = config.local_ranks_filter;
+  LogRouter logs(log_options);
+  EventLog events(config.events_file);
+
+  AgentOptions agent_options;
+  agent_options.config = config;
+  agent_options.env = env;
+  agent_options.use_agent_store = setup.workers_use_agent_store;
+  agent_options.run_dir = run_dir.path();
+  // Redirected streams need files even without --log_dir (torchrun does the same in a
+  // temporary directory); say where they are then.
+  bool wants_files = config.redirects.default_mode != 0 || !config.redirects.per_rank.empty() ||
+                     config.tee.default_mode != 0 || !config.tee.per_rank.empty();
+  if (wants_files && run_dir.temporary()) {
+    std::cerr << "ddplaunch: no --log_dir given; redirected output goes to " << run_dir.path()
+              << " (removed at exit)\n";
+  }
+  agent_options.host = host_name();
+
+  boost::asio::io_context io;
+  ProcessSpawner spawner(io, &guardian);
+  Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
+  return agent.run();
+}
+
+}  // namespace
+
+Environment capture_environment(char** envp) {
+  Environment env;
+  for (char** entry = envp; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string text(*entry);
+    auto eq = text.find('=');
+    if (eq == std::string::npos) continue;
+    env.emplace(text.substr(0, eq), text.substr(eq + 1));
+  }
+  return env;
+}
+
+int run_launcher(const std::vector<std::string>& args, const Environment& env) {
+  std::optional<LaunchConfig> config;
+  try {
+    auto command_line = parse_command_line(args, env);
+    if (!command_line.config) {
+      std::cout << command_line.help;
+      return 0;
+    }
+    config = std::move(command_line.config);
+  } catch (const ConfigError& e) {
+    std::cerr << "ddplaunch: error: " << e.what() << "\n";
+    return kBadUsage;
+  }
+  try {
+    return launch(*config, env);
+  } catch (const ConfigError& e) {
+    std::cerr << "ddplaunch: error: " << e.what() << "\n";
+    return kBadUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "ddplaunch: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,65 @@
+#pragma once
+// Routes worker output to the console and log files: whole lines only (one write(2) per
+// line, so two ranks never share a line), a per-rank prefix, torchrun's -r/-t selection,
+// --local_ranks_filter, and partial last lines flushed when a worker exits.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "launcher/launch_config.hpp"
+
+namespace ddp::launcher {
+
+struct LogRouterOptions {
+  std::string prefix_template = "[${role_name}${local_rank}]:";
+  std::string role_name = "default";
+  StreamSelection redirects;  // selected streams go to files only
+  StreamSelection tee;        // selected streams go to files and the console
+  std::optional<std::vector<int>> local_ranks_filter;  // console shows only these ranks
+  int stdout_fd = 1;                                   // where console stdout lines go
+  int stderr_fd = 2;
+};
+
+class LogRouter {
+ public:
+  explicit LogRouter(LogRouterOptions options) : options_(std::move(options)) {}
+  ~LogRouter();
+  LogRouter(const LogRouter&) = delete;
+  LogRouter& operator=(const LogRouter&) = delete;
+
+  // Starts routing for a new attempt: prefixes use rank_offset + local_rank; when
+  // attempt_dir is set, the selected streams of rank r go to attempt_dir/r/std{out,err}.log.
+  // Throws Error naming the file when one cannot be created.
+  void begin_attempt(int nproc, int rank_offset,
+                     const std::optional<std::filesystem::path>& attempt_dir);
+  // Bytes from a worker's stream (1 stdout, 2 stderr); complete lines are written now.
+  void write(int local_rank, int stream, std::string_view bytes);
+  // Writes out a worker's unfinished last lines (with a newline added).
+  void flush(int local_rank);
+  // Flushes every rank and closes the attempt's files.
+  void end_attempt();
+  // The prefix template with ${role_name}, ${rank} and ${local_rank} replaced.
+  [[nodiscard]] static std::string expand_prefix(const std::string& templ, const std::string& role,
+                                                 int rank, int local_rank);
+
+ private:
+  struct StreamState {
+    std::string partial;  // bytes after the last newline
+    bool to_console = false;
+    std::FILE* file = nullptr;
+  };
+  struct RankState {
+    std::string prefix;
+    StreamState streams[2];
+  };
+  void emit(int local_rank, int stream, std::string_view line);
+
+  LogRouterOptions options_;
+  std::vector<RankState> ranks_;
+};
+
+}  // namespace ddp::launcher

@@ -1,0 +1,39 @@
+#pragma once
+// The real WorkerSpawner: Boost.Process v2 children in their own process groups, dying with
+// the agent (PR_SET_PDEATHSIG), stdout/stderr read through pipes on the agent's loop, exits
+// observed through pidfds (event-driven, no polling).
+#include <map>
+#include <memory>
+
+#include "launcher/worker_spawner.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace ddp::launcher {
+
+class OrphanGuardian;
+
+class ProcessSpawner final : public WorkerSpawner {
+ public:
+  // guardian may be null (then only PDEATHSIG protects against a killed agent).
+  ProcessSpawner(boost::asio::io_context& io, OrphanGuardian* guardian);
+  // Kills (SIGKILL) the groups of every worker still known and reaps them.
+  ~ProcessSpawner() override;
+
+  int spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbacks) override;
+  void signal_group(int pid, int sig) override;
+  void release(int pid) override;
+
+ private:
+  struct Child;
+  void read_stream(const std::shared_ptr<Child>& child, int stream);
+  void drain(Child& child);
+
+  boost::asio::io_context& io_;
+  OrphanGuardian* guardian_;
+  std::map<int, std::shared_ptr<Child>> children_;
+};
+
+}  // namespace ddp::launcher

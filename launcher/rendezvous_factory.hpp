@@ -1,0 +1,24 @@
+#pragma once
+// The one place that turns a LaunchConfig into how this agent meets the others: an optional
+// store server this agent hosts, and the RendezvousHandler the agent drives.
+#include <memory>
+
+#include "launcher/launch_config.hpp"
+#include "rendezvous/rendezvous_handler.hpp"
+#include "rendezvous/store_server.hpp"
+
+namespace ddp::launcher {
+
+struct RendezvousSetup {
+  std::unique_ptr<rendezvous::StoreServer> store_server;  // null when this agent hosts none
+  std::unique_ptr<rendezvous::RendezvousHandler> handler;
+  std::string run_id;                    // TORCHELASTIC_RUN_ID
+  bool workers_use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE
+};
+
+// Builds the rendezvous for config; env supplies scheduler defaults (SLURM_*). The store is
+// bound before this returns, so the port handed to workers is already listening.
+// Throws ConfigError for unsupported combinations, StoreError when the port cannot be bound.
+RendezvousSetup make_rendezvous(const LaunchConfig& config, const Environment& env);
+
+}  // namespace ddp::launcher
