@@ -1,0 +1,54 @@
+#pragma once
+// Everything one training run is configured by; filled from flags by parse_command_line().
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/lr_schedule.hpp"
+#include "trainer/optimizer.hpp"
+
+namespace ddp::trainer {
+
+struct TrainOptions {
+  // --- data ---
+  std::string data = "synthetic";  // a .csv/.csv.gz/.npy path, or "synthetic"
+  int label_column = -1;
+  double val_fraction = 0.2;
+  bool standardize = true;  // scale features with the training split's mean/std
+  std::size_t synthetic_rows = 4096;
+  std::size_t synthetic_features = 64;
+  int synthetic_classes = 10;
+
+  // --- model and optimisation ---
+  std::vector<std::size_t> hidden = {256, 256};
+  int64_t epochs = 10;
+  int64_t batch_size = 64;  // per rank
+  int64_t max_steps = 0;    // stop after this many optimizer steps (0 = all epochs)
+  OptimizerOptions optimizer;
+  double lr = 1e-3;
+  int64_t warmup_steps = 0;
+  double min_lr_ratio = 0.0;
+  uint64_t seed = 0;  // split, synthetic data, init and shuffling
+
+  // --- distributed ---
+  std::string backend = "auto";   // auto | gloo | nccl
+  double bucket_cap_mb = 0.1;     // small: the demo MLP then gets a bucket per layer (overlap)
+  int64_t consistency_every = 0;  // compare parameter checksums across ranks every N steps
+  int blas_threads = 1;           // OpenBLAS threads per worker
+
+  // --- output ---
+  int64_t log_every = 50;        // rank-0 progress line every N steps
+  std::string metrics;           // JSON-lines metrics file (rank 0), "" = none
+  std::string checkpoint_dir;    // "" = no checkpoints and no resume
+  int64_t checkpoint_every = 0;  // steps; 0 = only at epoch end
+  std::string out;               // final weights (safetensors), "" = none
+
+  // --- fault injection for tests (documented in docs/trainer.md) ---
+  int64_t fault_kill_at_step = 0;  // SIGKILL self after this step, first attempt only
+  int fault_rank = -1;             // which rank dies (-1 = the last rank)
+};
+
+// ConfigError naming the flag and value for anything out of range.
+void validate(const TrainOptions& options);
+
+}  // namespace ddp::trainer
