@@ -1,0 +1,189 @@
+// Gloo collectives with 2-4 ranks in threads over one MemoryStore (real TCP on loopback).
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <numeric>
+
+#include "common/error.hpp"
+#include "rendezvous/memory_store.hpp"
+#include "test_support.hpp"
+#include "worker_runtime/dist_context.hpp"
+#include "worker_runtime/gloo_process_group.hpp"
+
+using namespace ddp::worker_runtime;
+using Catch::Matchers::Contains;
+using ddp::worker_runtime::test::run_ranks;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::unique_ptr<GlooProcessGroup> make_group(std::shared_ptr<ddp::rendezvous::Store> store,
+                                             int rank, int world, Duration connect_timeout = 20s) {
+  GlooOptions o;
+  o.rank = rank;
+  o.size = world;
+  o.timeout = 20s;
+  o.connect_timeout = connect_timeout;
+  o.bind_addr = "127.0.0.1";
+  return std::make_unique<GlooProcessGroup>(std::move(store), o);
+}
+
+}  // namespace
+
+TEST_CASE("gloo all_reduce: sum, avg, min, max over float, double, int64", "[gloo]") {
+  const int world = GENERATE(2, 3, 4);
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  run_ranks(world, [&](int rank) {
+    auto pg = make_group(store, rank, world);
+    // Rank r holds r+1 (+i): sum = W(W+1)/2, min = 1, max = W.
+    std::vector<float> f(1000);
+    std::iota(f.begin(), f.end(), static_cast<float>(rank + 1));
+    pg->all_reduce(std::span<float>(f), ReduceOp::kSum);
+    const float base_sum = static_cast<float>(world * (world + 1) / 2);
+    CHECK(f[0] == base_sum);
+    CHECK(f[999] == base_sum + 999.0f * static_cast<float>(world));
+
+    std::vector<double> d = {static_cast<double>(rank + 1), 10.0 * rank};
+    pg->all_reduce(std::span<double>(d), ReduceOp::kAvg);
+    CHECK(d[0] == Approx((world + 1) / 2.0));
+    CHECK(d[1] == Approx(10.0 * (world - 1) / 2.0));
+
+    std::vector<int64_t> i = {rank + 1, -(rank + 1), int64_t{1} << 40};
+    std::vector<int64_t> i_min = i;
+    pg->all_reduce(std::span<int64_t>(i), ReduceOp::kMax);
+    CHECK(i == std::vector<int64_t>{world, -1, int64_t{1} << 40});
+    pg->all_reduce(std::span<int64_t>(i_min), ReduceOp::kMin);
+    CHECK(i_min == std::vector<int64_t>{1, -world, int64_t{1} << 40});
+
+    std::vector<int64_t> avg = {10 * (rank + 1)};
+    pg->all_reduce(std::span<int64_t>(avg), ReduceOp::kAvg);
+    CHECK(avg[0] == 10 * (world + 1) / 2);
+  });
+}
+
+TEST_CASE("gloo broadcast, all_gather and barrier", "[gloo]") {
+  const int world = GENERATE(2, 4);
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  run_ranks(world, [&](int rank) {
+    auto pg = make_group(store, rank, world);
+    const int root = world - 1;
+    std::vector<double> b(300, rank == root ? 42.5 : -1.0);
+    pg->broadcast(std::span<double>(b), root);
+    CHECK(std::all_of(b.begin(), b.end(), [](double x) { return x == 42.5; }));
+
+    std::vector<int64_t> mine = {rank, rank * 100};
+    std::vector<int64_t> all(2 * static_cast<size_t>(world));
+    pg->all_gather(std::span<const int64_t>(mine), std::span<int64_t>(all));
+    for (int r = 0; r < world; ++r) {
+      CHECK(all[2 * static_cast<size_t>(r)] == r);
+      CHECK(all[2 * static_cast<size_t>(r) + 1] == r * 100);
+    }
+    for (int k = 0; k < 5; ++k) {
+      pg->barrier();
+    }
+    std::vector<int64_t> wrong(3);
+    CHECK_THROWS_WITH(pg->all_gather(std::span<const int64_t>(mine), std::span<int64_t>(wrong)),
+                      Contains("holds 3 elements, expected 2 x"));
+    CHECK_THROWS_WITH(pg->broadcast(std::span<double>(b), world),
+                      Contains("root " + std::to_string(world) + " is not a rank"));
+  });
+}
+
+TEST_CASE("gloo async all_reduce overlaps and keeps issue order with blocking calls", "[gloo]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  run_ranks(2, [&](int rank) {
+    auto pg = make_group(store, rank, 2);
+    std::vector<std::vector<float>> bufs(8, std::vector<float>(100000, static_cast<float>(rank)));
+    std::vector<std::unique_ptr<Work>> works;
+    for (auto& b : bufs) {
+      works.push_back(pg->all_reduce_async(std::span<float>(b), ReduceOp::kSum));
+    }
+    std::vector<int64_t> x = {rank + 1};
+    pg->all_reduce(std::span<int64_t>(x), ReduceOp::kSum);  // runs after the queued ones
+    CHECK(x[0] == 3);
+    for (auto& w : works) {
+      w->wait();
+      CHECK(w->is_completed());
+    }
+    for (auto& b : bufs) {
+      CHECK(b.front() == 1.0f);
+      CHECK(b.back() == 1.0f);
+    }
+    std::vector<float> a(10, 1.0f + static_cast<float>(rank));
+    std::vector<float> c(3, 2.0f * static_cast<float>(rank));
+    pg->all_reduce_coalesced_async({std::span<float>(a), std::span<float>(c)}, ReduceOp::kAvg)
+        ->wait();
+    CHECK(a[9] == 1.5f);
+    CHECK(c[2] == 1.0f);
+  });
+}
+
+TEST_CASE("gloo connect times out naming the store when a rank never joins", "[gloo][timeout]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(500ms);
+  // World of 3, only ranks 0 and 1 exist.
+  run_ranks(2, [&](int rank) {
+    CHECK_THROWS_AS(make_group(store, rank, 3, 500ms), ddp::CollectiveError);
+  });
+  try {
+    make_group(store, 0, 3, 300ms);
+    FAIL("expected a connect timeout");
+  } catch (const ddp::CollectiveError& e) {
+    CHECK_THAT(e.what(),
+               Contains("rank 0/3") && Contains("store memory") && Contains("timeout 300 ms"));
+  }
+}
+
+TEST_CASE("gloo collective times out when a rank does not join it", "[gloo][timeout]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  run_ranks(2, [&](int rank) {
+    auto pg = make_group(store, rank, 2);
+    if (rank == 0) {
+      std::vector<float> v(10, 1.0f);
+      try {
+        pg->all_reduce(std::span<float>(v), ReduceOp::kSum, 300ms);
+        FAIL("expected a timeout");
+      } catch (const ddp::CollectiveError& e) {
+        CHECK_THAT(e.what(), Contains("all_reduce(sum, float32 x 10)") && Contains("rank 0/2") &&
+                                 Contains("timeout 300 ms"));
+      }
+      // The group is unusable afterwards, and says why.
+      CHECK_THROWS_WITH(pg->barrier(100ms), Contains("failed earlier"));
+      store->set("released", "1");
+    } else {
+      store->wait({"released"}, 20s);  // stays connected but never joins the all_reduce
+    }
+  });
+}
+
+TEST_CASE("init() on a world of one needs no store or peers", "[gloo]") {
+  InitOptions o;
+  o.backend = "gloo";
+  o.env = {{"RANK", "0"}, {"WORLD_SIZE", "1"}};
+  auto ctx = init(o);
+  CHECK(ctx->world_size() == 1);
+  CHECK(ctx->backend() == "gloo");
+  std::vector<double> v = {3.0};
+  ctx->process_group().all_reduce(std::span<double>(v), ReduceOp::kAvg);
+  CHECK(v[0] == 3.0);
+  ctx->store().set("k", "v");
+  CHECK(ctx->store().get("k") == "v");
+}
+
+TEST_CASE("init() with a shared store joins ranks under /worker/attempt_<restart>", "[gloo]") {
+  auto base = std::make_shared<ddp::rendezvous::MemoryStore>();
+  run_ranks(3, [&](int rank) {
+    InitOptions o;
+    o.backend = "auto";
+    o.store = base;
+    o.env = {{"RANK", std::to_string(rank)},      {"WORLD_SIZE", "3"},
+             {"MASTER_ADDR", "127.0.0.1"},        {"MASTER_PORT", "1"},
+             {"TORCHELASTIC_RESTART_COUNT", "4"}, {"DDPLAUNCH_BACKEND", "gloo"}};
+    auto ctx = init(o);
+    CHECK(ctx->rank() == rank);
+    CHECK(ctx->restart_count() == 4);
+    std::vector<int64_t> v = {1};
+    ctx->process_group().all_reduce(std::span<int64_t>(v));
+    CHECK(v[0] == 3);
+    ctx->store().set("hello/" + std::to_string(rank), "x");
+  });
+  CHECK(base->check({"/worker/attempt_4/hello/0", "/worker/attempt_4/hello/2"}));
+}

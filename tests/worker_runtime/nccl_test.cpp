@@ -1,0 +1,89 @@
+// NCCL process group; [gpu] cases skip themselves where no GPU is visible.
+#include <cuda_runtime_api.h>
+
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "rendezvous/memory_store.hpp"
+#include "test_support.hpp"
+#include "worker_runtime/dist_context.hpp"
+#include "worker_runtime/nccl_process_group.hpp"
+
+using namespace ddp::worker_runtime;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A device buffer freed on scope exit.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { REQUIRE(cudaMalloc(&ptr, bytes) == cudaSuccess); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+void all_ranks_reduce(int world) {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  ddp::worker_runtime::test::run_ranks(world, [&](int rank) {
+    NcclOptions o;
+    o.rank = rank;
+    o.size = world;
+    o.device = rank;
+    o.timeout = 60s;
+    o.connect_timeout = 60s;
+    NcclProcessGroup pg(store, o);
+    const size_t n = 1 << 20;
+    std::vector<float> host(n, static_cast<float>(rank + 1));
+    DeviceBuffer dev(n * sizeof(float));
+    REQUIRE(cudaMemcpy(dev.ptr, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) ==
+            cudaSuccess);
+    pg.all_reduce(dev.ptr, n, DataType::kFloat32, ReduceOp::kSum);
+    REQUIRE(cudaMemcpy(host.data(), dev.ptr, n * sizeof(float), cudaMemcpyDeviceToHost) ==
+            cudaSuccess);
+    const float expect = static_cast<float>(world * (world + 1) / 2);
+    CHECK(host.front() == expect);
+    CHECK(host.back() == expect);
+    // Host buffers are staged (the metric/consistency path).
+    std::vector<int64_t> x = {rank + 1};
+    pg.all_reduce(std::span<int64_t>(x), ReduceOp::kMax);
+    CHECK(x[0] == world);
+    std::vector<int64_t> all(static_cast<size_t>(world));
+    const int64_t mine = rank * 3;
+    pg.all_gather(std::span<const int64_t>(&mine, 1), std::span<int64_t>(all));
+    CHECK(all.back() == (world - 1) * 3);
+    std::vector<double> b = {rank == 0 ? 2.5 : 0.0};
+    pg.broadcast(std::span<double>(b), 0);
+    CHECK(b[0] == 2.5);
+    pg.barrier();
+  });
+}
+
+}  // namespace
+
+TEST_CASE("nccl collectives on one GPU", "[gpu][nccl]") {
+  if (cuda_device_count() < 1) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  all_ranks_reduce(1);
+}
+
+TEST_CASE("nccl collectives on every visible GPU", "[gpu][nccl]") {
+  const int n = cuda_device_count();
+  if (n < 2) {
+    WARN("skipped: fewer than 2 CUDA devices");
+    return;
+  }
+  all_ranks_reduce(n);
+}
+
+TEST_CASE("asking for nccl without a GPU is a clear error", "[nccl]") {
+  if (cuda_device_count() > 0) {
+    return;  // covered by the [gpu] cases
+  }
+  InitOptions o;
+  o.backend = "nccl";
+  o.env = {{"RANK", "0"}, {"WORLD_SIZE", "1"}};
+  CHECK_THROWS_WITH(init(o), Catch::Matchers::Contains("no CUDA device is visible"));
+}
