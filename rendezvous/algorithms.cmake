@@ -5,3 +5,5 @@ target_sources(ddp_rendezvous PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/dynamic_rendezvous.cpp
 )
 target_sources(ddp_rendezvous PRIVATE ${CMAKE_CURRENT_LIST_DIR}/static_rendezvous.cpp)
+target_sources(ddp_rendezvous PRIVATE ${CMAKE_CURRENT_LIST_DIR}/rdzv_conf.cpp)
+target_sources(ddp_rendezvous PRIVATE ${CMAKE_CURRENT_LIST_DIR}/rdzv_exit_barrier.cpp)

@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "rendezvous/prefix_store.hpp"
 #include "rendezvous/rdzv_assignment.hpp"
+#include "rendezvous/rdzv_exit_barrier.hpp"
 #include "rendezvous/rdzv_keys.hpp"
 #include "rendezvous/rdzv_watcher.hpp"
 
@@ -132,6 +133,10 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     RendezvousInfo info = read_assignment(round, idx, closing);
     last_round_ = round;
     prev_rank_ = info.group_rank;
+    {
+      std::lock_guard<std::mutex> lock(conn_mu_);
+      last_info_ = info;
+    }
     if (options_.watch_membership) start_watcher(info);
     return info;
   }
@@ -335,11 +340,16 @@ void DynamicRendezvous::on_change(MembershipChange change, const std::string& re
   callback(change);
 }
 
+void DynamicRendezvous::open_side_connections() {
+  if (events_store_) return;
+  events_store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
+  monitor_store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
+}
+
 void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
-  if (!events_store_) {
-    events_store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
-    monitor_store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
-  }
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  if (shut_down_) return;
+  open_side_connections();
   RoundWatcherOptions w;
   w.round = info.round;
   w.group_rank = info.group_rank;
@@ -352,6 +362,7 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
 }
 
 void DynamicRendezvous::stop_watcher() {
+  std::lock_guard<std::mutex> lock(conn_mu_);
   if (watcher_) {
     watcher_->stop();
     watcher_.reset();
@@ -359,14 +370,32 @@ void DynamicRendezvous::stop_watcher() {
 }
 
 void DynamicRendezvous::shutdown() {
-  stop_watcher();
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  if (watcher_) {
+    watcher_->stop();
+    watcher_.reset();
+  }
+  if (shut_down_) return;
+  shut_down_ = true;
   try {
-    store_->set(keys::kClosed, "1");
+    open_side_connections();
+    Store& store = *events_store_;
+    store.set(keys::kClosed, "1");
     // Wake whoever waits in the current or the next round: they see the rendezvous closed.
-    const uint64_t current = start_round();
+    uint64_t current = 0;
+    if (store.check({keys::kCurrentRound})) current = std::stoull(store.get(keys::kCurrentRound));
     for (uint64_t round : {current, current + 1}) {
-      store_->compare_set(keys::closed(round), "", "-1 0");
-      store_->multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});
+      store.compare_set(keys::closed(round), "", "-1 0");
+      store.multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});
+    }
+    if (last_info_) {
+      ExitBarrier barrier{store,
+                          keys::round_key(last_info_->round, "departed"),
+                          last_info_->group_world_size,
+                          options_.exit_barrier_timeout,
+                          options_.progress_interval,
+                          options_.log};
+      barrier.depart(options_.hosts_store);
     }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.

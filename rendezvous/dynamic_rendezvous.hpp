@@ -40,6 +40,10 @@ struct DynamicRendezvousOptions {
   Duration progress_interval = std::chrono::seconds(5);
   // Start heartbeats and change watching after each round (benchmarks turn it off).
   bool watch_membership = true;
+  // This agent hosts the store: shutdown() then waits (up to exit_barrier_timeout) until
+  // every member of the last round has shut down, so nobody loses the store mid-exit.
+  bool hosts_store = false;
+  Duration exit_barrier_timeout = std::chrono::seconds(300);
   LogSink log;
 };
 
@@ -57,6 +61,8 @@ class DynamicRendezvous final : public RendezvousHandler {
 
   RendezvousInfo next_rendezvous() override;
   void watch(std::function<void(MembershipChange)> on_change) override;
+  // Closes the rendezvous for every node of the job; safe to call from another thread
+  // while next_rendezvous() blocks (which then throws RendezvousClosed).
   void shutdown() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
 
@@ -84,6 +90,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   [[nodiscard]] std::string after_change() const;
   void start_watcher(const RendezvousInfo& info);
   void stop_watcher();
+  // The watcher's connections, opened on first use (conn_mu_ held).
+  void open_side_connections();
   void on_change(MembershipChange change, const std::string& reason);
 
   DynamicRendezvousOptions options_;
@@ -93,9 +101,14 @@ class DynamicRendezvous final : public RendezvousHandler {
   std::optional<uint64_t> last_round_;  // last round this node was a member of
   int prev_rank_ = -1;
 
-  std::shared_ptr<Store> events_store_;  // watcher connections, opened on first use
+  // shutdown() may come from another thread while next_rendezvous() blocks on store_, so
+  // it talks through the watcher's connection instead; conn_mu_ guards these.
+  std::mutex conn_mu_;
+  std::shared_ptr<Store> events_store_;
   std::shared_ptr<Store> monitor_store_;
   std::unique_ptr<RoundWatcher> watcher_;
+  bool shut_down_ = false;
+  std::optional<RendezvousInfo> last_info_;  // for the exit barrier
 
   mutable std::mutex mu_;  // guards the callback and the pending change
   std::function<void(MembershipChange)> on_change_;

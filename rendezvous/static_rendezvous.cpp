@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "rendezvous/prefix_store.hpp"
 #include "rendezvous/rdzv_assignment.hpp"
+#include "rendezvous/rdzv_exit_barrier.hpp"
 
 namespace ddp::rendezvous {
 namespace {
@@ -133,8 +134,19 @@ std::string StaticRendezvous::progress(const std::vector<std::string>& node_keys
 void StaticRendezvous::watch(std::function<void(MembershipChange)> /*on_change*/) {}
 
 void StaticRendezvous::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
   try {
     store_->set(kClosedKey, "1");
+    if (info_) {
+      ExitBarrier barrier{*store_,
+                          "departed",
+                          options_.nnodes,
+                          options_.exit_barrier_timeout,
+                          options_.progress_interval,
+                          options_.log};
+      barrier.depart(options_.hosts_store);
+    }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.
   }

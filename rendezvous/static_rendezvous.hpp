@@ -25,6 +25,9 @@ struct StaticRendezvousOptions {
   uint16_t master_port = 0;
   Duration join_timeout = std::chrono::seconds(600);
   Duration progress_interval = std::chrono::seconds(5);
+  // This agent hosts the store (node 0): shutdown() waits for every node to shut down.
+  bool hosts_store = false;
+  Duration exit_barrier_timeout = std::chrono::seconds(300);
   LogSink log;
 };
 
@@ -37,6 +40,7 @@ class StaticRendezvous final : public RendezvousHandler {
   // join_timeout; ConfigError when another agent already holds this node_rank).
   RendezvousInfo next_rendezvous() override;
   void watch(std::function<void(MembershipChange)> on_change) override;
+  // Closes the rendezvous and counts this node out; the store host waits for all nodes.
   void shutdown() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
 
@@ -48,6 +52,7 @@ class StaticRendezvous final : public RendezvousHandler {
   std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>/static
   std::string node_id_;
   std::optional<RendezvousInfo> info_;
+  bool shut_down_ = false;
 };
 
 }  // namespace ddp::rendezvous

@@ -284,3 +284,16 @@ TEST_CASE("dynamic: bad options are rejected naming the value", "[rdzv][dynamic]
   o.lease_timeout = 60ms;
   CHECK_THROWS_WITH(c.node(o), Catch::Contains("lease_timeout=60 ms"));
 }
+
+TEST_CASE("dynamic: shutdown from another thread ends a blocked next_rendezvous",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.join_timeout = 60s;
+  auto a = c.node(o);
+  auto joining = join_async(*a);
+  // Wait until it has arrived, so shutdown hits it mid-round.
+  c.store->wait({"/ddp_rdzv/job/r0/arrived"}, kGuard);
+  a->shutdown();
+  REQUIRE_THROWS_AS(joining.get(), ddp::RendezvousClosed);
+}

@@ -1,0 +1,138 @@
+#include "rendezvous/rdzv_conf.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+// Keys torchrun defines for backends or versions this launcher does not use.
+const std::set<std::string> kIgnoredKeys = {"timeout",  "read_timeout", "store_type", "use_libuv",
+                                            "protocol", "cacert",       "key",        "cert",
+                                            "ssl_cert", "ssl_key"};
+
+bool parse_bool(const std::string& key, std::string value) {
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off") return false;
+  throw ConfigError("--rdzv_conf " + key + "=" + value +
+                    ": expected a boolean (true/false, 1/0, yes/no)");
+}
+
+}  // namespace
+
+Duration parse_duration(const std::string& key, const std::string& value) {
+  double number = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, number);
+  const std::string unit(ptr, end);
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1000;
+  if (unit == "ms") scale = 1;
+  if (unit == "m") scale = 60000;
+  if (ec != std::errc() || ptr == value.data() || scale == 0 || !std::isfinite(number) ||
+      number < 0 || number * scale > 1e12) {
+    throw ConfigError("--rdzv_conf " + key + "=" + value +
+                      ": expected a non-negative duration in seconds (30, 2.5) or with a unit "
+                      "(500ms, 2s, 1m)");
+  }
+  return Duration(static_cast<int64_t>(std::llround(number * scale)));
+}
+
+RdzvConf parse_rdzv_conf(const std::string& text) {
+  RdzvConf conf;
+  std::optional<Duration> keep_alive_interval;
+  std::optional<int> keep_alive_max_attempt;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError("--rdzv_conf item '" + item + "' in '" + text + "': expected key=value");
+    }
+    const std::string key = item.substr(0, eq);
+    const std::string value = item.substr(eq + 1);
+    if (key == "join_timeout") {
+      conf.join_timeout = parse_duration(key, value);
+    } else if (key == "last_call_timeout") {
+      conf.last_call_timeout = parse_duration(key, value);
+    } else if (key == "close_timeout") {
+      conf.close_timeout = parse_duration(key, value);
+    } else if (key == "heartbeat_interval") {
+      conf.heartbeat_interval = parse_duration(key, value);
+    } else if (key == "lease_timeout") {
+      conf.lease_timeout = parse_duration(key, value);
+    } else if (key == "keep_alive_interval") {
+      keep_alive_interval = parse_duration(key, value);
+    } else if (key == "keep_alive_max_attempt") {
+      int n = 0;
+      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || ptr != value.data() + value.size() || n < 1) {
+        throw ConfigError("--rdzv_conf keep_alive_max_attempt=" + value +
+                          ": expected an integer >= 1");
+      }
+      keep_alive_max_attempt = n;
+    } else if (key == "is_host") {
+      conf.is_host = parse_bool(key, value);
+    } else if (kIgnoredKeys.count(key) != 0) {
+      conf.ignored.push_back(key);
+    } else {
+      throw ConfigError("--rdzv_conf key '" + key +
+                        "' is unknown; expected join_timeout, last_call_timeout, "
+                        "close_timeout, is_host, keep_alive_interval, keep_alive_max_attempt, "
+                        "heartbeat_interval or lease_timeout");
+    }
+  }
+  // torchrun's keep-alive pair maps onto the heartbeat ring unless given directly.
+  if (keep_alive_interval && !conf.heartbeat_interval) {
+    conf.heartbeat_interval = keep_alive_interval;
+  }
+  if (keep_alive_max_attempt && !conf.lease_timeout) {
+    const Duration interval = conf.heartbeat_interval.value_or(std::chrono::seconds(1));
+    conf.lease_timeout = interval * *keep_alive_max_attempt;
+  }
+  return conf;
+}
+
+Endpoint parse_endpoint(const std::string& text, uint16_t default_port) {
+  auto bad = [&] {
+    return ConfigError("--rdzv_endpoint '" + text +
+                       "': expected host:port, host or [ipv6]:port with a port in 1-65535");
+  };
+  Endpoint ep;
+  std::string port_text;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string::npos) throw bad();
+    ep.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') throw bad();
+      port_text = text.substr(close + 2);
+    }
+  } else {
+    const auto colon = text.rfind(':');
+    ep.host = text.substr(0, colon);
+    if (colon != std::string::npos) port_text = text.substr(colon + 1);
+  }
+  if (ep.host.empty()) throw bad();
+  if (port_text.empty()) {
+    ep.port = default_port;
+    return ep;
+  }
+  int port = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 || port > 65535) {
+    throw bad();
+  }
+  ep.port = static_cast<uint16_t>(port);
+  return ep;
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,40 @@
+#pragma once
+// --rdzv_conf "key=value,..." and --rdzv_endpoint "host:port", as torchrun spells them.
+// Durations are seconds ("30", "2.5") or carry a unit ("500ms", "2s", "1m").
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/store.hpp"
+
+namespace ddp::rendezvous {
+
+struct RdzvConf {
+  std::optional<Duration> join_timeout;
+  std::optional<Duration> last_call_timeout;
+  std::optional<Duration> close_timeout;
+  std::optional<Duration> heartbeat_interval;  // also torch's keep_alive_interval
+  std::optional<Duration> lease_timeout;       // or keep_alive_interval * keep_alive_max_attempt
+  std::optional<bool> is_host;
+  // Keys torchrun accepts for other backends (read_timeout, store_type, ...): ignored, and
+  // listed here so the agent can say so.
+  std::vector<std::string> ignored;
+};
+
+// Parses "join_timeout=60,is_host=true,..."; ConfigError naming the item and what was
+// expected for malformed items, bad durations and booleans, and unknown keys.
+RdzvConf parse_rdzv_conf(const std::string& text);
+
+// Parses a duration for key (seconds, or with an ms/s/m suffix); ConfigError naming both.
+Duration parse_duration(const std::string& key, const std::string& value);
+
+struct Endpoint {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// "host:port", "host" (default_port), "[::1]:port"; ConfigError naming the text.
+Endpoint parse_endpoint(const std::string& text, uint16_t default_port);
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,70 @@
+// --rdzv_conf, --rdzv_endpoint and the exit barrier.
+#include "rendezvous/rdzv_conf.hpp"
+
+#include <catch2/catch.hpp>
+#include <future>
+
+#include "common/error.hpp"
+#include "rendezvous/memory_store.hpp"
+#include "rendezvous/rdzv_exit_barrier.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+
+TEST_CASE("rdzv_conf: torchrun keys, units and the keep-alive pair", "[rdzv][conf]") {
+  const auto conf = parse_rdzv_conf(
+      "join_timeout=900,last_call_timeout=2.5,close_timeout=500ms,is_host=False,"
+      "keep_alive_interval=2,keep_alive_max_attempt=3,read_timeout=60");
+  CHECK(conf.join_timeout == 900s);
+  CHECK(conf.last_call_timeout == 2500ms);
+  CHECK(conf.close_timeout == 500ms);
+  CHECK(conf.is_host == false);
+  CHECK(conf.heartbeat_interval == 2s);
+  CHECK(conf.lease_timeout == 6s);
+  CHECK(conf.ignored == std::vector<std::string>{"read_timeout"});
+  CHECK(parse_rdzv_conf("").join_timeout == std::nullopt);
+  CHECK(parse_rdzv_conf("lease_timeout=1m").lease_timeout == 60s);
+}
+
+TEST_CASE("rdzv_conf: bad items are named with what was expected", "[rdzv][conf]") {
+  CHECK_THROWS_WITH(parse_rdzv_conf("join_timeout"), Catch::Contains("expected key=value"));
+  CHECK_THROWS_WITH(parse_rdzv_conf("join_timeout=ten"),
+                    Catch::Contains("join_timeout=ten") && Catch::Contains("duration"));
+  CHECK_THROWS_WITH(parse_rdzv_conf("join_timeout=-1"), Catch::Contains("non-negative"));
+  CHECK_THROWS_WITH(parse_rdzv_conf("join_timeout=5h"), Catch::Contains("5h"));
+  CHECK_THROWS_WITH(parse_rdzv_conf("is_host=maybe"), Catch::Contains("is_host=maybe"));
+  CHECK_THROWS_WITH(parse_rdzv_conf("jion_timeout=5"), Catch::Contains("'jion_timeout'"));
+  CHECK_THROWS_WITH(parse_rdzv_conf("keep_alive_max_attempt=0"), Catch::Contains(">= 1"));
+}
+
+TEST_CASE("rdzv_endpoint: host:port, host, [v6]:port", "[rdzv][conf]") {
+  CHECK(parse_endpoint("node1:29401", 29400).host == "node1");
+  CHECK(parse_endpoint("node1:29401", 29400).port == 29401);
+  CHECK(parse_endpoint("node1", 29400).port == 29400);
+  CHECK(parse_endpoint("[::1]:5", 29400).host == "::1");
+  CHECK(parse_endpoint("[::1]:5", 29400).port == 5);
+  for (const char* bad : {"", ":29400", "h:0", "h:70000", "h:12x", "[::1", "[::1]x"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_endpoint(bad, 29400), ddp::ConfigError);
+  }
+}
+
+TEST_CASE("exit barrier: the store host waits until every node is out", "[rdzv]") {
+  MemoryStore store;
+  ExitBarrier barrier{store, "departed", 3, 10s, 1s, [](const std::string&) {}};
+  auto host = std::async(std::launch::async, [&] { barrier.depart(true); });
+  barrier.depart(false);
+  CHECK(host.wait_for(50ms) == std::future_status::timeout);  // 2/3: still waiting
+  barrier.depart(false);
+  host.get();
+  CHECK(store.get("departed") == "3");
+}
+
+TEST_CASE("exit barrier: gives up after its timeout, saying how many finished", "[rdzv]") {
+  MemoryStore store;
+  std::string said;
+  ExitBarrier barrier{store, "departed", 2,
+                      200ms, 100ms,      [&](const std::string& line) { said = line; }};
+  barrier.depart(true);
+  CHECK_THAT(said, Catch::Contains("1/2 nodes finished"));
+}
