@@ -47,6 +47,7 @@ int Agent::run() {
         "setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); "
         "set it yourself to tune performance");
   }
+  busy_.emplace(io_.get_executor());
   asio::post(io_, [this] { start_rendezvous(); });
   io_.run();
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
@@ -231,8 +232,6 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
     return;
   }
   if (state_ == State::kStopping) {
-    // Workers we stopped die of our signal; only those that recorded an error themselves
-    // (an error file) failed on their own and belong in the summary.
     if (!status.success()) record_failure(slot, status, /*must_report=*/false);
     if (running_ == 0) complete_stop();
   }
@@ -247,7 +246,12 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
   failure.observed = std::chrono::system_clock::now();
   failure.error_file = slot.error_file;
   failure.error = read_error_file(slot.error_file);
-  if (must_report || failure.error) failures_.push_back(std::move(failure));
+  // While stopping, a worker dying of the signal we sent (or SIGKILL after the grace
+  // period) did not fail on its own; anything else did, and belongs in the summary.
+  int sent = stop_signal_sent_;
+  bool our_signal = status.signal == sent || status.signal == SIGKILL ||
+                    (status.signal == 0 && status.exit_code == 128 + sent);
+  if (must_report || failure.error || !our_signal) failures_.push_back(std::move(failure));
 }
 
 void Agent::begin_stop(int sig, std::function<void()> then) {
@@ -316,6 +320,7 @@ void Agent::finish(int exit_status) {
   events_.record("finish", {{"exit_code", exit_status}, {"restart_count", restart_count_}});
   kill_timer_.cancel();
   if (signals_) signals_->cancel();
+  busy_.reset();
   io_.stop();
 }
 

@@ -4,6 +4,7 @@
 // Child exits, output, signals, membership changes and grace-period timers are all events
 // on the loop; nothing polls. Processes come from a WorkerSpawner (real or fake), nodes meet
 // through a RendezvousHandler, so the whole machine is testable without children or sockets.
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -102,6 +103,8 @@ class Agent {
   boost::asio::steady_timer kill_timer_;
   std::optional<boost::asio::signal_set> signals_;
   std::thread rendezvous_thread_;
+  // Keeps run() going while the only pending work is a rendezvous on its thread.
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> busy_;
 };
 
 }  // namespace ddp::launcher

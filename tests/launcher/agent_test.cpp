@@ -1,0 +1,179 @@
+// The agent's state machine, driven by a fake spawner and a fake rendezvous.
+#include "launcher/agent.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "tests/launcher/fake_workers.hpp"
+
+using namespace ddp::launcher;
+using ddp::launcher::testing::FakeRendezvous;
+using ddp::launcher::testing::FakeSpawner;
+using ddp::rendezvous::MembershipChange;
+
+namespace {
+
+// One agent with its fakes; output and notices go to /dev/null.
+struct Harness {
+  explicit Harness(int nproc, int max_restarts = 0) : spawner(io), rendezvous(nproc) {
+    options.config.nproc_per_node = nproc;
+    options.config.max_restarts = max_restarts;
+    options.config.program = "/bin/true";
+    options.config.stop_timeout = std::chrono::milliseconds(50);
+    options.env = {{"PATH", "/usr/bin:/bin"}};
+    options.run_dir =
+        std::filesystem::temp_directory_path() / ("agent_test_" + std::to_string(::getpid()));
+    options.handle_signals = false;
+    options.notice_fd = null_fd;
+    log_options.stdout_fd = null_fd;
+    log_options.stderr_fd = null_fd;
+  }
+  ~Harness() {
+    std::filesystem::remove_all(options.run_dir);
+    ::close(null_fd);
+  }
+  int run() {
+    LogRouter logs(log_options);
+    EventLog events(std::nullopt);
+    Agent agent(io, options, spawner, rendezvous, logs, events);
+    agent_ptr = &agent;
+    int status = agent.run();
+    restarts = agent.restart_count();
+    failures = agent.failures();
+    agent_ptr = nullptr;
+    return status;
+  }
+
+  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  boost::asio::io_context io;
+  FakeSpawner spawner;
+  FakeRendezvous rendezvous;
+  AgentOptions options;
+  LogRouterOptions log_options;
+  Agent* agent_ptr = nullptr;
+  int restarts = -1;
+  std::vector<WorkerFailure> failures;
+};
+
+}  // namespace
+
+TEST_CASE("all workers exiting 0 is success, and the rendezvous is shut down", "[agent]") {
+  Harness h(3);
+  h.spawner.on_spawn = [&](size_t i) { h.spawner.exit(i, ExitStatus{}); };
+  REQUIRE(h.run() == 0);
+  CHECK(h.spawner.workers.size() == 3);
+  CHECK(h.rendezvous.shut_down);
+  for (const auto& worker : h.spawner.workers) CHECK(worker.released);
+}
+
+TEST_CASE("a failing worker restarts the whole group with RESTART_COUNT+1", "[agent]") {
+  Harness h(2, /*max_restarts=*/2);
+  // Rank 1 fails in attempts 0 and 1; everyone succeeds in attempt 2.
+  h.spawner.on_spawn = [&](size_t i) {
+    bool last_attempt = h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "2";
+    if (h.spawner.env(i, "LOCAL_RANK") == "1" && !last_attempt) {
+      h.spawner.exit(i, ExitStatus{7, 0});
+    } else if (last_attempt) {
+      h.spawner.exit(i, ExitStatus{});
+    }
+  };
+  REQUIRE(h.run() == 0);
+  REQUIRE(h.restarts == 2);
+  REQUIRE(h.spawner.workers.size() == 6);
+  std::vector<std::string> counts;
+  for (size_t i = 0; i < 6; ++i) counts.push_back(h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT"));
+  CHECK(counts == std::vector<std::string>{"0", "0", "1", "1", "2", "2"});
+  CHECK(h.rendezvous.calls == 3);  // every restart re-runs the rendezvous
+  // The surviving rank 0 of a failed attempt was stopped with SIGTERM.
+  CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGTERM});
+}
+
+TEST_CASE("out of restarts: the root cause's exit code is the agent's", "[agent]") {
+  Harness h(2, /*max_restarts=*/1);
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.spawner.env(i, "LOCAL_RANK") == "1") h.spawner.exit(i, ExitStatus{42, 0});
+  };
+  CHECK(h.run() == 42);
+  CHECK(h.restarts == 1);
+  REQUIRE(h.failures.size() == 1);
+  CHECK(h.failures[0].rank == 1);
+}
+
+TEST_CASE("a worker killed by signal N gives exit status 128+N", "[agent]") {
+  Harness h(2);
+  h.spawner.on_spawn = [&](size_t i) {
+    if (i == 0) h.spawner.exit(i, ExitStatus{0, SIGSEGV});
+  };
+  CHECK(h.run() == 128 + SIGSEGV);
+}
+
+TEST_CASE("a signal to the agent is forwarded once and the agent exits 128+N", "[agent]") {
+  Harness h(3);
+  h.spawner.on_spawn = [&](size_t i) {
+    if (i == 2) h.agent_ptr->handle_signal(SIGUSR1);
+  };
+  CHECK(h.run() == 128 + SIGUSR1);
+  for (const auto& worker : h.spawner.workers) CHECK(worker.signals == std::vector<int>{SIGUSR1});
+  CHECK(h.restarts == 0);
+}
+
+TEST_CASE("workers ignoring SIGTERM get SIGKILL after the grace period", "[agent]") {
+  Harness h(2);
+  h.spawner.on_signal = [&](size_t i, int sig) {
+    if (sig == SIGKILL) h.spawner.exit(i, ExitStatus{0, SIGKILL});
+  };
+  h.spawner.on_spawn = [&](size_t i) {
+    if (i == 1) h.spawner.exit(i, ExitStatus{1, 0});
+  };
+  CHECK(h.run() == 1);
+  CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGTERM, SIGKILL});
+  // Rank 0 was killed by us: it is not listed as a failure of its own.
+  REQUIRE(h.failures.size() == 1);
+  CHECK(h.failures[0].rank == 1);
+}
+
+TEST_CASE("a membership change restarts the workers without spending a restart", "[agent]") {
+  Harness h(2, /*max_restarts=*/0);
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.rendezvous.calls == 1) {
+      if (i == 1) h.rendezvous.change(MembershipChange::kNodeWaiting);
+    } else {
+      h.spawner.exit(i, ExitStatus{});
+    }
+  };
+  CHECK(h.run() == 0);
+  CHECK(h.rendezvous.calls == 2);
+  CHECK(h.restarts == 0);
+  REQUIRE(h.spawner.workers.size() == 4);
+  CHECK(h.spawner.env(2, "TORCHELASTIC_RESTART_COUNT") == "0");
+}
+
+TEST_CASE("a rendezvous error ends the agent with a non-zero status", "[agent]") {
+  Harness h(2);
+  h.rendezvous.fail_on_call = 1;
+  CHECK(h.run() != 0);
+  CHECK(h.spawner.workers.empty());
+  CHECK(h.rendezvous.shut_down);
+}
+
+TEST_CASE("a failure report reads the worker's error file", "[agent]") {
+  Harness h(2);
+  h.spawner.on_spawn = [&](size_t i) {
+    if (i != 0) return;
+    std::string path = h.spawner.env(i, "TORCHELASTIC_ERROR_FILE");
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(R"({"message": {"message": "ValueError: bad batch", "extraInfo": )"
+               R"({"py_callstack": "Traceback: line 3", "timestamp": "1700000000"}}})",
+               f);
+    std::fclose(f);
+    h.spawner.exit(i, ExitStatus{1, 0});
+  };
+  CHECK(h.run() == 1);
+  REQUIRE(h.failures.size() == 1);
+  REQUIRE(h.failures[0].error.has_value());
+  CHECK(h.failures[0].error->message == "ValueError: bad batch");
+  CHECK(h.failures[0].error->traceback == "Traceback: line 3");
+}

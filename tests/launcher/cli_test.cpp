@@ -1,0 +1,129 @@
+// The command line: torchrun's options in both spellings, PET_* defaults, and bad values
+// rejected with the value and what was expected.
+#include "launcher/cli.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.hpp"
+
+using namespace ddp::launcher;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const Environment kEnv = {{"PATH", "/usr/bin:/bin"}, {"CUDA_VISIBLE_DEVICES", ""}};
+
+LaunchConfig parse(std::vector<std::string> args, Environment env = kEnv) {
+  auto command_line = parse_command_line(args, env);
+  REQUIRE(command_line.config.has_value());
+  return *command_line.config;
+}
+
+std::string error_of(std::vector<std::string> args, Environment env = kEnv) {
+  try {
+    parse_command_line(args, env);
+  } catch (const ddp::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("both spellings of torchrun's options are accepted", "[cli]") {
+  auto a = parse({"--nproc_per_node=3", "--max_restarts", "2", "/bin/true"});
+  auto b = parse({"--nproc-per-node", "3", "--max-restarts=2", "/bin/true"});
+  CHECK(a.nproc_per_node == 3);
+  CHECK(b.nproc_per_node == 3);
+  CHECK(a.max_restarts == 2);
+  CHECK(b.max_restarts == 2);
+  CHECK(parse({"--rdzv-id=job7", "/bin/true"}).run_id == "job7");
+  CHECK(parse({"--run_id", "job8", "/bin/true"}).run_id == "job8");
+}
+
+TEST_CASE("everything after the program goes to the program untouched", "[cli]") {
+  auto config = parse({"--nproc_per_node=2", "/bin/echo", "--nproc_per_node=5", "-x", "a"});
+  CHECK(config.program == "/bin/echo");
+  CHECK(config.program_args == std::vector<std::string>{"--nproc_per_node=5", "-x", "a"});
+  CHECK(config.nproc_per_node == 2);
+}
+
+TEST_CASE("rendezvous fields not given stay unset for the factory's defaults", "[cli]") {
+  auto config = parse({"/bin/true"});
+  CHECK_FALSE(config.nnodes.has_value());
+  CHECK_FALSE(config.master_addr.has_value());
+  CHECK_FALSE(config.master_port.has_value());
+  CHECK_FALSE(config.node_rank.has_value());
+  CHECK_FALSE(config.run_id.has_value());
+  auto given = parse({"--nnodes=1:4", "--master_port=0", "/bin/true"});
+  CHECK(given.min_nodes == 1);
+  CHECK(given.max_nodes == 4);
+  CHECK(given.master_port == 0);
+}
+
+TEST_CASE("PET_<NAME> sets an option; the flag wins", "[cli]") {
+  Environment env = kEnv;
+  env["PET_NPROC_PER_NODE"] = "4";
+  env["PET_MAX_RESTARTS"] = "3";
+  env["PET_STANDALONE"] = "1";
+  auto config = parse({"--max_restarts=1", "/bin/true"}, env);
+  CHECK(config.nproc_per_node == 4);
+  CHECK(config.max_restarts == 1);
+  CHECK(config.standalone);
+  env["PET_MAX_RESTARTS"] = "many";
+  CHECK_THAT(error_of({"/bin/true"}, env), Contains("PET_MAX_RESTARTS=many"));
+}
+
+TEST_CASE("-r/-t take torchrun's values and per-rank maps", "[cli]") {
+  auto config = parse({"-r", "3", "--tee=0:1,1:2", "/bin/true"});
+  CHECK(config.redirects.mode_for(5) == 3);
+  CHECK(config.tee.mode_for(0) == 1);
+  CHECK(config.tee.mode_for(1) == 2);
+  CHECK(config.tee.mode_for(2) == 0);
+  CHECK_THAT(error_of({"-r", "4", "/bin/true"}), Contains("--redirects=4"));
+  CHECK_THAT(error_of({"-t", "0:x", "/bin/true"}), Contains("'0:x'"));
+}
+
+TEST_CASE("the legacy --local_rank flag and python programs", "[cli]") {
+  CHECK(parse({"--pass_local_rank_arg", "/bin/true"}).pass_local_rank_arg == "local_rank");
+  CHECK(parse({"--pass-local-rank-arg=local-rank", "/bin/true"}).pass_local_rank_arg ==
+        "local-rank");
+  CHECK_THAT(error_of({"--pass_local_rank_arg=rank", "/bin/true"}), Contains("'local_rank'"));
+  Environment env = kEnv;
+  env["PYTHON_EXEC"] = "/usr/bin/python3";
+  auto module = parse({"-m", "json.tool", "x"}, env);
+  CHECK(module.module);
+  CHECK(module.python_exec == "/usr/bin/python3");
+}
+
+TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
+  CHECK_THAT(error_of({"--nproc_per_node=0", "/bin/true"}), Contains("--nproc_per_node=0"));
+  CHECK_THAT(error_of({"--nproc_per_node=two", "/bin/true"}), Contains("'gpu'"));
+  CHECK_THAT(error_of({"--nproc_per_node=gpu", "/bin/true"}), Contains("no GPU is visible"));
+  CHECK_THAT(error_of({"--master_port=70000", "/bin/true"}), Contains("--master_port=70000"));
+  CHECK_THAT(error_of({"--master_port=-1", "/bin/true"}), Contains("0-65535"));
+  CHECK_THAT(error_of({"--nnodes=4:2", "/bin/true"}), Contains("MIN 4 is greater than MAX 2"));
+  CHECK_THAT(error_of({"--nnodes=0", "/bin/true"}), Contains("--nnodes=0"));
+  CHECK_THAT(error_of({"/no/such/program"}), Contains("'/no/such/program' does not exist"));
+  auto plain_file = std::filesystem::temp_directory_path() / "ddp_cli_test_not_executable";
+  std::ofstream(plain_file) << "data";
+  std::filesystem::permissions(
+      plain_file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  CHECK_THAT(error_of({plain_file.string()}), Contains("not executable"));
+  std::filesystem::remove(plain_file);
+  CHECK_THAT(error_of({"missing_script.py"}), Contains("'missing_script.py' does not exist"));
+  CHECK_THAT(error_of({"--bogus", "/bin/true"}), Contains("--bogus"));
+  CHECK_THAT(error_of({"--max_restarts=-1", "/bin/true"}), Contains("--max_restarts=-1"));
+  CHECK_THAT(error_of({"--stop_timeout=-3", "/bin/true"}), Contains("--stop_timeout"));
+  CHECK_THAT(error_of({"--local_ranks_filter=0,x", "/bin/true"}), Contains("'x'"));
+  CHECK_THAT(error_of({}), Contains("no training program"));
+}
+
+TEST_CASE("--help prints the options and runs nothing", "[cli]") {
+  auto command_line = parse_command_line({"--help"}, kEnv);
+  CHECK_FALSE(command_line.config.has_value());
+  CHECK_THAT(command_line.help, Contains("--nproc_per_node"));
+  CHECK_THAT(command_line.help, Contains("--stop_timeout"));
+}

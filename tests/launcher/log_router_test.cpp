@@ -1,0 +1,114 @@
+// Log routing: whole prefixed lines, partial lines joined and flushed, -r/-t files, filters.
+#include "launcher/log_router.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace ddp::launcher;
+
+namespace {
+
+// A temporary file standing in for the console.
+struct CaptureFile {
+  CaptureFile() {
+    path = std::filesystem::temp_directory_path() /
+           ("log_router_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  }
+  ~CaptureFile() {
+    ::close(fd);
+    std::filesystem::remove(path);
+  }
+  std::string text() const {
+    std::ifstream in(path);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+  }
+  static inline int counter = 0;
+  std::filesystem::path path;
+  int fd = -1;
+};
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+TEST_CASE("lines are prefixed, joined across chunks, and flushed at exit", "[logs]") {
+  CaptureFile out, err;
+  LogRouterOptions options;
+  options.stdout_fd = out.fd;
+  options.stderr_fd = err.fd;
+  LogRouter router(options);
+  router.begin_attempt(2, 0, std::nullopt);
+  router.write(0, 1, "hel");
+  router.write(1, 1, "other\nline two\npart");
+  router.write(0, 1, "lo\n");
+  router.write(1, 2, "oops\n");
+  router.flush(1);
+  router.end_attempt();
+  CHECK(out.text() == "[default1]:other\n[default1]:line two\n[default0]:hello\n[default1]:part\n");
+  CHECK(err.text() == "[default1]:oops\n");
+}
+
+TEST_CASE("the prefix template takes role, rank and local rank", "[logs]") {
+  CHECK(LogRouter::expand_prefix("${role_name}/${rank}/${local_rank}> ", "w", 9, 1) == "w/9/1> ");
+  CaptureFile out;
+  LogRouterOptions options;
+  options.prefix_template = "";
+  options.stdout_fd = out.fd;
+  LogRouter router(options);
+  router.begin_attempt(1, 0, std::nullopt);
+  router.write(0, 1, "raw\n");
+  router.end_attempt();
+  CHECK(out.text() == "raw\n");
+}
+
+TEST_CASE("-r sends streams to files only, -t to files and the console", "[logs]") {
+  CaptureFile out, err;
+  auto dir =
+      std::filesystem::temp_directory_path() / ("log_router_dir_" + std::to_string(::getpid()));
+  LogRouterOptions options;
+  options.stdout_fd = out.fd;
+  options.stderr_fd = err.fd;
+  options.redirects = parse_stream_selection("-r", "0:1");  // rank 0 stdout: file only
+  options.tee = parse_stream_selection("-t", "1:3");        // rank 1 both: file + console
+  {
+    LogRouter router(options);
+    router.begin_attempt(2, 0, dir);
+    router.write(0, 1, "r0 out\n");
+    router.write(0, 2, "r0 err\n");
+    router.write(1, 1, "r1 out\n");
+    router.write(1, 2, "r1 err\n");
+    router.end_attempt();
+  }
+  CHECK(out.text() == "[default1]:r1 out\n");
+  CHECK(err.text() == "[default0]:r0 err\n[default1]:r1 err\n");
+  CHECK(read_file(dir / "0" / "stdout.log") == "r0 out\n");
+  CHECK_FALSE(std::filesystem::exists(dir / "0" / "stderr.log"));
+  CHECK(read_file(dir / "1" / "stdout.log") == "r1 out\n");
+  CHECK(read_file(dir / "1" / "stderr.log") == "r1 err\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("--local_ranks_filter limits the console, not the files", "[logs]") {
+  CaptureFile out;
+  LogRouterOptions options;
+  options.stdout_fd = out.fd;
+  options.local_ranks_filter = std::vector<int>{1};
+  LogRouter router(options);
+  router.begin_attempt(3, 0, std::nullopt);
+  for (int rank = 0; rank < 3; ++rank) router.write(rank, 1, "x\n");
+  router.end_attempt();
+  CHECK(out.text() == "[default1]:x\n");
+}

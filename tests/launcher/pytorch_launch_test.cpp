@@ -1,0 +1,61 @@
+// Real PyTorch (Debian's torch 1.13 under /usr/bin/python3) as ddplaunch's workers.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "tests/launcher/child_process.hpp"
+
+using namespace ddp::launcher::testing;
+using Catch::Matchers::Contains;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+bool have_torch() {
+  ChildOptions options;
+  options.argv = {kPython, "-c", "import torch.distributed"};
+  ChildProcess probe(options);
+  return probe.wait_for(120s) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a 2-worker gloo DDP script trains and exits 0 on the agent's store", "[pytorch]") {
+  if (!have_torch()) {
+    WARN("skipped: /usr/bin/python3 cannot import torch.distributed");
+    return;
+  }
+  ChildOptions options;
+  options.argv = {ddplaunch_path(), "--nproc_per_node=2", "--standalone",
+                  worker_script("ddp_train.py")};
+  options.env = {{"PYTHON_EXEC", kPython}};
+  ChildProcess agent(options);
+  auto status = agent.wait_for(240s);
+  INFO(agent.out() << agent.err());
+  REQUIRE(status == 0);
+  CHECK_THAT(agent.out(), Contains("[default0]:rank 0/2 agent_store=True"));
+  CHECK_THAT(agent.out(), Contains("[default1]:rank 1/2 agent_store=True"));
+  CHECK_THAT(agent.out(), Contains("[default0]:params in sync after 20 steps"));
+}
+
+TEST_CASE("a legacy torch.distributed.launch script reading --local_rank works", "[pytorch]") {
+  if (!have_torch()) {
+    WARN("skipped: /usr/bin/python3 cannot import torch.distributed");
+    return;
+  }
+  ChildOptions options;
+  options.argv = {ddplaunch_path(),
+                  "--nproc_per_node=2",
+                  "--standalone",
+                  "--pass_local_rank_arg",
+                  worker_script("legacy_local_rank.py"),
+                  "--lr=0.5"};
+  options.env = {{"PYTHON_EXEC", kPython}};
+  ChildProcess agent(options);
+  auto status = agent.wait_for(240s);
+  INFO(agent.out() << agent.err());
+  REQUIRE(status == 0);
+  CHECK_THAT(agent.out(), Contains("[default0]:local_rank=0 lr=0.5 world=2"));
+  CHECK_THAT(agent.out(), Contains("[default1]:local_rank=1 lr=0.5 world=2"));
+}
