@@ -18,6 +18,8 @@ std::optional<TrainOptions> parse_command_line(int argc, const char* const* argv
   app.add_option("--synthetic_rows", o.synthetic_rows, "rows of --data synthetic");
   app.add_option("--synthetic_features", o.synthetic_features, "features of --data synthetic");
   app.add_option("--synthetic_classes", o.synthetic_classes, "classes of --data synthetic");
+  app.add_option("--synthetic_separation", o.synthetic_separation,
+                 "class-centre distance of --data synthetic, in noise units (higher: easier)");
   app.add_option("--hidden", o.hidden, "hidden layer sizes, e.g. 256,256")->delimiter(',');
   app.add_option("--epochs", o.epochs, "passes over the training split");
   app.add_option("--batch_size", o.batch_size, "samples per rank per step");

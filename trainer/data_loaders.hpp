@@ -30,7 +30,7 @@ struct SyntheticOptions {
   int num_classes = 10;
   uint64_t seed = 1;
   // Distance between class centres in units of the per-sample noise; higher is easier.
-  double separation = 3.0;
+  double separation = 6.0;
 };
 
 // Gaussian blobs, one centre per class; the same seed gives the same bytes everywhere.

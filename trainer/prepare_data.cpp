@@ -12,6 +12,7 @@ Split prepare_data(const TrainOptions& options) {
     s.num_features = options.synthetic_features;
     s.num_classes = options.synthetic_classes;
     s.seed = options.seed;
+    s.separation = options.synthetic_separation;
     all = make_synthetic(s);
   } else {
     LoadOptions load;

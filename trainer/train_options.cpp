@@ -21,6 +21,8 @@ void validate(const TrainOptions& o) {
   require(o.synthetic_rows > 0, "--synthetic_rows", to_string(o.synthetic_rows), "> 0");
   require(o.synthetic_features > 0, "--synthetic_features", to_string(o.synthetic_features), "> 0");
   require(o.synthetic_classes >= 2, "--synthetic_classes", to_string(o.synthetic_classes), ">= 2");
+  require(o.synthetic_separation >= 0.0, "--synthetic_separation",
+          to_string(o.synthetic_separation), ">= 0");
   for (const std::size_t h : o.hidden) {
     require(h > 0 && h <= (1U << 20), "--hidden", to_string(h), "sizes in 1..1048576");
   }

@@ -18,12 +18,14 @@ struct TrainOptions {
   std::size_t synthetic_rows = 4096;
   std::size_t synthetic_features = 64;
   int synthetic_classes = 10;
+  double synthetic_separation = 6.0;  // class-centre distance in noise units
 
   // --- model and optimisation ---
   std::vector<std::size_t> hidden = {256, 256};
   int64_t epochs = 10;
   int64_t batch_size = 64;  // per rank
-  int64_t max_steps = 0;    // stop after this many optimizer steps (0 = all epochs)
+  int64_t max_steps = 0;    // stop after this many optimizer steps (0 = all epochs); the
+                            // LR schedule still spans --epochs
   OptimizerOptions optimizer;
   double lr = 1e-3;
   int64_t warmup_steps = 0;

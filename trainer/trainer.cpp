@@ -76,9 +76,10 @@ Trainer::Trainer(const TrainOptions& options, wr::ProcessGroup& group, int resta
                       std::to_string(per_rank) + " rows per rank: expected at least one batch");
   }
   const int64_t steps_per_epoch = per_rank / options_.batch_size;
-  int64_t total = steps_per_epoch * options_.epochs;
-  if (options_.max_steps > 0) total = std::min(total, options_.max_steps);
-  schedule_ = LrSchedule{options_.lr, options_.warmup_steps, total, options_.min_lr_ratio};
+  // The schedule spans --epochs even when --max_steps stops early, so a run cut short (or
+  // resumed) follows the same learning rates as the full one.
+  schedule_ = LrSchedule{options_.lr, options_.warmup_steps, steps_per_epoch * options_.epochs,
+                         options_.min_lr_ratio};
   // Backward finishes the last layer first, so it is registered (and bucketed) first.
   for (std::size_t l = model_.layers().size(); l-- > 0;) {
     bucketer_.add_gradient(model_.layer_gradients(l));
@@ -264,8 +265,8 @@ EvalResult Trainer::evaluate(int64_t epoch) {
                     static_cast<int64_t>(global.at("accuracy").count)};
   // Every rank prints: the reduced numbers are the same everywhere, which is the point.
   std::cout << "[val] rank " << rank_ << " epoch " << epoch << " step " << step_ << " accuracy "
-            << fmt(result.accuracy, 4) << " loss " << fmt(result.loss, 4) << " ("
-            << result.count << " samples)" << std::endl;
+            << fmt(result.accuracy, 4) << " loss " << fmt(result.loss, 4) << " (" << result.count
+            << " samples)" << std::endl;
   if (rank_ == 0) {
     log_.write({{"kind", "val"},
                 {"epoch", epoch},
