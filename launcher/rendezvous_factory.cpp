@@ -4,10 +4,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <iostream>
 #include <random>
 
 #include "common/error.hpp"
 #include "launcher/local_rendezvous.hpp"
+#include "launcher/slurm_env.hpp"
+#include "rendezvous/dynamic_rendezvous.hpp"
+#include "rendezvous/rdzv_conf.hpp"
+#include "rendezvous/rdzv_connect.hpp"
+#include "rendezvous/static_rendezvous.hpp"
+#include "rendezvous/tcp_store.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -45,13 +52,159 @@ uint16_t pick_free_port() {
   return port;
 }
 
-}  // namespace
+// --- multi-node ---
 
-RendezvousSetup make_rendezvous(const LaunchConfig& config, const Environment& /*env*/) {
-  if (config.max_nodes > 1) {
-    throw ConfigError("--nnodes=" + config.nnodes.value_or("?") +
-                      ": multi-node rendezvous is not available in this build");
+constexpr uint16_t kDefaultRdzvPort = 29400;  // torchrun's c10d default
+// Side connections (watchers, shutdown) are opened while the store is known to be up; a
+// short connect deadline keeps shutdown quick when the store host is already gone.
+constexpr auto kSideConnectTimeout = std::chrono::seconds(3);
+
+void rdzv_line(const std::string& line) {
+  std::cerr << "ddplaunch: " + line + "\n" << std::flush;
+}
+
+// Address to bind the store on: exactly the loopback address named, else every interface.
+std::string bind_host(const std::string& addr) {
+  if (addr == "localhost") return "127.0.0.1";
+  if (addr.rfind("127.", 0) == 0) return addr;
+  return "0.0.0.0";
+}
+
+void require_agent_store(const LaunchConfig& config) {
+  if (!config.agent_store) {
+    throw ConfigError(
+        "--no_agent_store is single-node only: on several nodes the workers use "
+        "the rendezvous store (drop the flag or use --nnodes 1)");
   }
+}
+
+rendezvous::StoreConnector connector(const std::string& host, uint16_t port) {
+  return [host, port]() -> std::shared_ptr<rendezvous::Store> {
+    rendezvous::TcpStoreOptions o;
+    o.host = host;
+    o.port = port;
+    o.connect_timeout = kSideConnectTimeout;
+    return std::make_shared<rendezvous::TcpStore>(o);
+  };
+}
+
+// Static: node 0 hosts the store on master_addr:master_port (or --rdzv_endpoint, as
+// torchrun), the others connect to it with retry until join_timeout.
+RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
+  require_agent_store(config);
+  if (config.min_nodes != config.max_nodes) {
+    throw ConfigError("--nnodes=" + config.nnodes.value_or("?") +
+                      ": MIN:MAX needs an elastic rendezvous (--rdzv_backend c10d "
+                      "--rdzv_endpoint host:port)");
+  }
+  if (!config.node_rank) {
+    throw ConfigError("--nnodes=" + std::to_string(config.max_nodes) +
+                      " with the static rendezvous needs --node_rank (0.." +
+                      std::to_string(config.max_nodes - 1) + "), or run under srun");
+  }
+  const auto conf = rendezvous::parse_rdzv_conf(config.rdzv_conf.value_or(""));
+  rendezvous::Endpoint master{
+      config.master_addr.value_or(kDefaultMasterAddr),
+      static_cast<uint16_t>(config.master_port.value_or(kDefaultMasterPort))};
+  if (config.rdzv_endpoint) master = rendezvous::parse_endpoint(*config.rdzv_endpoint, master.port);
+
+  RendezvousSetup setup;
+  setup.run_id = config.run_id.value_or("none");
+  setup.workers_use_agent_store = true;
+  rendezvous::StaticRendezvousOptions o;
+  o.run_id = setup.run_id;
+  o.nnodes = config.max_nodes;
+  o.node_rank = *config.node_rank;
+  o.local_world_size = config.nproc_per_node;
+  o.node_addr = config.local_addr.value_or("");
+  o.master_addr = master.host;
+  o.master_port = master.port;
+  o.join_timeout = conf.join_timeout.value_or(o.join_timeout);
+  o.hosts_store = *config.node_rank == 0;
+  o.log = rdzv_line;
+
+  std::shared_ptr<rendezvous::Store> store;
+  if (o.hosts_store) {
+    rendezvous::StoreServerOptions server;
+    server.host = bind_host(master.host);
+    server.port = master.port;
+    setup.store_server = std::make_unique<rendezvous::StoreServer>(server);
+    rendezvous::TcpStoreOptions self;
+    self.host = server.host == "0.0.0.0" ? "127.0.0.1" : server.host;
+    self.port = setup.store_server->port();
+    store = std::make_shared<rendezvous::TcpStore>(self);
+  } else {
+    store = rendezvous::connect_store({master.host, master.port, "node_rank 0", o.join_timeout,
+                                       rendezvous::kDefaultStoreTimeout, std::chrono::seconds(5),
+                                       rdzv_line});
+  }
+  setup.handler = std::make_unique<rendezvous::StaticRendezvous>(o, std::move(store));
+  return setup;
+}
+
+// Elastic: the agent whose address matches --rdzv_endpoint hosts the store (is_host), or
+// it runs elsewhere (a standalone ddpstore); everybody meets in rounds on it.
+RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
+  require_agent_store(config);
+  if (*config.rdzv_backend != "c10d") {
+    throw ConfigError("--rdzv_backend=" + *config.rdzv_backend +
+                      ": expected static or c10d (etcd backends are not supported)");
+  }
+  if (!config.rdzv_endpoint) {
+    throw ConfigError("--rdzv_backend=c10d needs --rdzv_endpoint host:port (the store)");
+  }
+  const auto endpoint = rendezvous::parse_endpoint(*config.rdzv_endpoint, kDefaultRdzvPort);
+  const auto conf = rendezvous::parse_rdzv_conf(config.rdzv_conf.value_or(""));
+  for (const auto& key : conf.ignored) {
+    rdzv_line("--rdzv_conf " + key + " has no effect with this launcher; ignored");
+  }
+
+  RendezvousSetup setup;
+  setup.run_id = config.run_id.value_or("none");
+  setup.workers_use_agent_store = true;
+  rendezvous::DynamicRendezvousOptions o;
+  o.run_id = setup.run_id;
+  o.min_nodes = config.min_nodes;
+  o.max_nodes = config.max_nodes;
+  o.local_world_size = config.nproc_per_node;
+  o.node_addr = config.local_addr.value_or("");
+  o.master_addr = endpoint.host;
+  o.master_port = endpoint.port;
+  o.join_timeout = conf.join_timeout.value_or(o.join_timeout);
+  o.last_call_timeout = conf.last_call_timeout.value_or(o.last_call_timeout);
+  o.close_timeout = conf.close_timeout.value_or(o.close_timeout);
+  o.heartbeat_interval = conf.heartbeat_interval.value_or(o.heartbeat_interval);
+  o.lease_timeout =
+      conf.lease_timeout.value_or(std::max(o.lease_timeout, o.heartbeat_interval * 2));
+  o.log = rdzv_line;
+
+  // is_host: explicit, else "the endpoint is my --local_addr", else "it is this machine".
+  const bool explicit_host = conf.is_host.has_value();
+  bool host = explicit_host       ? *conf.is_host
+              : config.local_addr ? *config.local_addr == endpoint.host
+                                  : rendezvous::is_local_address(endpoint.host);
+  if (host) {
+    rendezvous::StoreServerOptions server;
+    server.host = bind_host(endpoint.host);
+    server.port = endpoint.port;
+    try {
+      setup.store_server = std::make_unique<rendezvous::StoreServer>(server);
+    } catch (const StoreError&) {
+      // Several agents on one machine all match; the first one to bind hosts the store.
+      if (explicit_host) throw;
+      host = false;
+    }
+  }
+  o.hosts_store = host;
+  auto store = rendezvous::connect_store({endpoint.host, endpoint.port, "the c10d endpoint",
+                                          o.join_timeout, rendezvous::kDefaultStoreTimeout,
+                                          std::chrono::seconds(5), rdzv_line});
+  setup.handler = std::make_unique<rendezvous::DynamicRendezvous>(
+      o, std::move(store), connector(endpoint.host, endpoint.port));
+  return setup;
+}
+
+RendezvousSetup make_local(const LaunchConfig& config) {
   RendezvousSetup setup;
   setup.run_id = config.run_id.value_or(config.standalone ? random_run_id() : "none");
 
@@ -76,6 +229,20 @@ RendezvousSetup make_rendezvous(const LaunchConfig& config, const Environment& /
   }
   setup.handler = std::make_unique<LocalRendezvous>(local);
   return setup;
+}
+
+}  // namespace
+
+RendezvousSetup make_rendezvous(const LaunchConfig& given, const Environment& env) {
+  LaunchConfig config = given;
+  // Inside an srun step the missing multi-node options come from SLURM; flags win.
+  if (!config.standalone) apply_slurm_defaults(config, env);
+  if (config.standalone) return make_local(config);
+  if (config.rdzv_backend && *config.rdzv_backend != "static") {
+    return make_dynamic_rendezvous(config);
+  }
+  if (config.max_nodes > 1) return make_static_rendezvous(config);
+  return make_local(config);
 }
 
 }  // namespace ddp::launcher

@@ -7,3 +7,4 @@ target_sources(ddp_rendezvous PRIVATE
 target_sources(ddp_rendezvous PRIVATE ${CMAKE_CURRENT_LIST_DIR}/static_rendezvous.cpp)
 target_sources(ddp_rendezvous PRIVATE ${CMAKE_CURRENT_LIST_DIR}/rdzv_conf.cpp)
 target_sources(ddp_rendezvous PRIVATE ${CMAKE_CURRENT_LIST_DIR}/rdzv_exit_barrier.cpp)
+target_sources(ddp_rendezvous PRIVATE ${CMAKE_CURRENT_LIST_DIR}/rdzv_connect.cpp)
