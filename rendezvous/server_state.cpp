@@ -118,10 +118,9 @@ void ServerState::store(const std::string& key, std::string value) {
 }
 
 void ServerState::wait_or_reply(const std::shared_ptr<Connection>& conn, wire::Request&& request) {
-  if (pending_.count(conn.get()) > 0) {
-    throw ProtocolError(std::string(wire::command_name(request.command)) +
-                        " while an earlier wait on this connection is still pending");
-  }
+  // A 1.13 client abandons a timed-out wait without CANCEL_WAIT and simply asks again:
+  // the new request replaces the old one, whose reply nobody reads any more.
+  disconnect_wait(*conn);
   size_t missing = 0;
   for (const auto& k : request.keys) {
     if (data_.count(k) == 0) ++missing;

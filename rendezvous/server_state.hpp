@@ -26,9 +26,9 @@ class Connection {
 
 class ServerState {
  public:
-  // Executes one request from conn: replies, parks a wait, or wakes others. Throws
-  // ProtocolError for a request the connection must be closed for (a second concurrent
-  // wait, ADD on a non-integer value).
+  // Executes one request from conn: replies, parks a wait, or wakes others. A new wait
+  // replaces conn's parked one. Throws ProtocolError for a request the connection must be
+  // closed for (ADD on a non-integer value, VALIDATE with a wrong magic).
   void execute(const std::shared_ptr<Connection>& conn, wire::Request&& request);
   // Forgets conn's parked wait and watches (it disconnected).
   void disconnect(Connection& conn);
