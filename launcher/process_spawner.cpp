@@ -46,6 +46,9 @@ constexpr size_t kReadChunk = 64 * 1024;
 
 struct ProcessSpawner::Child {
   explicit Child(asio::io_context& io) : out(io), err(io) {}
+  asio::readable_pipe& pipe(int stream) { return stream == 1 ? out : err; }
+  std::array<char, kReadChunk>& buffer(int stream) { return stream == 1 ? out_buffer : err_buffer; }
+
   int pid = 0;
   std::optional<bp::process> process;
   asio::readable_pipe out;
@@ -53,7 +56,12 @@ struct ProcessSpawner::Child {
   std::array<char, kReadChunk> out_buffer{};
   std::array<char, kReadChunk> err_buffer{};
   WorkerCallbacks callbacks;
-  bool exited = false;
+  bool exited = false;  // the process itself has ended
+  ExitStatus status;
+  bool eof[2] = {false, false};      // per stream: nothing more can come
+  bool settled[2] = {false, false};  // per stream: all output written before the exit is in
+  bool reported = false;
+  bool released = false;
 };
 
 ProcessSpawner::ProcessSpawner(asio::io_context& io, OrphanGuardian* guardian)
@@ -61,6 +69,7 @@ ProcessSpawner::ProcessSpawner(asio::io_context& io, OrphanGuardian* guardian)
 
 ProcessSpawner::~ProcessSpawner() {
   for (auto& [pid, child] : children_) {
+    child->released = true;
     ::killpg(pid, SIGKILL);
     boost::system::error_code ec;
     child->out.close(ec);
@@ -100,45 +109,65 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
   read_stream(child, 1);
   read_stream(child, 2);
   child->process->async_wait([this, child](boost::system::error_code wait_ec, int /*code*/) {
-    if (wait_ec == asio::error::operation_aborted || child->exited) return;
+    if (wait_ec == asio::error::operation_aborted || child->released) return;
     child->exited = true;
-    drain(*child);
-    auto status = ExitStatus::from_wait_status(child->process->native_exit_code());
-    if (child->callbacks.on_exit) child->callbacks.on_exit(status);
+    child->status = ExitStatus::from_wait_status(child->process->native_exit_code());
+    // The exit is reported once each stream has delivered what the worker wrote before it
+    // ended. A wrapper's child may keep a pipe open forever, so pending reads are cancelled
+    // and the pipes drained without waiting (see on_read).
+    for (int stream : {1, 2}) {
+      if (child->eof[stream - 1]) {
+        child->settled[stream - 1] = true;
+      } else {
+        boost::system::error_code ignored;
+        child->pipe(stream).cancel(ignored);
+      }
+    }
+    report_exit_when_settled(*child);
   });
   return child->pid;
 }
 
 void ProcessSpawner::read_stream(const std::shared_ptr<Child>& child, int stream) {
-  auto& pipe = stream == 1 ? child->out : child->err;
-  auto& buffer = stream == 1 ? child->out_buffer : child->err_buffer;
-  pipe.async_read_some(asio::buffer(buffer),
-                       [this, child, stream](boost::system::error_code ec, size_t n) {
-                         if (n > 0 && child->callbacks.on_output) {
-                           auto& buf = stream == 1 ? child->out_buffer : child->err_buffer;
-                           child->callbacks.on_output(stream, std::string_view(buf.data(), n));
-                         }
-                         if (ec) return;  // EOF, or closed by release()
-                         read_stream(child, stream);
-                       });
+  child->pipe(stream).async_read_some(
+      asio::buffer(child->buffer(stream)),
+      [this, child, stream](boost::system::error_code ec, size_t n) {
+        if (child->released) return;
+        if (n > 0 && child->callbacks.on_output) {
+          child->callbacks.on_output(stream, std::string_view(child->buffer(stream).data(), n));
+        }
+        if (ec && ec != asio::error::operation_aborted) child->eof[stream - 1] = true;
+        if (child->exited && !child->settled[stream - 1]) {
+          // Everything written before the exit is in the pipe now, after the bytes above.
+          drain(*child, stream);
+          child->settled[stream - 1] = true;
+          report_exit_when_settled(*child);
+          if (child->released) return;
+        }
+        // Keep reading what a worker's own children still write, until EOF or release().
+        if (!child->eof[stream - 1]) read_stream(child, stream);
+      });
 }
 
-void ProcessSpawner::drain(Child& child) {
-  // Everything the worker wrote before exiting is already in the pipe: read it now so the
-  // exit is reported after its last lines (a pending async read then simply finds nothing).
-  for (int stream : {1, 2}) {
-    auto& pipe = stream == 1 ? child.out : child.err;
-    if (!pipe.is_open()) continue;
-    int fd = pipe.native_handle();
-    int flags = ::fcntl(fd, F_GETFL);
-    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-    std::array<char, kReadChunk> buffer{};
-    for (;;) {
-      ssize_t n = ::read(fd, buffer.data(), buffer.size());
-      if (n <= 0) break;
-      if (child.callbacks.on_output) {
-        child.callbacks.on_output(stream, std::string_view(buffer.data(), static_cast<size_t>(n)));
-      }
+void ProcessSpawner::report_exit_when_settled(Child& child) {
+  if (child.reported || !child.settled[0] || !child.settled[1]) return;
+  child.reported = true;
+  if (child.callbacks.on_exit) child.callbacks.on_exit(child.status);
+}
+
+void ProcessSpawner::drain(Child& child, int stream) {
+  auto& pipe = child.pipe(stream);
+  if (!pipe.is_open() || child.eof[stream - 1]) return;
+  int fd = pipe.native_handle();
+  int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  auto& buffer = child.buffer(stream);
+  for (;;) {
+    ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n == 0) child.eof[stream - 1] = true;
+    if (n <= 0) break;
+    if (child.callbacks.on_output) {
+      child.callbacks.on_output(stream, std::string_view(buffer.data(), static_cast<size_t>(n)));
     }
   }
 }
@@ -153,6 +182,7 @@ void ProcessSpawner::release(int pid) {
   // Whatever the worker left behind in its group (a wrapper script's children) goes too.
   ::killpg(pid, SIGKILL);
   if (guardian_ != nullptr) guardian_->forget_group(pid);
+  it->second->released = true;
   boost::system::error_code ec;
   it->second->out.close(ec);
   it->second->err.close(ec);

@@ -29,7 +29,8 @@ class ProcessSpawner final : public WorkerSpawner {
  private:
   struct Child;
   void read_stream(const std::shared_ptr<Child>& child, int stream);
-  void drain(Child& child);
+  void drain(Child& child, int stream);
+  void report_exit_when_settled(Child& child);
 
   boost::asio::io_context& io_;
   OrphanGuardian* guardian_;
