@@ -11,7 +11,8 @@ std::optional<TrainOptions> parse_command_line(int argc, const char* const* argv
   TrainOptions o;
   CLI::App app{"train: data-parallel MLP classifier (run it under ddplaunch, or alone)"};
   app.option_defaults()->always_capture_default();
-  app.add_option("--data", o.data, "CSV (.csv, .csv.gz) or .npy file, or 'synthetic'");
+  app.add_option("--data", o.data,
+                 "CSV (.csv, .csv.gz) or .npy file, 'synthetic', or 'digits' (data/digits.csv.gz)");
   app.add_option("--label_column", o.label_column, "label column; negative counts from the end");
   app.add_option("--val_fraction", o.val_fraction, "fraction of rows held out for validation");
   app.add_option("--standardize", o.standardize, "scale features by the training split's mean/std");

@@ -1,6 +1,7 @@
 #include "trainer/metrics_log.hpp"
 
 #include <cerrno>
+#include <filesystem>
 
 #include "common/error.hpp"
 
@@ -8,6 +9,9 @@ namespace ddp::trainer {
 
 MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   if (path_.empty()) return;
+  const auto parent = std::filesystem::path(path_).parent_path();
+  std::error_code ignored;  // an existing parent is fine; open() reports real problems
+  if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
   errno = 0;
   file_.open(path_, std::ios::app);
   if (!file_) {

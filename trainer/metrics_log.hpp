@@ -9,7 +9,7 @@ namespace ddp::trainer {
 
 class MetricsLog {
  public:
-  // Opens path for appending (creating parent-less files only); "" disables the file.
+  // Opens path for appending, creating its directory; "" disables the file.
   // Throws ConfigError with the errno text when it cannot be opened.
   explicit MetricsLog(const std::string& path);
   // Writes one record as a line and flushes it (a killed run keeps what it logged).

@@ -1,8 +1,18 @@
 #include "trainer/prepare_data.hpp"
 
+#include <filesystem>
+
+#include "common/error.hpp"
 #include "trainer/data_loaders.hpp"
 
 namespace ddp::trainer {
+namespace {
+
+// `--data digits`: the file scripts/fetch_digits.sh writes, relative to the repository root.
+constexpr const char* kDigitsAlias = "digits";
+constexpr const char* kDigitsPath = "data/digits.csv.gz";
+
+}  // namespace
 
 Split prepare_data(const TrainOptions& options) {
   Dataset all;
@@ -14,6 +24,12 @@ Split prepare_data(const TrainOptions& options) {
     s.seed = options.seed;
     s.separation = options.synthetic_separation;
     all = make_synthetic(s);
+  } else if (options.data == kDigitsAlias) {
+    if (!std::filesystem::exists(kDigitsPath)) {
+      throw DataError(std::string("--data digits reads ") + kDigitsPath +
+                      ", which does not exist: run scripts/fetch_digits.sh first");
+    }
+    all = load_csv(kDigitsPath);
   } else {
     LoadOptions load;
     load.label_column = options.label_column;

@@ -11,7 +11,8 @@ namespace ddp::trainer {
 
 struct TrainOptions {
   // --- data ---
-  std::string data = "synthetic";  // a .csv/.csv.gz/.npy path, or "synthetic"
+  std::string data = "synthetic";  // a .csv/.csv.gz/.npy path, "synthetic", or "digits"
+                                   // (= data/digits.csv.gz)
   int label_column = -1;
   double val_fraction = 0.2;
   bool standardize = true;  // scale features with the training split's mean/std
