@@ -1,5 +1,7 @@
 #include "worker_runtime/dist_context.hpp"
 
+#include <arpa/inet.h>
+
 #include <thread>
 
 #include "common/env_names.hpp"
@@ -32,6 +34,12 @@ std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const I
   if (env.rank == 0 && !env.use_agent_store) {
     rendezvous::StoreServerOptions server_options;
     server_options.port = env.master_port;
+    // Listen where the other ranks will connect when MASTER_ADDR is an IP; else everywhere.
+    in6_addr probe{};
+    if (::inet_pton(AF_INET, env.master_addr.c_str(), &probe) == 1 ||
+        ::inet_pton(AF_INET6, env.master_addr.c_str(), &probe) == 1) {
+      server_options.host = env.master_addr;
+    }
     server = std::make_unique<rendezvous::StoreServer>(server_options);
   }
   rendezvous::TcpStoreOptions tcp;

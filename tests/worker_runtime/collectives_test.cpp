@@ -39,24 +39,24 @@ TEST_CASE("gloo all_reduce: sum, avg, min, max over float, double, int64", "[glo
     std::iota(f.begin(), f.end(), static_cast<float>(rank + 1));
     pg->all_reduce(std::span<float>(f), ReduceOp::kSum);
     const float base_sum = static_cast<float>(world * (world + 1) / 2);
-    CHECK(f[0] == base_sum);
-    CHECK(f[999] == base_sum + 999.0f * static_cast<float>(world));
+    RT_LOCKED(CHECK(f[0] == base_sum));
+    RT_LOCKED(CHECK(f[999] == base_sum + 999.0f * static_cast<float>(world)));
 
     std::vector<double> d = {static_cast<double>(rank + 1), 10.0 * rank};
     pg->all_reduce(std::span<double>(d), ReduceOp::kAvg);
-    CHECK(d[0] == Approx((world + 1) / 2.0));
-    CHECK(d[1] == Approx(10.0 * (world - 1) / 2.0));
+    RT_LOCKED(CHECK(d[0] == Approx((world + 1) / 2.0)));
+    RT_LOCKED(CHECK(d[1] == Approx(10.0 * (world - 1) / 2.0)));
 
     std::vector<int64_t> i = {rank + 1, -(rank + 1), int64_t{1} << 40};
     std::vector<int64_t> i_min = i;
     pg->all_reduce(std::span<int64_t>(i), ReduceOp::kMax);
-    CHECK(i == std::vector<int64_t>{world, -1, int64_t{1} << 40});
+    RT_LOCKED(CHECK(i == std::vector<int64_t>{world, -1, int64_t{1} << 40}));
     pg->all_reduce(std::span<int64_t>(i_min), ReduceOp::kMin);
-    CHECK(i_min == std::vector<int64_t>{1, -world, int64_t{1} << 40});
+    RT_LOCKED(CHECK(i_min == std::vector<int64_t>{1, -world, int64_t{1} << 40}));
 
     std::vector<int64_t> avg = {10 * (rank + 1)};
     pg->all_reduce(std::span<int64_t>(avg), ReduceOp::kAvg);
-    CHECK(avg[0] == 10 * (world + 1) / 2);
+    RT_LOCKED(CHECK(avg[0] == 10 * (world + 1) / 2));
   });
 }
 
@@ -68,23 +68,24 @@ TEST_CASE("gloo broadcast, all_gather and barrier", "[gloo]") {
     const int root = world - 1;
     std::vector<double> b(300, rank == root ? 42.5 : -1.0);
     pg->broadcast(std::span<double>(b), root);
-    CHECK(std::all_of(b.begin(), b.end(), [](double x) { return x == 42.5; }));
+    RT_LOCKED(CHECK(std::all_of(b.begin(), b.end(), [](double x) { return x == 42.5; })));
 
     std::vector<int64_t> mine = {rank, rank * 100};
     std::vector<int64_t> all(2 * static_cast<size_t>(world));
     pg->all_gather(std::span<const int64_t>(mine), std::span<int64_t>(all));
     for (int r = 0; r < world; ++r) {
-      CHECK(all[2 * static_cast<size_t>(r)] == r);
-      CHECK(all[2 * static_cast<size_t>(r) + 1] == r * 100);
+      RT_LOCKED(CHECK(all[2 * static_cast<size_t>(r)] == r));
+      RT_LOCKED(CHECK(all[2 * static_cast<size_t>(r) + 1] == r * 100));
     }
     for (int k = 0; k < 5; ++k) {
       pg->barrier();
     }
     std::vector<int64_t> wrong(3);
-    CHECK_THROWS_WITH(pg->all_gather(std::span<const int64_t>(mine), std::span<int64_t>(wrong)),
-                      Contains("holds 3 elements, expected 2 x"));
-    CHECK_THROWS_WITH(pg->broadcast(std::span<double>(b), world),
-                      Contains("root " + std::to_string(world) + " is not a rank"));
+    RT_LOCKED(
+        CHECK_THROWS_WITH(pg->all_gather(std::span<const int64_t>(mine), std::span<int64_t>(wrong)),
+                          Contains("holds 3 elements, expected 2 x")));
+    RT_LOCKED(CHECK_THROWS_WITH(pg->broadcast(std::span<double>(b), world),
+                                Contains("root " + std::to_string(world) + " is not a rank")));
   });
 }
 
@@ -99,21 +100,21 @@ TEST_CASE("gloo async all_reduce overlaps and keeps issue order with blocking ca
     }
     std::vector<int64_t> x = {rank + 1};
     pg->all_reduce(std::span<int64_t>(x), ReduceOp::kSum);  // runs after the queued ones
-    CHECK(x[0] == 3);
+    RT_LOCKED(CHECK(x[0] == 3));
     for (auto& w : works) {
       w->wait();
-      CHECK(w->is_completed());
+      RT_LOCKED(CHECK(w->is_completed()));
     }
     for (auto& b : bufs) {
-      CHECK(b.front() == 1.0f);
-      CHECK(b.back() == 1.0f);
+      RT_LOCKED(CHECK(b.front() == 1.0f));
+      RT_LOCKED(CHECK(b.back() == 1.0f));
     }
     std::vector<float> a(10, 1.0f + static_cast<float>(rank));
     std::vector<float> c(3, 2.0f * static_cast<float>(rank));
     pg->all_reduce_coalesced_async({std::span<float>(a), std::span<float>(c)}, ReduceOp::kAvg)
         ->wait();
-    CHECK(a[9] == 1.5f);
-    CHECK(c[2] == 1.0f);
+    RT_LOCKED(CHECK(a[9] == 1.5f));
+    RT_LOCKED(CHECK(c[2] == 1.0f));
   });
 }
 
@@ -121,7 +122,9 @@ TEST_CASE("gloo connect times out naming the store when a rank never joins", "[g
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>(500ms);
   // World of 3, only ranks 0 and 1 exist.
   run_ranks(2, [&](int rank) {
-    CHECK_THROWS_AS(make_group(store, rank, 3, 500ms), ddp::CollectiveError);
+    const std::string error =
+        ddp::worker_runtime::test::error_of([&] { make_group(store, rank, 3, 500ms); });
+    RT_LOCKED(CHECK_THAT(error, Contains("gloo connect of rank " + std::to_string(rank) + "/3")));
   });
   try {
     make_group(store, 0, 3, 300ms);
@@ -140,13 +143,13 @@ TEST_CASE("gloo collective times out when a rank does not join it", "[gloo][time
       std::vector<float> v(10, 1.0f);
       try {
         pg->all_reduce(std::span<float>(v), ReduceOp::kSum, 300ms);
-        FAIL("expected a timeout");
+        RT_LOCKED(FAIL("expected a timeout"));
       } catch (const ddp::CollectiveError& e) {
-        CHECK_THAT(e.what(), Contains("all_reduce(sum, float32 x 10)") && Contains("rank 0/2") &&
-                                 Contains("timeout 300 ms"));
+        RT_LOCKED(CHECK_THAT(e.what(), Contains("all_reduce(sum, float32 x 10)") &&
+                                           Contains("rank 0/2") && Contains("timeout 300 ms")));
       }
       // The group is unusable afterwards, and says why.
-      CHECK_THROWS_WITH(pg->barrier(100ms), Contains("failed earlier"));
+      RT_LOCKED(CHECK_THROWS_WITH(pg->barrier(100ms), Contains("failed earlier")));
       store->set("released", "1");
     } else {
       store->wait({"released"}, 20s);  // stays connected but never joins the all_reduce
@@ -178,11 +181,11 @@ TEST_CASE("init() with a shared store joins ranks under /worker/attempt_<restart
              {"MASTER_ADDR", "127.0.0.1"},        {"MASTER_PORT", "1"},
              {"TORCHELASTIC_RESTART_COUNT", "4"}, {"DDPLAUNCH_BACKEND", "gloo"}};
     auto ctx = init(o);
-    CHECK(ctx->rank() == rank);
-    CHECK(ctx->restart_count() == 4);
+    RT_LOCKED(CHECK(ctx->rank() == rank));
+    RT_LOCKED(CHECK(ctx->restart_count() == 4));
     std::vector<int64_t> v = {1};
     ctx->process_group().all_reduce(std::span<int64_t>(v));
-    CHECK(v[0] == 3);
+    RT_LOCKED(CHECK(v[0] == 3));
     ctx->store().set("hello/" + std::to_string(rank), "x");
   });
   CHECK(base->check({"/worker/attempt_4/hello/0", "/worker/attempt_4/hello/2"}));

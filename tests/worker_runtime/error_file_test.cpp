@@ -36,12 +36,13 @@ TEST_CASE("torch's ErrorHandler parses our error file", "[error_file][pytorch]")
   TempDir dir;
   const auto path = (dir.path() / "error.json").string();
   REQUIRE(record_error("ValueError: bad batch", "native stack", path));
-  // ProcessFailure is what torchrun's summary is built from; it reads message and timestamp.
+  // ProcessFailure is what torchrun's summary is built from; it reads message and timestamp
+  // (in 1.13 `message` is the dict our file holds, as for Python workers).
   int status = 0;
   const std::string out = run_command(
       "/usr/bin/python3 -c \"from torch.distributed.elastic.multiprocessing.errors import "
       "ProcessFailure; p = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file='" +
-          path + "'); print(p.message + '|' + str(p.timestamp))\" 2>&1",
+          path + "'); print(p.message['message'] + '|' + str(p.timestamp))\" 2>&1",
       &status);
   CHECK(status == 0);
   INFO(out);

@@ -38,7 +38,7 @@ TEST_CASE("every rank reports the same global mean", "[metrics]") {
     const double n = 10.0 * (rank + 1);
     m.add("accuracy", n - (rank + 1), n);
     m.add("loss", 0.1 * (rank + 1) * n, n);
-    CHECK(m.local().at("accuracy").mean() == Approx(0.9));
+    RT_LOCKED(CHECK(m.local().at("accuracy").mean() == Approx(0.9)));
     seen[static_cast<size_t>(rank)] = m.reduce(*pg);
   });
   for (const auto& s : seen) {
@@ -56,8 +56,9 @@ TEST_CASE("ranks with different metric names fail instead of mixing numbers", "[
     auto pg = make_group(store, rank, 2);
     MetricAccumulator m;
     m.add(rank == 0 ? "loss" : "los", 1.0);
-    CHECK_THROWS_WITH(m.reduce(*pg), Contains("different metric names") &&
-                                         Contains("rank " + std::to_string(rank)));
+    const std::string error = ddp::worker_runtime::test::error_of([&] { m.reduce(*pg); });
+    RT_LOCKED(CHECK_THAT(
+        error, Contains("different metric names") && Contains("rank " + std::to_string(rank))));
   });
 }
 
@@ -77,10 +78,10 @@ TEST_CASE("consistency check passes on equal parameters and names step and ranks
     checker.maybe_check(15, {w, b});  // not a multiple of 10: no collective, no error
     try {
       checker.maybe_check(20, {w, b});
-      FAIL("expected a ConsistencyError");
+      RT_LOCKED(FAIL("expected a ConsistencyError"));
     } catch (const ConsistencyError& e) {
-      CHECK_THAT(e.what(),
-                 Contains("at step 20") && Contains("on ranks 0 1") && Contains("on ranks 2"));
+      RT_LOCKED(CHECK_THAT(
+          e.what(), Contains("at step 20") && Contains("on ranks 0 1") && Contains("on ranks 2")));
     }
   });
 }

@@ -36,25 +36,25 @@ void all_ranks_reduce(int world) {
     const size_t n = 1 << 20;
     std::vector<float> host(n, static_cast<float>(rank + 1));
     DeviceBuffer dev(n * sizeof(float));
-    REQUIRE(cudaMemcpy(dev.ptr, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) ==
-            cudaSuccess);
+    RT_LOCKED(REQUIRE(cudaMemcpy(dev.ptr, host.data(), n * sizeof(float), cudaMemcpyHostToDevice) ==
+                      cudaSuccess));
     pg.all_reduce(dev.ptr, n, DataType::kFloat32, ReduceOp::kSum);
-    REQUIRE(cudaMemcpy(host.data(), dev.ptr, n * sizeof(float), cudaMemcpyDeviceToHost) ==
-            cudaSuccess);
+    RT_LOCKED(REQUIRE(cudaMemcpy(host.data(), dev.ptr, n * sizeof(float), cudaMemcpyDeviceToHost) ==
+                      cudaSuccess));
     const float expect = static_cast<float>(world * (world + 1) / 2);
-    CHECK(host.front() == expect);
-    CHECK(host.back() == expect);
+    RT_LOCKED(CHECK(host.front() == expect));
+    RT_LOCKED(CHECK(host.back() == expect));
     // Host buffers are staged (the metric/consistency path).
     std::vector<int64_t> x = {rank + 1};
     pg.all_reduce(std::span<int64_t>(x), ReduceOp::kMax);
-    CHECK(x[0] == world);
+    RT_LOCKED(CHECK(x[0] == world));
     std::vector<int64_t> all(static_cast<size_t>(world));
     const int64_t mine = rank * 3;
     pg.all_gather(std::span<const int64_t>(&mine, 1), std::span<int64_t>(all));
-    CHECK(all.back() == (world - 1) * 3);
+    RT_LOCKED(CHECK(all.back() == (world - 1) * 3));
     std::vector<double> b = {rank == 0 ? 2.5 : 0.0};
     pg.broadcast(std::span<double>(b), 0);
-    CHECK(b[0] == 2.5);
+    RT_LOCKED(CHECK(b[0] == 2.5));
     pg.barrier();
   });
 }

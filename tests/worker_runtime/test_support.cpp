@@ -43,6 +43,20 @@ void run_ranks(int world, const std::function<void(int rank)>& fn) {
   }
 }
 
+std::mutex& catch_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 Child::Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
              const std::string& log_path) {
   std::map<std::string, std::string> merged;

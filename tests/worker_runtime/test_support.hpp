@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,18 @@ namespace ddp::worker_runtime::test {
 
 // Runs fn(rank) on `world` threads; rethrows the first exception after all joined.
 void run_ranks(int world, const std::function<void(int rank)>& fn);
+
+// Catch2 v2 assertions are not thread-safe: rank threads wrap them in RT_LOCKED(...).
+// Never put a collective inside: the other ranks could not join it while the lock is held.
+std::mutex& catch_mutex();
+#define RT_LOCKED(...)                                                                \
+  do {                                                                                \
+    std::lock_guard<std::mutex> rt_lock_(::ddp::worker_runtime::test::catch_mutex()); \
+    __VA_ARGS__;                                                                      \
+  } while (false)
+
+// Runs fn; returns the what() of the exception it threw, or "" when it returned.
+std::string error_of(const std::function<void()>& fn);
 
 // A child process (posix_spawn), killed with SIGKILL and reaped on destruction.
 class Child {

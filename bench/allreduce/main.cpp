@@ -1,0 +1,31 @@
+// allreduce_bench: run one per rank with the torchrun env (see scripts/bench/allreduce.sh).
+#include <CLI/CLI.hpp>
+
+#include "allreduce_bench.hpp"
+#include "worker_runtime/error_file.hpp"
+
+int main(int argc, char** argv) {
+  return ddp::worker_runtime::run_main(argc, argv, [](int n, char** args) {
+    CLI::App app{"Gloo all-reduce benchmark (one process per rank)"};
+    std::string mode = "sizes";
+    ddp::bench::SizesOptions sizes;
+    ddp::bench::OverlapOptions overlap;
+    app.add_option("--mode", mode, "sizes | overlap")->check(CLI::IsMember({"sizes", "overlap"}));
+    app.add_option("--bytes", sizes.sizes_bytes, "buffer sizes in bytes")->expected(1, 64);
+    app.add_option("--budget-s", sizes.budget_s, "seconds per size");
+    app.add_option("--layers", overlap.layers, "overlap: synthetic layers");
+    app.add_option("--grad-floats", overlap.grad_floats, "overlap: floats per gradient");
+    app.add_option("--compute-ms", overlap.compute_ms, "overlap: backward compute per layer");
+    app.add_option("--bucket-cap-mb", overlap.bucket_cap_mb, "overlap: bucket cap");
+    CLI11_PARSE(app, n, args);
+    ddp::worker_runtime::InitOptions init;
+    init.backend = "gloo";
+    auto ctx = ddp::worker_runtime::init(init);
+    if (mode == "sizes") {
+      ddp::bench::run_sizes(*ctx, sizes);
+    } else {
+      ddp::bench::run_overlap(*ctx, overlap);
+    }
+    return 0;
+  });
+}
