@@ -79,6 +79,23 @@ class ChildProcess {
     status_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return *status_;
   }
+  // Reads until the output holds a complete first line (or timeout); returns that line.
+  std::string first_line(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[256];
+    while (output_.find('\n') == std::string::npos) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{out_fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      ssize_t n = ::read(out_fd_, buf, sizeof(buf));
+      if (n <= 0) break;
+      output_.append(buf, static_cast<size_t>(n));
+    }
+    return output_.substr(0, output_.find('\n'));
+  }
+  void signal(int signo) { ::kill(pid_, signo); }
   [[nodiscard]] const std::string& output() const { return output_; }
 
  private:

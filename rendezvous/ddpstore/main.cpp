@@ -1,0 +1,34 @@
+// ddpstore: a standalone rendezvous store server (PyTorch TCPStore protocol, both dialects).
+//   ddpstore --host 0.0.0.0 --port 29400     # port 0: the kernel picks; printed on line 1
+// GCC's -Wnull-dereference misfires in libstdc++ string code inlined from CLI11 (system
+// headers); scoped to this file.
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "common/error.hpp"
+#include "rendezvous/ddpstore/store_daemon.hpp"
+
+int main(int argc, char** argv) {
+  ddp::rendezvous::StoreServerOptions options;
+  CLI::App app{"ddpstore: a standalone TCP store server for ddplaunch / torchrun rendezvous"};
+  app.add_option("--host", options.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", options.port, "port to listen on (0: any free port, printed first)")
+      ->capture_default_str();
+  app.add_option("--max-key-bytes", options.max_key_bytes, "longest key accepted")
+      ->capture_default_str();
+  app.add_option("--max-value-bytes", options.max_value_bytes, "longest value accepted")
+      ->capture_default_str();
+  app.add_option("--max-keys-per-request", options.max_keys_per_request,
+                 "most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    ddp::rendezvous::run_store_daemon(options, std::cout);
+  } catch (const ddp::Error& e) {
+    std::cerr << "ddpstore: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}
