@@ -1,7 +1,9 @@
 #include "launcher/process_spawner.hpp"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
@@ -9,6 +11,7 @@
 #include <boost/process/v2.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "common/error.hpp"
@@ -20,25 +23,46 @@ namespace bp = boost::process::v2;
 
 namespace {
 
-// Runs in the forked child before exec: own process group, die with the agent, and a
-// clean signal mask (the agent's loop may block signals in its threads).
-struct WorkerExecSetup {
-  pid_t agent_pid;
-
-  template <typename Launcher>
-  boost::system::error_code on_exec_setup(Launcher& /*launcher*/,
-                                          const boost::filesystem::path& /*exe*/,
-                                          const char* const* /*argv*/) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    // The agent may have died between fork() and prctl(): then nobody would kill us.
-    if (::getppid() != agent_pid) ::_exit(128 + SIGKILL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    return {};
+// Forks and execs one worker without waiting for the exec: Boost.Process v2's launchers
+// wait for each child's exec in turn (and re-create the epoll set inside every child),
+// which serializes a group's start-up. Exec failures still surface: the child reports on
+// its stderr pipe and exits 127, which the agent sees as that worker's failure.
+// Only async-signal-safe calls between fork() and exec (the agent has threads).
+pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int out_fd, int err_fd,
+                  pid_t agent_pid) {
+  pid_t pid = ::fork();
+  if (pid != 0) {
+    // Also in the parent, so a killpg() right after spawn() can never miss the child.
+    if (pid > 0) ::setpgid(pid, pid);
+    return pid;
   }
-};
+  ::setpgid(0, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  // The agent may have died between fork() and prctl(): then nobody would kill us.
+  if (::getppid() != agent_pid) ::_exit(128 + SIGKILL);
+  ::dup2(out_fd, STDOUT_FILENO);
+  ::dup2(err_fd, STDERR_FILENO);
+  // The agent's loop may block signals in its threads; workers start with a clean mask.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Nothing but stdin/stdout/stderr crosses exec (store sockets, other workers' pipes).
+  ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  ::execve(path, argv, envp);
+  int err = errno;
+  const char message[] = "ddplaunch: exec failed: ";
+  ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);
+  ignored = ::write(STDERR_FILENO, path, ::strlen(path));
+  ignored = ::write(STDERR_FILENO, ": errno ", 8);
+  char digits[12];
+  int n = 0;
+  for (int value = err; n == 0 || value > 0; value /= 10)
+    digits[n++] = static_cast<char>('0' + value % 10);
+  while (n > 0) ignored = ::write(STDERR_FILENO, &digits[--n], 1);
+  ignored = ::write(STDERR_FILENO, "\n", 1);
+  (void)ignored;
+  ::_exit(127);
+}
 
 constexpr size_t kReadChunk = 64 * 1024;
 
@@ -89,18 +113,25 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
   asio::connect_pipe(child->out, out_write);
   asio::connect_pipe(child->err, err_write);
 
-  std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
-  bp::process process(io_.get_executor());
-  try {
-    process = bp::process(io_.get_executor(), bp::filesystem::path(spec.argv.front()), args,
-                          bp::process_stdio{stdin, out_write, err_write},
-                          bp::process_environment(spec.env), WorkerExecSetup{::getpid()});
-  } catch (const boost::system::system_error& e) {
+  // Everything the child needs is laid out before fork(): no allocation after it.
+  std::vector<std::string> argv_strings = spec.argv;
+  std::vector<std::string> env_strings = spec.env;
+  std::vector<char*> argv;
+  for (auto& arg : argv_strings) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& entry : env_strings) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  pid_t pid = fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(),
+                          out_write.native_handle(), err_write.native_handle(), ::getpid());
+  if (pid < 0) {
     throw Error("could not start worker " + std::to_string(spec.local_rank) + " ('" +
-                spec.argv.front() + "'): " + e.code().message());
+                spec.argv.front() + "'): fork() failed: " + errno_text(errno));
   }
   out_write.close();
   err_write.close();
+  // Boost.Process watches it from here: a pidfd on the loop, reaped by async_wait.
+  bp::process process(io_.get_executor(), pid);
   child->pid = process.id();
   child->process.emplace(std::move(process));
   if (guardian_ != nullptr) guardian_->watch_group(child->pid);
