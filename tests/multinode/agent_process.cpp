@@ -1,0 +1,125 @@
+#include "agent_process.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace ddp::test {
+
+AgentProcess::AgentProcess(const std::vector<std::string>& args,
+                           const std::map<std::string, std::string>& extra_env,
+                           std::string log_path)
+    : log_path_(std::move(log_path)) {
+  std::vector<std::string> argv_s{std::string(DDP_BINARY_DIR) + "/ddplaunch"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    if (extra_env.count(entry.substr(0, entry.find('='))) == 0) env_s.push_back(entry);
+  }
+  for (const auto& [k, v] : extra_env) env_s.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0)
+    throw std::runtime_error("posix_spawn " + argv_s[0] + " failed: " + std::to_string(rc));
+}
+
+AgentProcess::~AgentProcess() {
+  if (!status_) {
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+  }
+}
+
+std::optional<int> AgentProcess::wait(std::chrono::milliseconds guard) {
+  const auto deadline = std::chrono::steady_clock::now() + guard;
+  while (!status_) {
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status_;
+}
+
+void AgentProcess::kill(int sig) {
+  if (!status_) ::kill(pid_, sig);
+}
+
+std::string AgentProcess::log() const {
+  std::ifstream in(log_path_);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool AgentProcess::wait_for_log(const std::string& text, std::chrono::milliseconds guard) const {
+  const auto deadline = std::chrono::steady_clock::now() + guard;
+  while (log().find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  auto* raw = reinterpret_cast<sockaddr*>(&addr);
+  if (::bind(fd, raw, sizeof(addr)) != 0 || ::getsockname(fd, raw, &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("free_port: bind failed");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string make_temp_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp != nullptr ? tmp : "/tmp") + "/ddp_multinode_XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return templ;
+}
+
+bool process_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+}  // namespace ddp::test

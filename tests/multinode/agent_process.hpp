@@ -1,0 +1,45 @@
+#pragma once
+// A ddplaunch agent run as a child process by the multi-node tests: output goes to a log
+// file; the destructor SIGKILLs and reaps it, so a failing test leaves no agent behind.
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddp::test {
+
+class AgentProcess {
+ public:
+  // Starts build/ddplaunch with args; extra_env is added to this process' environment.
+  AgentProcess(const std::vector<std::string>& args,
+               const std::map<std::string, std::string>& extra_env, std::string log_path);
+  ~AgentProcess();
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+
+  // Waits up to guard for the exit; the exit code (128+signal when killed), nullopt if still
+  // running at the deadline.
+  std::optional<int> wait(std::chrono::milliseconds guard);
+  void kill(int sig);
+  [[nodiscard]] std::string log() const;
+  // Waits up to guard until the log contains text.
+  bool wait_for_log(const std::string& text, std::chrono::milliseconds guard) const;
+  [[nodiscard]] pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+  std::string log_path_;
+};
+
+// A port nobody listens on right now (the kernel picks it).
+int free_port();
+// A fresh private directory under TMPDIR for one test's logs.
+std::string make_temp_dir();
+// True while pid exists and is not a zombie.
+bool process_alive(pid_t pid);
+
+}  // namespace ddp::test
