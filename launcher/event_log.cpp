@@ -1,5 +1,7 @@
 #include "launcher/event_log.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 

@@ -1,6 +1,6 @@
 #pragma once
 // --events_file: one JSON object per line (rendezvous, worker_start, worker_exit, restart,
-// signal, membership_change, finish), each with "event", "time" (unix seconds) and the
+// signal, membership_change, finish), each with "event", "time" (unix seconds), "agent_pid" and the
 // facts of the event (rank, local_rank, pid, exit_code, signal, restart_count...).
 #include <cstdio>
 #include <nlohmann/json.hpp>

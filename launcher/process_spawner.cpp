@@ -28,8 +28,8 @@ namespace {
 // which serializes a group's start-up. Exec failures still surface: the child reports on
 // its stderr pipe and exits 127, which the agent sees as that worker's failure.
 // Only async-signal-safe calls between fork() and exec (the agent has threads).
-pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int out_fd, int err_fd,
-                  pid_t agent_pid) {
+pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int in_fd, int out_fd,
+                  int err_fd, pid_t agent_pid) {
   pid_t pid = ::fork();
   if (pid != 0) {
     // Also in the parent, so a killpg() right after spawn() can never miss the child.
@@ -40,6 +40,7 @@ pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int 
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   // The agent may have died between fork() and prctl(): then nobody would kill us.
   if (::getppid() != agent_pid) ::_exit(128 + SIGKILL);
+  if (in_fd >= 0) ::dup2(in_fd, STDIN_FILENO);
   ::dup2(out_fd, STDOUT_FILENO);
   ::dup2(err_fd, STDERR_FILENO);
   // The agent's loop may block signals in its threads; workers start with a clean mask.
@@ -89,9 +90,15 @@ struct ProcessSpawner::Child {
 };
 
 ProcessSpawner::ProcessSpawner(asio::io_context& io, OrphanGuardian* guardian)
-    : io_(io), guardian_(guardian) {}
+    : io_(io), guardian_(guardian) {
+  // Workers live in their own process groups, i.e. in the terminal's background: reading a
+  // terminal there stops them (SIGTTIN) and the job would hang. Give them /dev/null then;
+  // a pipe or file on stdin is inherited as torchrun does.
+  if (::isatty(STDIN_FILENO) != 0) stdin_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
 
 ProcessSpawner::~ProcessSpawner() {
+  if (stdin_fd_ >= 0) ::close(stdin_fd_);
   for (auto& [pid, child] : children_) {
     child->released = true;
     ::killpg(pid, SIGKILL);
@@ -122,7 +129,7 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
   std::vector<char*> envp;
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
-  pid_t pid = fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(),
+  pid_t pid = fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(), stdin_fd_,
                           out_write.native_handle(), err_write.native_handle(), ::getpid());
   if (pid < 0) {
     throw Error("could not start worker " + std::to_string(spec.local_rank) + " ('" +

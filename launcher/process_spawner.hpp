@@ -1,7 +1,7 @@
 #pragma once
-// The real WorkerSpawner: Boost.Process v2 children in their own process groups, dying with
-// the agent (PR_SET_PDEATHSIG), stdout/stderr read through pipes on the agent's loop, exits
-// observed through pidfds (event-driven, no polling).
+// The real WorkerSpawner: children forked in their own process groups, dying with the agent
+// (PR_SET_PDEATHSIG), watched by Boost.Process v2 handles (a pidfd on the agent's loop:
+// event-driven, no polling), stdout/stderr read through pipes on the same loop.
 #include <map>
 #include <memory>
 
@@ -35,6 +35,7 @@ class ProcessSpawner final : public WorkerSpawner {
   boost::asio::io_context& io_;
   OrphanGuardian* guardian_;
   std::map<int, std::shared_ptr<Child>> children_;
+  int stdin_fd_ = -1;  // /dev/null when the agent's stdin is a terminal; -1: inherit
 };
 
 }  // namespace ddp::launcher

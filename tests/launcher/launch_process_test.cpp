@@ -308,3 +308,24 @@ TEST_CASE("bad flags: exit 2, the value named, nothing spawned", "[process]") {
   CHECK_THAT(port.err(), Contains("65536"));
   CHECK_FALSE(std::filesystem::exists(marker));
 }
+
+TEST_CASE("--no_agent_store: workers are told to host the store themselves", "[process]") {
+  TempDir dir;
+  ChildProcess agent(launch(
+      {"--nproc_per_node=2", "--standalone", "--no_agent_store", worker_script("env_dump.sh")},
+      dir));
+  REQUIRE(agent.wait_for(kRunTimeout) == 0);
+  auto env0 = parse_env_file(dir.path() / "env_0.txt");
+  CHECK(env0["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+  CHECK(std::stoi(env0["MASTER_PORT"]) > 0);
+}
+
+TEST_CASE("a worker program that cannot be executed fails with 127 and says why", "[process]") {
+  TempDir dir;
+  auto script = dir.path() / "bad_interpreter.sh";
+  std::ofstream(script) << "#!/nonexistent/interpreter\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  ChildProcess agent(launch({"--nproc_per_node=2", "--standalone", script.string()}, dir));
+  CHECK(agent.wait_for(kRunTimeout) == 127);
+  CHECK_THAT(agent.out() + agent.err(), Contains("exec failed: " + script.string()));
+}
