@@ -34,7 +34,7 @@ struct StoreServer::Impl {
   void stop_all();
 
   // Declared first so it is destroyed last: pending handlers own sessions.
-  asio::io_context io;
+  asio::io_context io{1};  // one thread runs the loop; other threads only post stop()
   StoreServerOptions options;
   wire::Limits limits;
   ServerState state;

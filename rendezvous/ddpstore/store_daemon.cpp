@@ -1,7 +1,5 @@
 #include "rendezvous/ddpstore/store_daemon.hpp"
 
-#include <sys/resource.h>
-
 // GCC's -Wnull-dereference fires inside Asio's scheduler once inlined (system-header false
 // positive the SYSTEM include cannot silence); scoped to this file.
 #pragma GCC diagnostic ignored "-Wnull-dereference"
@@ -11,18 +9,9 @@
 #include <csignal>
 #include <iostream>
 
-namespace ddp::rendezvous {
+#include "rendezvous/fd_limit.hpp"
 
-uint64_t raise_fd_limit() {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 0;
-  if (lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &lim);
-    ::getrlimit(RLIMIT_NOFILE, &lim);
-  }
-  return lim.rlim_cur;
-}
+namespace ddp::rendezvous {
 
 void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
   raise_fd_limit();

@@ -7,10 +7,6 @@
 
 namespace ddp::rendezvous {
 
-// Raises the soft RLIMIT_NOFILE to the hard limit (thousands of clients need thousands of
-// descriptors); returns the new soft limit.
-uint64_t raise_fd_limit();
-
 // Serves until SIGINT or SIGTERM, then stops cleanly. Prints the bound port as the first
 // line of out (flushed) so a script can start it with --port 0. Throws StoreError when the
 // address cannot be bound.

@@ -1,0 +1,35 @@
+#pragma once
+// A closed-loop load generator for TCPStore-protocol servers: every connection runs
+// [SET k + GET k] then [ADD counter] round trips back to back, all on one event loop,
+// timing each round trip. Speaks either dialect (PyTorch 1.13's server knows only legacy).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rendezvous/wire_codec.hpp"
+
+namespace ddp::bench {
+
+struct LoadOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;
+  int clients = 1;
+  int requests_per_client = 1000;  // SET, GET and ADD each count as one request
+  size_t value_bytes = 64;
+  rendezvous::wire::Dialect dialect = rendezvous::wire::Dialect::kV2;
+};
+
+struct LoadResult {
+  uint64_t requests = 0;
+  double seconds = 0;
+  std::vector<double> round_trip_us;  // every round trip, unsorted
+  [[nodiscard]] double requests_per_second() const { return requests / seconds; }
+  // Percentile (0..100) of round-trip latency in microseconds.
+  [[nodiscard]] double percentile_us(double p) const;
+};
+
+// Connects every client (retrying until 30 s), runs the load, returns the measurements.
+// Throws StoreError on a connection failure or a reply that does not match the request.
+LoadResult run_load(const LoadOptions& options);
+
+}  // namespace ddp::bench
