@@ -100,8 +100,9 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     round = start_round();
   }
   while (true) {
+    // No closed check here: shutdown() closes the current and next round, so arriving in
+    // one of them says so; later rounds are reached only through the late path below.
     if (!admitted && round > 0) wait_admitted(round, deadline);
-    throw_if_closed();
     const int64_t idx = store_->add(keys::arrived(round), 1);
     store_->set(keys::node(round, idx),
                 format_record(NodeRecord{options_.local_world_size, prev_rank_, node_id_}));
@@ -125,6 +126,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
                    (room ? "); asked the running nodes to re-form"
                          : "); the group is full (max " + std::to_string(options_.max_nodes) +
                                " nodes), waiting for the next round"));
+      throw_if_closed();
       ++round;
       admitted = false;
       continue;
@@ -143,8 +145,8 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
 }
 
 uint64_t DynamicRendezvous::start_round() {
-  if (!store_->check({keys::kCurrentRound})) return 0;
-  return std::stoull(store_->get(keys::kCurrentRound));
+  // ADD 0 reads the counter in one request (and creates it as "0" on a fresh store).
+  return static_cast<uint64_t>(store_->add(keys::kCurrentRound, 0));
 }
 
 void DynamicRendezvous::open_round(uint64_t round) {
@@ -185,12 +187,15 @@ void DynamicRendezvous::wait_admitted(uint64_t round, Clock::time_point deadline
 DynamicRendezvous::Closing DynamicRendezvous::wait_closed(uint64_t round, int64_t idx,
                                                           Clock::time_point deadline) {
   const std::string& run = options_.run_id;
+  const std::string closed_key = keys::closed(round);
+  // With min == max the round closes when min is reached: wait for that directly.
+  const bool fixed_size = options_.min_nodes == options_.max_nodes;
   // Phase 1: until min_nodes arrived (join_timeout), with a progress line now and then.
   if (idx < options_.min_nodes) {
+    const std::string& phase1_key = fixed_size ? closed_key : keys::min_reached(round);
     while (true) {
       try {
-        store_->wait({keys::min_reached(round)},
-                     std::min(remaining(deadline), options_.progress_interval));
+        store_->wait({phase1_key}, std::min(remaining(deadline), options_.progress_interval));
         break;
       } catch (const StoreTimeout&) {
       }
@@ -209,15 +214,16 @@ DynamicRendezvous::Closing DynamicRendezvous::wait_closed(uint64_t round, int64_
     }
   }
   // Phase 2: the last call. Whoever's window ends first closes with the arrivals so far.
-  const std::string closed_key = keys::closed(round);
   try {
-    store_->wait({closed_key}, std::max(options_.last_call_timeout, Duration(1)));
+    if (!(fixed_size && idx < options_.min_nodes)) {
+      store_->wait({closed_key}, std::max(options_.last_call_timeout, Duration(1)));
+    }
   } catch (const StoreTimeout&) {
     const int64_t count =
         std::min<int64_t>(store_->add(keys::arrived(round), 0), options_.max_nodes);
     try_close(round, count, idx);
   }
-  const std::string value = store_->get(closed_key);
+  const std::string value = read_existing(closed_key);
   Closing closing;
   const char* end = value.data() + value.size();
   auto first = std::from_chars(value.data(), end, closing.count);
@@ -282,7 +288,7 @@ RendezvousInfo DynamicRendezvous::read_assignment(uint64_t round, int64_t idx,
                           "close_timeout " + seconds_text(options_.close_timeout) +
                           " (it may have died); key '" + key + "'");
   }
-  const NodeAssignment a = parse_assignment(store_->get(key));
+  const NodeAssignment a = parse_assignment(read_existing(key));
   RendezvousInfo info;
   info.round = round;
   info.group_rank = a.group_rank;
@@ -304,6 +310,13 @@ std::string DynamicRendezvous::after_change() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_reason_.empty() ? std::string()
                               : " (the group re-formed because " + last_reason_ + ")";
+}
+
+std::string DynamicRendezvous::read_existing(const std::string& key) const {
+  // A COMPARE_SET that cannot match returns the current value without changing it: one
+  // request, where get() is a WAIT and a GET.
+  static const std::string kNever("\0ddp-never\0", 11);
+  return store_->compare_set(key, kNever, kNever);
 }
 
 void DynamicRendezvous::throw_if_closed() const {
@@ -382,8 +395,7 @@ void DynamicRendezvous::shutdown() {
     Store& store = *events_store_;
     store.set(keys::kClosed, "1");
     // Wake whoever waits in the current or the next round: they see the rendezvous closed.
-    uint64_t current = 0;
-    if (store.check({keys::kCurrentRound})) current = std::stoull(store.get(keys::kCurrentRound));
+    const auto current = static_cast<uint64_t>(store.add(keys::kCurrentRound, 0));
     for (uint64_t round : {current, current + 1}) {
       store.compare_set(keys::closed(round), "", "-1 0");
       store.multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});

@@ -86,6 +86,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   void publish_assignment(uint64_t round, int64_t count);
   RendezvousInfo read_assignment(uint64_t round, int64_t idx, const Closing& closing);
   void throw_if_closed() const;
+  // The value of a key known to exist, in one store request.
+  [[nodiscard]] std::string read_existing(const std::string& key) const;
   // " (the group re-formed because <reason>)" after a membership change, else "".
   [[nodiscard]] std::string after_change() const;
   void start_watcher(const RendezvousInfo& info);
