@@ -60,17 +60,44 @@ std::unique_ptr<Work> CommQueue::submit(std::function<void()> job) {
   return std::make_unique<QueuedWork>(std::move(task));
 }
 
+void CommQueue::run_blocking(const std::function<void()>& job) {
+  {
+    std::unique_lock lock(mu_);
+    if (!tasks_.empty() || busy_) {
+      lock.unlock();
+      submit(job)->wait();
+      return;
+    }
+    busy_ = true;
+  }
+  auto done = [this] {
+    {
+      std::lock_guard lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();  // the comm thread may be waiting for the inline job to finish
+  };
+  try {
+    job();
+  } catch (...) {
+    done();
+    throw;
+  }
+  done();
+}
+
 void CommQueue::run() {
   for (;;) {
     std::shared_ptr<Task> task;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      cv_.wait(lock, [&] { return !busy_ && (stopping_ || !tasks_.empty()); });
       if (tasks_.empty()) {
         return;  // stopping and drained
       }
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      busy_ = true;
     }
     std::exception_ptr error;
     try {
@@ -78,6 +105,11 @@ void CommQueue::run() {
     } catch (...) {
       error = std::current_exception();
     }
+    {
+      std::lock_guard lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
     {
       std::lock_guard lock(task->mu);
       task->done = true;

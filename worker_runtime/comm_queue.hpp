@@ -24,6 +24,9 @@ class CommQueue {
 
   // Queues job; the returned Work's wait() rethrows whatever job threw.
   std::unique_ptr<Work> submit(std::function<void()> job);
+  // Runs job to completion: on the calling thread when nothing is queued or running (saves
+  // two thread hand-offs per blocking collective), else queued behind the others. Rethrows.
+  void run_blocking(const std::function<void()>& job);
 
   struct Task;  // one queued job and its completion state (public for the Work handle)
 
@@ -34,6 +37,7 @@ class CommQueue {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Task>> tasks_;
   bool stopping_ = false;
+  bool busy_ = false;   // a job is running (on the comm thread or inline)
   std::thread thread_;  // last: started after every other member exists
 };
 

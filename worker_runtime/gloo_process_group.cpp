@@ -20,42 +20,10 @@
 #include "rendezvous/prefix_store.hpp"
 #include "worker_runtime/comm_queue.hpp"
 #include "worker_runtime/gloo_store_adapter.hpp"
+#include "worker_runtime/reduce_kernels.hpp"
 
 namespace ddp::worker_runtime {
 namespace {
-
-using ReduceFn = void (*)(void*, const void*, const void*, size_t);
-
-// Element-wise c = op(a, b): plain loops the compiler vectorizes.
-template <class T, ReduceOp kOp>
-void reduce_kernel(void* c_raw, const void* a_raw, const void* b_raw, size_t n) {
-  auto* c = static_cast<T*>(c_raw);
-  const auto* a = static_cast<const T*>(a_raw);
-  const auto* b = static_cast<const T*>(b_raw);
-  for (size_t i = 0; i < n; ++i) {
-    if constexpr (kOp == ReduceOp::kMin) {
-      c[i] = std::min(a[i], b[i]);
-    } else if constexpr (kOp == ReduceOp::kMax) {
-      c[i] = std::max(a[i], b[i]);
-    } else {
-      c[i] = a[i] + b[i];  // sum, and avg before the division
-    }
-  }
-}
-
-template <class T>
-ReduceFn reduce_fn(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kMin:
-      return &reduce_kernel<T, ReduceOp::kMin>;
-    case ReduceOp::kMax:
-      return &reduce_kernel<T, ReduceOp::kMax>;
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      break;
-  }
-  return &reduce_kernel<T, ReduceOp::kSum>;
-}
 
 template <class T>
 void divide(T* data, size_t count, int size) {
@@ -132,10 +100,11 @@ struct GlooProcessGroup::Impl {
   std::string endpoint;        // "rank R/W" for messages
   CommQueue queue;             // last: destroyed (joined) before the context
 
-  // Runs job on the comm thread, turning any failure into a CollectiveError naming what.
-  std::unique_ptr<Work> submit(std::string what, Duration timeout,
-                               std::function<void(uint32_t)> job) {
-    return queue.submit([this, what = std::move(what), timeout, job = std::move(job)] {
+  // job wrapped so any failure becomes a CollectiveError naming what, rank and timeout, and
+  // marks the group broken (Gloo's pairs are unusable after a timeout or a lost peer).
+  std::function<void()> guarded(std::string what, Duration timeout,
+                                std::function<void(uint32_t)> job) {
+    return [this, what = std::move(what), timeout, job = std::move(job)] {
       if (!broken.empty()) {
         throw CollectiveError("gloo " + what + " on " + endpoint +
                               " refused: the group failed earlier (" + broken + ")");
@@ -147,7 +116,16 @@ struct GlooProcessGroup::Impl {
         throw CollectiveError("gloo " + what + " on " + endpoint + " failed (timeout " +
                               std::to_string(timeout.count()) + " ms): " + e.what());
       }
-    });
+    };
+  }
+  // Asynchronous: on the comm thread.
+  std::unique_ptr<Work> submit(std::string what, Duration timeout,
+                               std::function<void(uint32_t)> job) {
+    return queue.submit(guarded(std::move(what), timeout, std::move(job)));
+  }
+  // Blocking: inline when the comm thread is idle, else behind the queued work.
+  void run(std::string what, Duration timeout, std::function<void(uint32_t)> job) {
+    queue.run_blocking(guarded(std::move(what), timeout, std::move(job)));
   }
 };
 
@@ -177,28 +155,47 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<rendezvous::Store> store,
 
 GlooProcessGroup::~GlooProcessGroup() = default;
 
+namespace {
+
+std::string all_reduce_text(ReduceOp op, DataType type, size_t count) {
+  return std::string("all_reduce(") + to_string(op) + ", " + to_string(type) + " x " +
+         std::to_string(count) + ")";
+}
+
+}  // namespace
+
+std::function<void(uint32_t)> GlooProcessGroup::all_reduce_job(void* data, size_t count,
+                                                               DataType type, ReduceOp op,
+                                                               Duration timeout) {
+  return [this, data, count, type, op, timeout](uint32_t tag) {
+    if (count == 0) {
+      return;
+    }
+    dispatch(type, [&](auto* typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::AllreduceOptions opts(impl_->context);
+      opts.setOutput(static_cast<T*>(data), count);
+      opts.setReduceFunction(reduce_function(type, op));
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::allreduce(opts);
+      if (op == ReduceOp::kAvg) {
+        divide(static_cast<T*>(data), count, size());
+      }
+    });
+  };
+}
+
 std::unique_ptr<Work> GlooProcessGroup::do_all_reduce(void* data, size_t count, DataType type,
                                                       ReduceOp op, Duration timeout) {
-  std::string what = std::string("all_reduce(") + to_string(op) + ", " + to_string(type) + " x " +
-                     std::to_string(count) + ")";
-  return impl_->submit(std::move(what), timeout,
-                       [this, data, count, type, op, timeout](uint32_t tag) {
-                         if (count == 0) {
-                           return;
-                         }
-                         dispatch(type, [&](auto* typed) {
-                           using T = std::remove_pointer_t<decltype(typed)>;
-                           gloo::AllreduceOptions opts(impl_->context);
-                           opts.setOutput(static_cast<T*>(data), count);
-                           opts.setReduceFunction(reduce_fn<T>(op));
-                           opts.setTag(tag);
-                           opts.setTimeout(timeout);
-                           gloo::allreduce(opts);
-                           if (op == ReduceOp::kAvg) {
-                             divide(static_cast<T*>(data), count, size());
-                           }
-                         });
-                       });
+  return impl_->submit(all_reduce_text(op, type, count), timeout,
+                       all_reduce_job(data, count, type, op, timeout));
+}
+
+void GlooProcessGroup::do_all_reduce_blocking(void* data, size_t count, DataType type, ReduceOp op,
+                                              Duration timeout) {
+  impl_->run(all_reduce_text(op, type, count), timeout,
+             all_reduce_job(data, count, type, op, timeout));
 }
 
 std::unique_ptr<Work> GlooProcessGroup::do_all_reduce_coalesced(
@@ -225,7 +222,7 @@ std::unique_ptr<Work> GlooProcessGroup::do_all_reduce_coalesced(
         }
         gloo::AllreduceOptions opts(impl_->context);
         opts.setOutput(flat.data(), total);
-        opts.setReduceFunction(reduce_fn<float>(op));
+        opts.setReduceFunction(reduce_function(DataType::kFloat32, op));
         opts.setTag(tag);
         opts.setTimeout(timeout);
         gloo::allreduce(opts);
@@ -244,59 +241,50 @@ void GlooProcessGroup::do_broadcast(void* data, size_t count, DataType type, int
                                     Duration timeout) {
   std::string what = std::string("broadcast(") + to_string(type) + " x " + std::to_string(count) +
                      ", root " + std::to_string(root) + ")";
-  impl_
-      ->submit(std::move(what), timeout,
-               [this, data, count, type, root, timeout](uint32_t tag) {
-                 if (count == 0) {
-                   return;
-                 }
-                 dispatch(type, [&](auto* typed) {
-                   using T = std::remove_pointer_t<decltype(typed)>;
-                   gloo::BroadcastOptions opts(impl_->context);
-                   opts.setOutput(static_cast<T*>(data), count);
-                   opts.setRoot(root);
-                   opts.setTag(tag);
-                   opts.setTimeout(timeout);
-                   gloo::broadcast(opts);
-                 });
-               })
-      ->wait();
+  impl_->run(std::move(what), timeout, [this, data, count, type, root, timeout](uint32_t tag) {
+    if (count == 0) {
+      return;
+    }
+    dispatch(type, [&](auto* typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::BroadcastOptions opts(impl_->context);
+      opts.setOutput(static_cast<T*>(data), count);
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::broadcast(opts);
+    });
+  });
 }
 
 void GlooProcessGroup::do_all_gather(const void* send, void* recv, size_t count, DataType type,
                                      Duration timeout) {
   std::string what =
       std::string("all_gather(") + to_string(type) + " x " + std::to_string(count) + ")";
-  impl_
-      ->submit(std::move(what), timeout,
-               [this, send, recv, count, type, timeout](uint32_t tag) {
-                 if (count == 0) {
-                   return;
-                 }
-                 dispatch(type, [&](auto* typed) {
-                   using T = std::remove_pointer_t<decltype(typed)>;
-                   gloo::AllgatherOptions opts(impl_->context);
-                   // Gloo's input buffer is non-const but only read.
-                   opts.setInput(const_cast<T*>(static_cast<const T*>(send)), count);
-                   opts.setOutput(static_cast<T*>(recv), count * static_cast<size_t>(size()));
-                   opts.setTag(tag);
-                   opts.setTimeout(timeout);
-                   gloo::allgather(opts);
-                 });
-               })
-      ->wait();
+  impl_->run(std::move(what), timeout, [this, send, recv, count, type, timeout](uint32_t tag) {
+    if (count == 0) {
+      return;
+    }
+    dispatch(type, [&](auto* typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::AllgatherOptions opts(impl_->context);
+      // Gloo's input buffer is non-const but only read.
+      opts.setInput(const_cast<T*>(static_cast<const T*>(send)), count);
+      opts.setOutput(static_cast<T*>(recv), count * static_cast<size_t>(size()));
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::allgather(opts);
+    });
+  });
 }
 
 void GlooProcessGroup::do_barrier(Duration timeout) {
-  impl_
-      ->submit("barrier", timeout,
-               [this, timeout](uint32_t tag) {
-                 gloo::BarrierOptions opts(impl_->context);
-                 opts.setTag(tag);
-                 opts.setTimeout(timeout);
-                 gloo::barrier(opts);
-               })
-      ->wait();
+  impl_->run("barrier", timeout, [this, timeout](uint32_t tag) {
+    gloo::BarrierOptions opts(impl_->context);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    gloo::barrier(opts);
+  });
 }
 
 }  // namespace ddp::worker_runtime

@@ -3,6 +3,8 @@
 // gloo::rendezvous::Store); the transport binds the local address that routes to MASTER_ADDR.
 // Gloo collectives block, so every collective runs on one communication thread, in issue
 // order; blocking calls enqueue and wait, async ones return a Work.
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +40,8 @@ class GlooProcessGroup final : public ProcessGroup {
  protected:
   std::unique_ptr<Work> do_all_reduce(void* data, size_t count, DataType type, ReduceOp op,
                                       Duration timeout) override;
+  void do_all_reduce_blocking(void* data, size_t count, DataType type, ReduceOp op,
+                              Duration timeout) override;
   std::unique_ptr<Work> do_all_reduce_coalesced(std::vector<std::span<float>> buffers, ReduceOp op,
                                                 Duration timeout) override;
   void do_broadcast(void* data, size_t count, DataType type, int root, Duration timeout) override;
@@ -47,6 +51,9 @@ class GlooProcessGroup final : public ProcessGroup {
 
  private:
   struct Impl;
+  // The all_reduce itself, run on the comm thread or inline (tag chosen by the runner).
+  std::function<void(uint32_t)> all_reduce_job(void* data, size_t count, DataType type, ReduceOp op,
+                                               Duration timeout);
   std::unique_ptr<Impl> impl_;
 };
 

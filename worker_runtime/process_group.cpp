@@ -67,7 +67,7 @@ void ProcessGroup::check_gather_sizes(size_t send_count, size_t recv_count) cons
 
 void ProcessGroup::all_reduce(void* data, size_t count, DataType type, ReduceOp op,
                               Duration timeout) {
-  do_all_reduce(data, count, type, op, resolve(timeout))->wait();
+  do_all_reduce_blocking(data, count, type, op, resolve(timeout));
 }
 
 std::unique_ptr<Work> ProcessGroup::all_reduce_async(void* data, size_t count, DataType type,

@@ -115,6 +115,11 @@ class ProcessGroup {
   // Backend hooks: arguments are already checked and timeout is resolved (never zero).
   virtual std::unique_ptr<Work> do_all_reduce(void* data, size_t count, DataType type, ReduceOp op,
                                               Duration timeout) = 0;
+  // Blocking all_reduce; backends override it when they can skip the Work machinery.
+  virtual void do_all_reduce_blocking(void* data, size_t count, DataType type, ReduceOp op,
+                                      Duration timeout) {
+    do_all_reduce(data, count, type, op, timeout)->wait();
+  }
   virtual std::unique_ptr<Work> do_all_reduce_coalesced(std::vector<std::span<float>> buffers,
                                                         ReduceOp op, Duration timeout) = 0;
   virtual void do_broadcast(void* data, size_t count, DataType type, int root,

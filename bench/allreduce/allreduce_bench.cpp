@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "worker_runtime/gradient_bucketer.hpp"
 
@@ -27,8 +28,12 @@ double median(std::vector<double> v) {
 
 // Busy work standing in for a layer's backward kernels (a dependent FMA chain the compiler
 // cannot drop).
-float burn(double ms, float seed) {
+float burn(double ms, float seed, bool off_cpu) {
   const auto t0 = Clock::now();
+  if (off_cpu) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+    return seed;
+  }
   float x = seed;
   while (ms_since(t0) < ms) {
     for (int i = 0; i < 4096; ++i) {
@@ -92,14 +97,14 @@ void run_overlap(worker_runtime::DistContext& ctx, const OverlapOptions& options
     pg.barrier();
     t0 = Clock::now();  // backward compute alone
     for (size_t i = 0; i < grads.size(); ++i) {
-      sink += burn(options.compute_ms, sink);
+      sink += burn(options.compute_ms, sink, options.off_cpu);
     }
     compute.push_back(ms_since(t0));
 
     pg.barrier();
     t0 = Clock::now();  // backward with buckets reduced as their gradients become ready
     for (size_t i = 0; i < grads.size(); ++i) {
-      sink += burn(options.compute_ms, sink);
+      sink += burn(options.compute_ms, sink, options.off_cpu);
       bucketer.mark_ready(i);
     }
     bucketer.wait();

@@ -21,11 +21,14 @@ struct OverlapOptions {
   int layers = 8;                // synthetic layers, backward runs last to first
   size_t grad_floats = 1 << 20;  // gradient size per layer (4 MiB)
   double compute_ms = 6.0;       // synthetic backward compute per layer
+  // false: busy CPU loop (CPU training: compute and communication share the cores);
+  // true: sleep (models GPU kernels, which leave the CPU free for communication).
+  bool off_cpu = false;
   double bucket_cap_mb = 25.0;
   int iters = 7;
 };
 
-// Prints "overlap comm_ms compute_ms both_ms hidden_share" (medians, rank 0): the share of
+// Prints "overlap comm_ms compute_ms both_ms hidden_share buckets" (medians, rank 0): the share of
 // all-reduce time hidden behind a synthetic backward pass (busy compute per layer).
 void run_overlap(worker_runtime::DistContext& ctx, const OverlapOptions& options);
 

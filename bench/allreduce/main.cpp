@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     app.add_option("--grad-floats", overlap.grad_floats, "overlap: floats per gradient");
     app.add_option("--compute-ms", overlap.compute_ms, "overlap: backward compute per layer");
     app.add_option("--bucket-cap-mb", overlap.bucket_cap_mb, "overlap: bucket cap");
+    app.add_flag("--off-cpu", overlap.off_cpu, "overlap: backward sleeps (models GPU kernels)");
     CLI11_PARSE(app, n, args);
     ddp::worker_runtime::InitOptions init;
     init.backend = "gloo";

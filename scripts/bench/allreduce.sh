@@ -2,12 +2,13 @@
 # All-reduce benchmark: 2 ranks on Gloo (loopback), ours (build/allreduce_bench) and PyTorch
 # 1.13's dist.all_reduce side by side in one run, same sizes, same timing loop; then the
 # share of all-reduce time hidden behind a synthetic backward with bucketing.
-# Usage: scripts/bench/allreduce.sh [build-dir] [budget-seconds-per-size]
+# Usage: scripts/bench/allreduce.sh [build-dir] [budget-seconds-per-size] [rounds]
 # Prints a markdown table (medians, ratio torch/ours) to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD="${1:-build}"
-BUDGET="${2:-1.5}"
+BUDGET="${2:-1.0}"
+ROUNDS="${3:-3}"
 BENCH="$BUILD/allreduce_bench"
 [ -x "$BENCH" ] || { echo "missing $BENCH: build target allreduce_bench first" >&2; exit 2; }
 SIZES=(4096 65536 1048576 16777216 268435456)
@@ -32,16 +33,38 @@ run_pair() {
   cp "$OUT/$name.0" "$OUT/$name"
 }
 
-run_pair ours "$BENCH" --mode sizes --budget-s "$BUDGET" --bytes "${SIZES[@]}"
-run_pair torch /usr/bin/python3 scripts/bench/allreduce_torch.py "$BUDGET" "${SIZES[@]}"
-run_pair overlap "$BENCH" --mode overlap
+# Alternate ours and PyTorch for ROUNDS rounds so machine noise hits both alike; each cell
+# is the median over rounds of each round's median.
+for round in $(seq 1 "$ROUNDS"); do
+  run_pair "ours.$round" "$BENCH" --mode sizes --budget-s "$BUDGET" --bytes "${SIZES[@]}"
+  run_pair "torch.$round" /usr/bin/python3 scripts/bench/allreduce_torch.py "$BUDGET" "${SIZES[@]}"
+done
+run_pair overlap "$BENCH" --mode overlap --bucket-cap-mb 4
+run_pair overlap_gpu_like "$BENCH" --mode overlap --bucket-cap-mb 4 --off-cpu
 
-echo "| size | ours median (ms) | PyTorch 1.13 median (ms) | ours GB/s | PyTorch GB/s | PyTorch / ours |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
-join -t $'\t' -j 1 <(cut -f2,3 "$OUT/ours" | sort -k1,1) <(cut -f2,3 "$OUT/torch" | sort -k1,1) |
-  sort -n | awk -F'\t' '{
-    b=$1; o=$2; t=$3;
-    if (b >= 1048576) s=sprintf("%d MiB", b/1048576); else s=sprintf("%d KiB", b/1024);
-    printf "| %s | %.3f | %.3f | %.2f | %.2f | %.2fx |\n", s, o, t, b/o/1e6, b/t/1e6, t/o }'
-echo
-awk -F'\t' '{ printf "Bucketing overlap (%s buckets): all-reduce alone %.1f ms, synthetic backward alone %.1f ms, both with bucketing %.1f ms: %.0f%% of the all-reduce time hidden.\n", $6, $2, $3, $4, $5*100 }' "$OUT/overlap"
+/usr/bin/python3 - "$OUT" "$ROUNDS" <<'PY'
+import statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def load(name):
+    per = {}
+    for r in range(1, rounds + 1):
+        for line in open(f"{out}/{name}.{r}"):
+            f = line.split("\t")
+            per.setdefault(int(f[1]), []).append(float(f[2]))
+    return {k: statistics.median(v) for k, v in per.items()}
+ours, torch = load("ours"), load("torch")
+print("| size | ours median (ms) | PyTorch 1.13 median (ms) | ours GB/s | PyTorch GB/s | PyTorch / ours |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+for b in sorted(ours):
+    size = f"{b // 1048576} MiB" if b >= 1048576 else f"{b // 1024} KiB"
+    o, t = ours[b], torch[b]
+    print(f"| {size} | {o:.3f} | {t:.3f} | {b / o / 1e6:.2f} | {b / t / 1e6:.2f} | {t / o:.2f}x |")
+print()
+print("| synthetic backward | buckets | all-reduce alone (ms) | backward alone (ms) | both, bucketed (ms) | all-reduce time hidden |")
+print("| --- | ---: | ---: | ---: | ---: | ---: |")
+for name, kind in (("overlap", "busy CPU loop (CPU training)"),
+                   ("overlap_gpu_like", "sleep (models GPU kernels)")):
+    f = open(f"{out}/{name}").read().split("\t")
+    print(f"| {kind} | {f[5].strip()} | {float(f[1]):.1f} | {float(f[2]):.1f} | {float(f[3]):.1f} | "
+          f"{float(f[4]) * 100:.0f}% |")
+PY
