@@ -34,8 +34,10 @@ struct TrainOptions {
   uint64_t seed = 0;  // split, synthetic data, init and shuffling
 
   // --- distributed ---
-  std::string backend = "auto";   // auto | gloo | nccl
-  double bucket_cap_mb = 0.1;     // small: the demo MLP then gets a bucket per layer (overlap)
+  std::string backend = "auto";  // auto | gloo | nccl
+  // PyTorch DDP's default. Smaller caps start buckets during backward (overlap); on the
+  // 2-core dev machine the extra collectives cost more than the overlap wins (docs/trainer.md).
+  double bucket_cap_mb = 25.0;
   int64_t consistency_every = 0;  // compare parameter checksums across ranks every N steps
   int blas_threads = 1;           // OpenBLAS threads per worker
 

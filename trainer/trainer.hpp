@@ -47,6 +47,10 @@ class Trainer {
   TrainResult run();
 
   [[nodiscard]] const Mlp& model() const { return model_; }
+  // Gradient buckets whose all-reduce started during the last step's backward pass.
+  [[nodiscard]] std::size_t buckets_launched_early() const {
+    return bucketer_.buckets_launched_early();
+  }
 
  private:
   // Loads the checkpoint if there is one; returns the per-rank start position in epoch_.

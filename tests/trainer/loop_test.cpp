@@ -127,6 +127,21 @@ TEST_CASE("rank 0 writes every metric as JSON lines", "[loop][metrics]") {
   CHECK(std::filesystem::exists(o.out));
 }
 
+TEST_CASE("small buckets start their all-reduce during backward", "[loop][overlap]") {
+  TempDir dir;
+  TrainOptions o = small_run(dir);
+  o.checkpoint_dir.clear();
+  o.hidden = {256, 256};
+  o.max_steps = 2;
+  o.bucket_cap_mb = 0.1;  // layers of ~2k, ~66k and ~2k floats: a bucket each
+  ddp::trainer::SoloProcessGroup group;
+  Trainer t(o, group, 0, prepare_data(o));
+  t.run();
+  // Every bucket is started from backward's layer-ready callbacks (last layer first), the
+  // first two while the layers below are still being computed; none is left for wait().
+  CHECK(t.buckets_launched_early() == 3);
+}
+
 TEST_CASE("a batch larger than a rank's share of the data is refused", "[loop]") {
   TempDir dir;
   TrainOptions o = small_run(dir);

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Training throughput: build/train under build/ddplaunch vs PyTorch 1.13 DDP (gloo) under
+# Debian's torchrun, same MLP (64-256-256-10), batch 64 per rank, same synthetic data shape,
+# AdamW, 1 thread per worker. Runs are interleaved (native, torch, native, ...) so machine
+# noise hits both alike. Each run trains --max_steps steps with a progress line every 50;
+# a run's rate is the median of its intervals after the first (warm-up); the table gives the
+# median over REPEATS runs.
+# Usage: scripts/bench/train.sh            (env: BUILD_DIR=build REPEATS=5 STEPS=600)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR=${BUILD_DIR:-build}
+REPEATS=${REPEATS:-5}
+STEPS=${STEPS:-600}
+PY=/usr/bin/python3
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+native() {  # nproc
+  "$BUILD_DIR/ddplaunch" --standalone --nproc_per_node="$1" "$BUILD_DIR/train" --data synthetic \
+    --synthetic_rows 140000 --synthetic_features 64 --synthetic_classes 10 --hidden 256,256 \
+    --batch_size 64 --optimizer adamw --max_steps "$STEPS" --log_every 50 --blas_threads 1 2>&1
+}
+torch_ddp() {  # nproc loader
+  "$PY" -m torch.distributed.run -r 1 -t 1 --standalone --nproc_per_node="$1" \
+    bench/train/torch_ddp_mlp.py --rows 140000 --features 64 --classes 10 --hidden 256,256 \
+    --batch_size 64 --max_steps "$STEPS" --log_every 50 --loader "$2" 2>&1
+}
+
+for rep in $(seq 1 "$REPEATS"); do
+  for n in 1 2; do
+    native "$n" | grep -o 'samples/s [0-9.]*' | awk '{print $2}' > "$OUT/native_${n}_$rep"
+    torch_ddp "$n" index | grep -o 'samples/s [0-9.]*' | awk '{print $2}' > "$OUT/torch_${n}_$rep"
+    torch_ddp "$n" dataloader | grep -o 'samples/s [0-9.]*' | awk '{print $2}' > "$OUT/torchdl_${n}_$rep"
+  done
+  echo "train bench: repeat $rep/$REPEATS done" >&2
+done
+
+"$PY" - "$OUT" "$REPEATS" <<'PYEOF'
+import os, statistics, sys
+out, repeats = sys.argv[1], int(sys.argv[2])
+def rate(kind, n):
+    runs = []
+    for rep in range(1, repeats + 1):
+        vals = [float(v) for v in open(os.path.join(out, f"{kind}_{n}_{rep}")).read().split()]
+        if len(vals) < 2:
+            sys.exit(f"train bench: {kind} x{n} run {rep} printed {len(vals)} rate lines")
+        runs.append(statistics.median(vals[1:]))
+    return statistics.median(runs), min(runs), max(runs)
+rows = [("build/train (ddplaunch)", "native"), ("PyTorch DDP, tensor indexing", "torch"),
+        ("PyTorch DDP, DataLoader", "torchdl")]
+res = {(k, n): rate(k, n) for _, k in rows for n in (1, 2)}
+print("| trainer | workers | samples/s (median) | min..max of runs | native / this |")
+print("| --- | ---: | ---: | ---: | ---: |")
+for label, k in rows:
+    for n in (1, 2):
+        med, lo, hi = res[(k, n)]
+        ratio = res[("native", n)][0] / med
+        print(f"| {label} | {n} | {med:,.0f} | {lo:,.0f}..{hi:,.0f} | {ratio:.2f}x |")
+PYEOF
