@@ -82,16 +82,35 @@ TEST_CASE("no error file variable: nothing is written", "[error_file]") {
 TEST_CASE("ddplaunch's failure summary shows the worker's message", "[error_file][launcher]") {
   const std::filesystem::path launcher = std::string(DDP_BINARY_DIR) + "/ddplaunch";
   if (!std::filesystem::exists(launcher)) {
-    WARN("skipped: " << launcher << " is not built");
+    WARN("skipped: " << launcher << " is not built (build the ddplaunch target)");
     return;
   }
-  TempDir dir;
   int status = 0;
-  const std::string out =
-      run_command(launcher.string() + " --nproc_per_node=2 --max_restarts=0 --master_port=0 " +
-                      kWorker + " throw 2>&1",
-                  &status);
+  const std::string out = run_command("timeout 120 " + launcher.string() +
+                                          " --standalone --nproc_per_node=2 --max_restarts=0 " +
+                                          kWorker + " throw 2>&1",
+                                      &status);
   INFO(out);
   CHECK(status != 0);
-  CHECK_THAT(out, Contains("std::runtime_error: boom from rank"));
+  // The root-cause block quotes the message our error file carries.
+  CHECK_THAT(out, Contains("message   : std::runtime_error: boom from rank"));
+  CHECK_THAT(out, Contains("error_file:"));
+}
+
+TEST_CASE("native workers join a ddplaunch job through init()", "[launcher][gloo]") {
+  const std::filesystem::path launcher = std::string(DDP_BINARY_DIR) + "/ddplaunch";
+  if (!std::filesystem::exists(launcher)) {
+    WARN("skipped: " << launcher << " is not built (build the ddplaunch target)");
+    return;
+  }
+  int status = 0;
+  const std::string out = run_command("timeout 120 " + launcher.string() +
+                                          " --standalone --nproc_per_node=3 --max_restarts=0 " +
+                                          kWorker + " collectives 2>&1",
+                                      &status);
+  INFO(out);
+  CHECK(status == 0);
+  for (const char* rank : {"[default0]", "[default1]", "[default2]"}) {
+    CHECK_THAT(out, Contains(std::string(rank) + ":RESULT gathered 0 1 4"));
+  }
 }
