@@ -128,6 +128,27 @@ TEST_CASE("a killed run restarted by hand ends like an uninterrupted one", "[lau
   CHECK(weights(cut.file("final.safetensors")) == weights(whole.file("final.safetensors")));
 }
 
+TEST_CASE("a resume at another world size keeps the global sample position", "[launch][resume]") {
+  TempDir whole;
+  TempDir cut;
+  const std::vector<std::string> sgd{"--optimizer", "sgd", "--lr", "0.05"};
+  const auto ckpt = [](const TempDir& d) {
+    return std::vector<std::string>{"--checkpoint_dir", d.file("ckpt"), "--checkpoint_every", "5"};
+  };
+  REQUIRE(launch(1, 0, with(job_args(whole, 32), sgd)).exit_code == 0);
+  // 1 worker x 32 dies after step 13 (checkpoint at step 10, 320 samples into epoch 0) ...
+  const auto killed = launch(
+      1, 0, with(with(job_args(cut, 32), sgd), with(ckpt(cut), {"--fault_kill_at_step", "13"})));
+  CHECK(killed.exit_code != 0);
+  // ... and 2 workers x 16 continue from sample 320: the same global batches as 1 x 32.
+  const auto resumed = launch(2, 0, with(with(job_args(cut, 16), sgd), ckpt(cut)));
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Contains("resumed from") && Contains("done: 32 steps"));
+  CHECK(relative_difference(weights(cut.file("final.safetensors")),
+                            weights(whole.file("final.safetensors"))) < 1e-5);
+}
+
 TEST_CASE("ddplaunch --max_restarts 3 survives a worker SIGKILLed at a random step",
           "[launch][fault]") {
   TempDir clean;
