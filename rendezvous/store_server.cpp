@@ -31,6 +31,7 @@ struct StoreServer::Impl {
 
   void listen();
   void do_accept();
+  void add_session(tcp::socket socket);
   void stop_all();
 
   // Declared first so it is destroyed last: pending handlers own sessions.
@@ -76,6 +77,9 @@ void StoreServer::Impl::listen() {
   if (ec) fail("bind");
   acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) fail("listen on");
+  // Non-blocking, so the accept loop in do_accept() stops when the queue is empty.
+  acceptor.non_blocking(true, ec);
+  if (ec) fail("make non-blocking the listener of");
   port = acceptor.local_endpoint().port();
 }
 
@@ -94,16 +98,29 @@ void StoreServer::Impl::do_accept() {
       });
       return;
     }
-    auto session =
-        std::make_shared<StoreSession>(std::move(socket), state, limits, [this](StoreSession* s) {
-          sessions.erase(s);
-          --num_connections;
-        });
-    sessions.emplace(session.get(), session);
-    ++num_connections;
-    session->start();
+    add_session(std::move(socket));
+    // Drain the rest of the accept queue now: when a thousand agents connect at once, one
+    // accept per loop turn would leave the last ones queued behind everyone's requests.
+    for (;;) {
+      boost::system::error_code aec;
+      tcp::socket more(io);
+      acceptor.accept(more, aec);
+      if (aec) break;  // would_block (queue empty) or a real error the async path reports
+      add_session(std::move(more));
+    }
     do_accept();
   });
+}
+
+void StoreServer::Impl::add_session(tcp::socket socket) {
+  auto session =
+      std::make_shared<StoreSession>(std::move(socket), state, limits, [this](StoreSession* s) {
+        sessions.erase(s);
+        --num_connections;
+      });
+  sessions.emplace(session.get(), session);
+  ++num_connections;
+  session->start();
 }
 
 void StoreServer::Impl::stop_all() {

@@ -82,10 +82,7 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
     socket_.async_connect(shared_.endpoint, [self = shared_from_this()](auto ec) {
       if (!ec) {
         self->socket_.set_option(tcp::no_delay(true));
-        ++self->shared_.connected;
-        if (self->shared_.connected == static_cast<int>(self->shared_.samples.size())) {
-          self->shared_.on_all_connected();
-        }
+        self->warm_up();
         return;
       }
       if (Clock::now() > self->shared_.connect_deadline) {
@@ -96,6 +93,23 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
       self->socket_.close();
       self->timer_.expires_after(std::chrono::milliseconds(20));
       self->timer_.async_wait([self](auto) { self->connect(); });
+    });
+  }
+
+  // One untimed round trip (handshake + ADD) so the clock starts only once the server has
+  // accepted every connection and the load is steady.
+  void warm_up() {
+    wire::Request add;
+    add.command = wire::Command::kAdd;
+    add.keys = {"bench/warmup"};
+    out_ = handshake_ + wire::encode_request(add, shared_.options->dialect);
+    handshake_.clear();
+    expected_ = 8;
+    have_ = 0;
+    warming_ = true;
+    asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](auto ec, size_t) {
+      if (ec) return self->fail("write: " + ec.message());
+      self->read_reply();
     });
   }
 
@@ -144,6 +158,13 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   }
 
   void finish_round() {
+    if (warming_) {
+      warming_ = false;
+      if (++shared_.connected == static_cast<int>(shared_.samples.size())) {
+        shared_.on_all_connected();
+      }
+      return;
+    }
     const auto us = std::chrono::duration<double, std::micro>(Clock::now() - started_).count();
     shared_.samples[static_cast<size_t>(id_)].push_back(us);
     next();
@@ -164,6 +185,7 @@ class LoadClient : public std::enable_shared_from_this<LoadClient> {
   std::vector<char> in_;
   size_t expected_ = 0;  // bytes of the reply to the request in flight
   size_t have_ = 0;
+  bool warming_ = false;
   int done_ = 0;
   uint64_t round_ = 0;
   Clock::time_point started_;
