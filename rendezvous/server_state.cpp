@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "rendezvous/store.hpp"
 
 namespace ddp::rendezvous {
 
@@ -66,8 +67,13 @@ void ServerState::execute(const std::shared_ptr<Connection>& conn, wire::Request
     case Command::kGetNumKeys:
       wire::put_i64(out, static_cast<int64_t>(data_.size()));
       break;
-    case Command::kWatchKey:
-      watchers_[request.keys[0]].push_back(conn);
+    case Command::kWatchKey: {
+      auto& list = watchers_[request.keys[0]];
+      // Watching twice is watching once: repeated WATCH_KEYs must not grow the list.
+      const bool known = std::any_of(list.begin(), list.end(),
+                                     [&](const auto& w) { return w.lock().get() == conn.get(); });
+      if (!known) list.push_back(conn);
+    }
       wire::put_u8(out, wire::kWatchCallbackRegistered);
       break;
     case Command::kDeleteKey: {
@@ -118,9 +124,17 @@ void ServerState::store(const std::string& key, std::string value) {
 }
 
 void ServerState::wait_or_reply(const std::shared_ptr<Connection>& conn, wire::Request&& request) {
-  // A 1.13 client abandons a timed-out wait without CANCEL_WAIT and simply asks again:
-  // the new request replaces the old one, whose reply nobody reads any more.
-  disconnect_wait(*conn);
+  if (auto it = pending_.find(conn.get()); it != pending_.end()) {
+    // A 1.13 client abandons a timed-out WAIT without CANCEL_WAIT and simply asks again:
+    // the new request replaces it, as nobody reads its reply any more. A parked GET is
+    // different: its reply is still owed, so a second one cannot be answered in order.
+    if (it->second.request.command != Command::kWait) {
+      throw ProtocolError(std::string(wire::command_name(request.command)) + " while a " +
+                          wire::command_name(it->second.request.command) + " of " +
+                          join_keys(it->second.request.keys) + " is still waiting for its keys");
+    }
+    disconnect_wait(*conn);
+  }
   size_t missing = 0;
   for (const auto& k : request.keys) {
     if (data_.count(k) == 0) ++missing;

@@ -27,8 +27,9 @@ class Connection {
 class ServerState {
  public:
   // Executes one request from conn: replies, parks a wait, or wakes others. A new wait
-  // replaces conn's parked one. Throws ProtocolError for a request the connection must be
-  // closed for (ADD on a non-integer value, VALIDATE with a wrong magic).
+  // replaces conn's parked WAIT. Throws ProtocolError for a request the connection must be
+  // closed for (ADD on a non-integer value, VALIDATE with a wrong magic, a wait while a GET
+  // of missing keys is parked).
   void execute(const std::shared_ptr<Connection>& conn, wire::Request&& request);
   // Forgets conn's parked wait and watches (it disconnected).
   void disconnect(Connection& conn);

@@ -13,6 +13,9 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 // A buffer this large is released once drained, so one big value does not pin memory.
 constexpr size_t kKeepCapacity = 1024 * 1024;
+// A client that sends requests but does not read the replies stops being read once this
+// much is queued for it, so its replies cannot grow the server's memory without bound.
+constexpr size_t kMaxQueuedReplyBytes = 16 * 1024 * 1024;
 
 }  // namespace
 
@@ -69,7 +72,12 @@ void StoreSession::on_read(const boost::system::error_code& ec, size_t n) {
     return;
   }
   in_end_ += n;
-  if (process()) do_read();
+  if (!process()) return;
+  if (out_next_.size() + out_writing_.size() > kMaxQueuedReplyBytes) {
+    read_paused_ = true;  // resumed by the write completion once the client catches up
+    return;
+  }
+  do_read();
 }
 
 bool StoreSession::process() {
@@ -135,7 +143,12 @@ void StoreSession::do_write() {
           }
           return;
         }
-        if (!self->out_next_.empty()) self->do_write();
+        if (!self->out_next_.empty()) {
+          self->do_write();
+        } else if (self->read_paused_) {
+          self->read_paused_ = false;
+          self->do_read();
+        }
       });
 }
 

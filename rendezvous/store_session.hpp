@@ -52,6 +52,7 @@ class StoreSession final : public Connection, public std::enable_shared_from_thi
   std::string out_next_;     // replies queued while a write is in flight
   std::string out_writing_;  // the bytes of the write in flight
   bool writing_ = false;
+  bool read_paused_ = false;  // too many replies queued: not reading until they drain
   bool closed_ = false;
 };
 

@@ -324,3 +324,24 @@ TEST_CASE("connect retries until the server appears, then fails naming the endpo
                Catch::Contains("127.0.0.1:" + std::to_string(port)) && Catch::Contains("refused"));
   }
 }
+
+TEST_CASE("a client that does not read its replies is paused, then served in full", "[server]") {
+  StoreServer server(loopback());
+  const std::string big(1024 * 1024, 'b');
+  auto good = client(server.port());
+  good.set("big", big);
+  REQUIRE(good.check({"big"}));  // SET has no reply: make sure it landed before the burst
+  Raw greedy(server.port());
+  std::string burst;
+  for (int i = 0; i < 40; ++i)
+    burst += wire::encode_request(req(wire::Command::kGet, {"big"}), wire::Dialect::kV2);
+  greedy.send(burst);  // 40 MiB of replies, none read yet
+  // Everyone else is served meanwhile.
+  for (int i = 0; i < 50; ++i) CHECK(good.add("others", 1) == i + 1);
+  for (int i = 0; i < 40; ++i) {
+    INFO("reply " << i);
+    REQUIRE(greedy.recv_string() == big);
+  }
+  greedy.send(req(wire::Command::kGetNumKeys));
+  CHECK(greedy.recv_i64() == 2);
+}
