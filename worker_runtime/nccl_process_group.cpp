@@ -95,10 +95,14 @@ struct NcclProcessGroup::Impl {
   std::thread watchdog;
 
   // Non-blocking communicators return ncclInProgress: poll until settled or the deadline.
-  void settle(ncclResult_t rc, const std::string& what, Clock::time_point deadline) {
+  // During init (fatal_on_timeout false) a timeout only throws: nothing is in flight yet.
+  void settle(ncclResult_t rc, const std::string& what, Clock::time_point deadline,
+              bool fatal_on_timeout = true) {
     while (rc == ncclInProgress) {
       if (Clock::now() > deadline) {
-        fatal(what + " did not settle before its deadline");
+        if (fatal_on_timeout) {
+          fatal(what + " did not settle before its deadline");
+        }
         throw CollectiveError("nccl " + what + " on " + endpoint + " timed out");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -149,8 +153,7 @@ struct NcclProcessGroup::Impl {
       std::lock_guard lock(mu);
       broken_reason = reason;
     }
-    ncclCommAbort(comm);
-    comm = nullptr;
+    ncclCommAbort(comm);  // comm stays set: everyone checks `broken` before using it
     const std::string message = "NCCL watchdog on " + endpoint + ": " + reason;
     if (options.on_fatal) {
       options.on_fatal(message);
@@ -274,7 +277,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<rendezvous::Store> store,
   const auto deadline = Clock::now() + options.connect_timeout;
   ncclResult_t rc = ncclCommInitRankConfig(&impl_->comm, options.size, id, options.rank, &config);
   try {
-    impl_->settle(rc, "ncclCommInitRank", deadline);
+    impl_->settle(rc, "ncclCommInitRank", deadline, /*fatal_on_timeout=*/false);
   } catch (const CollectiveError&) {
     if (impl_->comm != nullptr && !impl_->broken.load()) {
       ncclCommAbort(impl_->comm);
