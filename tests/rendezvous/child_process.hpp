@@ -96,6 +96,7 @@ class ChildProcess {
     return output_.substr(0, output_.find('\n'));
   }
   void signal(int signo) { ::kill(pid_, signo); }
+  [[nodiscard]] pid_t pid() const { return pid_; }
   [[nodiscard]] const std::string& output() const { return output_; }
 
  private:

@@ -2,9 +2,15 @@
 // bad input, and stop() while clients are blocked.
 #include "rendezvous/store_server.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <random>
@@ -245,10 +251,50 @@ TEST_CASE("stop() mid-wait gives the client an error at once, not a hang", "[ser
   server->stop();  // idempotent
 }
 
-TEST_CASE("bad frames close only their own connection", "[server][garbage]") {
+namespace {
+// Sends this process's stderr to a file for the scope's duration (the server logs there).
+class StderrCapture {
+ public:
+  StderrCapture() : path_("/tmp/ddp_store_log_" + std::to_string(::getpid())) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    int fd = ::open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~StderrCapture() {
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    ::unlink(path_.c_str());
+  }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+  // The lines logged so far.
+  [[nodiscard]] std::vector<std::string> lines() const {
+    std::ifstream in(path_);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+  // Waits (bounded) until at least n lines were logged, then a little longer for extras.
+  std::vector<std::string> wait_lines(size_t n) const {
+    for (int i = 0; i < 250 && lines().size() < n; ++i) std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(100ms);
+    return lines();
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+}  // namespace
+
+TEST_CASE("bad frames close only their own connection, one log line each", "[server][garbage]") {
   StoreServer server(loopback());
   auto good = client(server.port());
   good.set("k", "v");
+  StderrCapture log;
 
   Raw unknown(server.port());
   unknown.send(std::string("\x63", 1));  // 2.x command 99
@@ -266,11 +312,31 @@ TEST_CASE("bad frames close only their own connection", "[server][garbage]") {
   }
   Raw waiter(server.port());
   waiter.send(req(wire::Command::kWait, {"gone"}));
+  CHECK(waiter.silent());
   waiter.conn.close();  // reset mid-wait: its wait is dropped
+
+  {
+    Raw polite(server.port());  // a clean close between requests is not worth a line
+    polite.send(req(wire::Command::kGetNumKeys));
+    polite.recv_i64();
+  }
 
   good.set("gone", "now");  // wakes nobody; must not touch the closed waiter
   CHECK(good.get("k") == "v");
   CHECK(good.get("gone") == "now");
+
+  const auto lines = log.wait_lines(4);
+  REQUIRE(lines.size() == 4);
+  const std::vector<std::string> reasons = {"unknown command byte 99", "exceeds the limit",
+                                            "truncated frame", "in the middle of a wait"};
+  for (const auto& reason : reasons) {
+    const auto n = std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
+      return l.find(reason) != std::string::npos &&
+             l.find("closing connection from 127.0.0.1:") != std::string::npos;
+    });
+    INFO(reason);
+    CHECK(n == 1);
+  }
 }
 
 TEST_CASE("100 garbage connections while a well-behaved client keeps working",
