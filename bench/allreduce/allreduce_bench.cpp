@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <thread>
 
+#include "device_buffer.hpp"
 #include "worker_runtime/gradient_bucketer.hpp"
 
 namespace ddp::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using worker_runtime::DataType;
 using worker_runtime::ReduceOp;
 
 // Keeps the synthetic compute observable so the optimizer cannot remove it.
@@ -47,13 +49,18 @@ float burn(double ms, float seed, bool off_cpu) {
 
 void run_sizes(worker_runtime::DistContext& ctx, const SizesOptions& options) {
   auto& pg = ctx.process_group();
+  const bool device = ctx.backend() == "nccl";  // NCCL reduces device memory
   for (size_t bytes : options.sizes_bytes) {
-    std::vector<float> buf(bytes / sizeof(float), 1.0f);
-    pg.all_reduce(std::span<float>(buf), ReduceOp::kSum);  // warm-up (allocations, TCP)
-    pg.all_reduce(std::span<float>(buf), ReduceOp::kSum);
+    const size_t count = bytes / sizeof(float);
+    std::vector<float> host(device ? 0 : count, 1.0f);
+    DeviceBuffer dev(device ? bytes : 0);
+    void* data = device ? dev.get() : static_cast<void*>(host.data());
+    auto reduce = [&] { pg.all_reduce(data, count, DataType::kFloat32, ReduceOp::kSum); };
+    reduce();  // warm-up (allocations, connections)
+    reduce();
     // Rank 0 decides the iteration count so both ranks run the same number of collectives.
     const auto t0 = Clock::now();
-    pg.all_reduce(std::span<float>(buf), ReduceOp::kSum);
+    reduce();
     const double one = ms_since(t0);
     std::vector<int64_t> iters = {std::max<int64_t>(
         options.min_iters, static_cast<int64_t>(options.budget_s * 1000.0 / std::max(one, 1e-3)))};
@@ -62,7 +69,7 @@ void run_sizes(worker_runtime::DistContext& ctx, const SizesOptions& options) {
     std::vector<double> times;
     for (int64_t i = 0; i < iters[0]; ++i) {
       const auto start = Clock::now();
-      pg.all_reduce(std::span<float>(buf), ReduceOp::kSum);
+      reduce();
       times.push_back(ms_since(start));
     }
     if (ctx.rank() == 0) {

@@ -46,25 +46,29 @@ run_pair overlap_gpu_like "$BENCH" --mode overlap --bucket-cap-mb 4 --off-cpu
 import statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 def load(name):
-    per = {}
+    per, init = {}, []
     for r in range(1, rounds + 1):
         for line in open(f"{out}/{name}.{r}"):
-            f = line.split("\t")
-            per.setdefault(int(f[1]), []).append(float(f[2]))
-    return {k: statistics.median(v) for k, v in per.items()}
-ours, torch = load("ours"), load("torch")
+            f = line.rstrip("\n").split("\t")
+            if f[0] == "allreduce":
+                per.setdefault(int(f[1]), []).append(float(f[2]))
+            elif f[0] == "init":
+                init.append(float(f[2]))
+    return {k: statistics.median(v) for k, v in per.items()}, statistics.median(init)
+(ours, ours_init), (torch, torch_init) = load("ours"), load("torch")
 print("| size | ours median (ms) | PyTorch 1.13 median (ms) | ours GB/s | PyTorch GB/s | PyTorch / ours |")
 print("| ---: | ---: | ---: | ---: | ---: | ---: |")
 for b in sorted(ours):
     size = f"{b // 1048576} MiB" if b >= 1048576 else f"{b // 1024} KiB"
     o, t = ours[b], torch[b]
     print(f"| {size} | {o:.3f} | {t:.3f} | {b / o / 1e6:.2f} | {b / t / 1e6:.2f} | {t / o:.2f}x |")
+print(f"| init (store + Gloo mesh) | {ours_init:.1f} | {torch_init:.1f} | | | {torch_init / ours_init:.2f}x |")
 print()
 print("| synthetic backward | buckets | all-reduce alone (ms) | backward alone (ms) | both, bucketed (ms) | all-reduce time hidden |")
 print("| --- | ---: | ---: | ---: | ---: | ---: |")
 for name, kind in (("overlap", "busy CPU loop (CPU training)"),
                    ("overlap_gpu_like", "sleep (models GPU kernels)")):
-    f = open(f"{out}/{name}").read().split("\t")
+    f = [l for l in open(f"{out}/{name}") if l.startswith("overlap")][0].split("\t")
     print(f"| {kind} | {f[5].strip()} | {float(f[1]):.1f} | {float(f[2]):.1f} | {float(f[3]):.1f} | "
           f"{float(f[4]) * 100:.0f}% |")
 PY

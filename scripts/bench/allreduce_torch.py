@@ -14,8 +14,11 @@ import torch.distributed as dist
 def main():
     budget_s = float(sys.argv[1])
     sizes = [int(s) for s in sys.argv[2:]]
+    t0 = time.perf_counter()
     dist.init_process_group("gloo", init_method="env://")
     rank = dist.get_rank()
+    if rank == 0:
+        print("init\tgloo\t%.1f" % ((time.perf_counter() - t0) * 1000.0), flush=True)
     for nbytes in sizes:
         buf = torch.ones(nbytes // 4, dtype=torch.float32)
         dist.all_reduce(buf)
