@@ -1,6 +1,7 @@
 // Gloo in real processes: a StoreServer on port 0 in the test process, one rt_test_worker
 // child per rank (killed and reaped whatever happens).
 #include <catch2/catch.hpp>
+#include <functional>
 #include <regex>
 
 #include "rendezvous/store_server.hpp"
@@ -20,12 +21,23 @@ struct Job {
   std::vector<std::string> error_files;
 };
 
-// Starts ranks [0, started) of a world of `world` and waits for all of them.
-Job run_job(const std::string& scenario, int world, int started, const std::string& timeout_ms,
-            const TempDir& dir) {
-  ddp::rendezvous::StoreServerOptions so;
-  so.host = "127.0.0.1";
-  ddp::rendezvous::StoreServer server(so);
+using EnvFor = std::function<std::map<std::string, std::string>(int rank)>;
+
+// The torchrun contract of `rank` in a world of `world`, the store at port (agent-hosted).
+std::map<std::string, std::string> torchrun_env(int rank, int world, uint16_t port) {
+  return {{"RANK", std::to_string(rank)},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_WORLD_SIZE", std::to_string(world)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)},
+          {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+          {"DDPLAUNCH_BACKEND", "gloo"}};
+}
+
+// Starts ranks [0, started) with env_for(rank) (+ an error file each) and waits for all.
+Job run_ranks_with(const std::string& scenario, int started, const std::string& timeout_ms,
+                   const TempDir& dir, const EnvFor& env_for) {
   std::vector<std::unique_ptr<Child>> children;
   Job job;
   for (int r = 0; r < started; ++r) {
@@ -33,18 +45,10 @@ Job run_job(const std::string& scenario, int world, int started, const std::stri
     const std::string err = (dir.path() / ("error" + std::to_string(r) + ".json")).string();
     job.logs.push_back(log);
     job.error_files.push_back(err);
-    children.push_back(std::make_unique<Child>(
-        std::vector<std::string>{kWorker, scenario, timeout_ms},
-        std::map<std::string, std::string>{{"RANK", std::to_string(r)},
-                                           {"LOCAL_RANK", std::to_string(r)},
-                                           {"WORLD_SIZE", std::to_string(world)},
-                                           {"LOCAL_WORLD_SIZE", std::to_string(world)},
-                                           {"MASTER_ADDR", "127.0.0.1"},
-                                           {"MASTER_PORT", std::to_string(server.port())},
-                                           {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                           {"TORCHELASTIC_ERROR_FILE", err},
-                                           {"DDPLAUNCH_BACKEND", "gloo"}},
-        log));
+    auto env = env_for(r);
+    env["TORCHELASTIC_ERROR_FILE"] = err;
+    children.push_back(
+        std::make_unique<Child>(std::vector<std::string>{kWorker, scenario, timeout_ms}, env, log));
   }
   for (auto& c : children) {
     job.codes.push_back(exit_code(c->wait(60s)));
@@ -56,6 +60,25 @@ Job run_job(const std::string& scenario, int world, int started, const std::stri
     err = read_file(err);
   }
   return job;
+}
+
+// Ranks [0, started) of a world of `world`, with a StoreServer on port 0 in this process
+// standing in for the agent's store.
+Job run_job(const std::string& scenario, int world, int started, const std::string& timeout_ms,
+            const TempDir& dir) {
+  ddp::rendezvous::StoreServerOptions so;
+  so.host = "127.0.0.1";
+  ddp::rendezvous::StoreServer server(so);
+  return run_ranks_with(scenario, started, timeout_ms, dir,
+                        [&](int rank) { return torchrun_env(rank, world, server.port()); });
+}
+
+// A port the kernel just handed out (bound to 0, then released) for rank 0's own server.
+uint16_t free_port() {
+  ddp::rendezvous::StoreServerOptions so;
+  so.host = "127.0.0.1";
+  ddp::rendezvous::StoreServer probe(so);
+  return probe.port();
 }
 
 std::vector<std::string> results(const std::string& log) {
@@ -118,4 +141,38 @@ TEST_CASE("a rank skipping a collective makes it time out, not hang",
   CHECK(job.codes[1] == 0);
   CHECK_THAT(job.error_files[0],
              Contains("all_reduce(sum, float32 x 16)") && Contains("timeout 1000 ms"));
+}
+
+TEST_CASE("without an agent store rank 0 hosts it (manual launch)", "[gloo][multiprocess]") {
+  TempDir dir;
+  const uint16_t port = free_port();
+  const Job job = run_ranks_with("collectives", 3, "30000", dir, [&](int rank) {
+    auto env = torchrun_env(rank, 3, port);
+    env.erase("TORCHELASTIC_USE_AGENT_STORE");
+    return env;
+  });
+  for (int r = 0; r < 3; ++r) {
+    INFO("rank " << r << " log:\n" << job.logs[static_cast<size_t>(r)]);
+    CHECK(job.codes[static_cast<size_t>(r)] == 0);
+    CHECK_THAT(job.logs[static_cast<size_t>(r)], Contains("RESULT gathered 0 1 4"));
+  }
+}
+
+TEST_CASE("a bare srun step joins through the SLURM variables", "[gloo][multiprocess][slurm]") {
+  TempDir dir;
+  const uint16_t port = free_port();
+  const Job job = run_ranks_with("collectives", 2, "30000", dir, [&](int rank) {
+    return std::map<std::string, std::string>{{"SLURM_PROCID", std::to_string(rank)},
+                                              {"SLURM_LOCALID", std::to_string(rank)},
+                                              {"SLURM_NTASKS", "2"},
+                                              {"SLURM_NNODES", "1"},
+                                              {"SLURM_JOB_NODELIST", "127.0.0.1"},
+                                              {"MASTER_PORT", std::to_string(port)},
+                                              {"DDPLAUNCH_BACKEND", "gloo"}};
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << " log:\n" << job.logs[static_cast<size_t>(r)]);
+    CHECK(job.codes[static_cast<size_t>(r)] == 0);
+    CHECK_THAT(job.logs[static_cast<size_t>(r)], Contains("RESULT gathered 0 1"));
+  }
 }
