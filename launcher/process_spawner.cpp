@@ -30,11 +30,27 @@ namespace {
 // Only async-signal-safe calls between fork() and exec (the agent has threads).
 pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int in_fd, int out_fd,
                   int err_fd, pid_t agent_pid) {
+  // Until exec, the child carries the agent's Asio signal handlers, which would report a
+  // signal sent to the young worker (a stop racing its start) as a signal to the agent.
+  // So every signal stays blocked across fork() until the child has reset its handlers.
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   pid_t pid = ::fork();
   if (pid != 0) {
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     // Also in the parent, so a killpg() right after spawn() can never miss the child.
     if (pid > 0) ::setpgid(pid, pid);
     return pid;
+  }
+  // Caught signals go back to their defaults; ignored ones stay ignored (nohup's SIGHUP).
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) != 0) continue;
+    bool caught = (current.sa_flags & SA_SIGINFO) != 0 ||
+                  (current.sa_handler != SIG_IGN && current.sa_handler != SIG_DFL);
+    if (caught) ::signal(sig, SIG_DFL);
   }
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -43,7 +59,7 @@ pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int 
   if (in_fd >= 0) ::dup2(in_fd, STDIN_FILENO);
   ::dup2(out_fd, STDOUT_FILENO);
   ::dup2(err_fd, STDERR_FILENO);
-  // The agent's loop may block signals in its threads; workers start with a clean mask.
+  // Workers start with a clean mask (pending stop signals are delivered now, by default).
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

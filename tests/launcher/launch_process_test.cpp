@@ -326,6 +326,8 @@ TEST_CASE("a worker program that cannot be executed fails with 127 and says why"
   std::ofstream(script) << "#!/nonexistent/interpreter\n";
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   ChildProcess agent(launch({"--nproc_per_node=2", "--standalone", script.string()}, dir));
-  CHECK(agent.wait_for(kRunTimeout) == 127);
+  auto status = agent.wait_for(kRunTimeout);
+  INFO(agent.out() << agent.err());
+  CHECK(status.value_or(-1) == 127);
   CHECK_THAT(agent.out() + agent.err(), Contains("exec failed: " + script.string()));
 }

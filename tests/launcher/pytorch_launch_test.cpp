@@ -59,3 +59,24 @@ TEST_CASE("a legacy torch.distributed.launch script reading --local_rank works",
   CHECK_THAT(agent.out(), Contains("[default0]:local_rank=0 lr=0.5 world=2"));
   CHECK_THAT(agent.out(), Contains("[default1]:local_rank=1 lr=0.5 world=2"));
 }
+
+TEST_CASE("PyTorch's own @record error file feeds the failure summary", "[pytorch]") {
+  if (!have_torch()) {
+    WARN("skipped: /usr/bin/python3 cannot import torch.distributed");
+    return;
+  }
+  ChildOptions options;
+  options.argv = {ddplaunch_path(), "--nproc_per_node=2", "--standalone",
+                  worker_script("record_failure.py")};
+  options.env = {{"PYTHON_EXEC", kPython}};
+  ChildProcess agent(options);
+  auto status = agent.wait_for(240s);
+  INFO(agent.out() << agent.err());
+  CHECK(status == 1);
+  auto err = agent.err();
+  CHECK_THAT(err, Contains("record_failure.py FAILED"));
+  CHECK_THAT(err, Contains("rank      : 1 (local_rank: 1)"));
+  CHECK_THAT(err, Contains("rank 1 found a NaN in the loss"));
+  CHECK_THAT(err, Contains("traceback :"));
+  CHECK_THAT(err, Contains("in main"));
+}
