@@ -12,9 +12,9 @@ namespace ddp::rendezvous {
 struct StoreServerOptions {
   std::string host = "0.0.0.0";  // address to bind
   uint16_t port = 0;             // 0: the kernel picks a free port (see StoreServer::port())
-  size_t max_key_bytes = 64 * 1024;
-  size_t max_value_bytes = 64 * 1024 * 1024;
-  size_t max_keys_per_request = 128 * 1024;
+  size_t max_key_bytes = size_t{64} * 1024;
+  size_t max_value_bytes = size_t{64} * 1024 * 1024;
+  size_t max_keys_per_request = size_t{128} * 1024;
 };
 
 class StoreServer {

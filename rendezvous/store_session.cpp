@@ -10,12 +10,12 @@ namespace {
 
 // Bytes asked of the kernel per read. The buffer grows by what actually arrives, never by
 // what a frame claims, so garbage lengths cost nothing.
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadChunk = size_t{64} * 1024;
 // A buffer this large is released once drained, so one big value does not pin memory.
-constexpr size_t kKeepCapacity = 1024 * 1024;
+constexpr size_t kKeepCapacity = size_t{1024} * 1024;
 // A client that sends requests but does not read the replies stops being read once this
 // much is queued for it, so its replies cannot grow the server's memory without bound.
-constexpr size_t kMaxQueuedReplyBytes = 16 * 1024 * 1024;
+constexpr size_t kMaxQueuedReplyBytes = size_t{16} * 1024 * 1024;
 
 }  // namespace
 

@@ -55,9 +55,9 @@ inline constexpr uint8_t kWatchCallbackRegistered = 3;
 inline constexpr uint8_t kWatchKeyAppended = 4;
 
 struct Limits {
-  size_t max_key_bytes = 64 * 1024;
-  size_t max_value_bytes = 64 * 1024 * 1024;
-  size_t max_keys_per_request = 128 * 1024;
+  size_t max_key_bytes = size_t{64} * 1024;
+  size_t max_value_bytes = size_t{64} * 1024 * 1024;
+  size_t max_keys_per_request = size_t{128} * 1024;
 };
 
 // One decoded request. keys/values are filled per command (SET: 1 key + 1 value,

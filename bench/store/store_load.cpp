@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <memory>
 
@@ -27,7 +28,7 @@ namespace wire = rendezvous::wire;
 double LoadResult::percentile_us(double p) const {
   if (round_trip_us.empty()) return 0;
   std::vector<double> v = round_trip_us;
-  const auto idx = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  const auto idx = static_cast<size_t>(std::lround(p / 100.0 * static_cast<double>(v.size() - 1)));
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(idx), v.end());
   return v[idx];
 }
@@ -200,6 +201,7 @@ LoadResult run_load(const LoadOptions& options) {
   shared.samples.resize(static_cast<size_t>(options.clients));
   shared.connect_deadline = Clock::now() + std::chrono::seconds(30);
   std::vector<std::shared_ptr<LoadClient>> clients;
+  clients.reserve(static_cast<size_t>(options.clients));
   for (int i = 0; i < options.clients; ++i) {
     clients.push_back(std::make_shared<LoadClient>(shared, i));
   }
