@@ -20,19 +20,23 @@ int run_training(const TrainOptions& options) {
   std::unique_ptr<wr::DistContext> context;
   std::unique_ptr<SoloProcessGroup> solo;
   wr::ProcessGroup* group = nullptr;
-  int restart_count = 0;
+  WorkerInfo worker;
   if (launched) {
     wr::InitOptions init;
-    // This build's model runs on the CPU, so "auto" means Gloo (host buffers) here.
-    init.backend = options.backend == "auto" ? "gloo" : options.backend;
+    init.backend = options.backend;  // auto: NCCL when built with CUDA and a GPU is visible
     context = wr::init(init);
     group = &context->process_group();
-    restart_count = context->restart_count();
+    worker.restart_count = context->restart_count();
+    worker.local_rank = context->local_rank();
+    // NCCL reduces device buffers, so the model lives on the GPU exactly when NCCL is used.
+    worker.use_cuda = context->backend() == "nccl";
   } else {
     solo = std::make_unique<SoloProcessGroup>();
     group = solo.get();
+    worker.use_cuda =
+        options.backend == "nccl" || (options.backend == "auto" && wr::cuda_device_count() > 0);
   }
-  Trainer trainer(options, *group, restart_count, prepare_data(options));
+  Trainer trainer(options, *group, worker, prepare_data(options));
   const TrainResult result = trainer.run();
   if (group->rank() == 0) {
     std::cout << "[train] done: " << result.steps << " steps, global validation accuracy "

@@ -54,16 +54,16 @@ std::string fmt(double v, int digits, bool scientific = false) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainOptions& options, wr::ProcessGroup& group, int restart_count,
+Trainer::Trainer(const TrainOptions& options, wr::ProcessGroup& group, const WorkerInfo& worker,
                  Split data)
     : options_(options),
       group_(group),
       rank_(group.rank()),
       world_(group.size()),
-      restart_count_(restart_count),
+      restart_count_(worker.restart_count),
       data_(std::move(data)),
-      model_(model_sizes(options, data_.train)),
-      optimizer_(make_optimizer(options.optimizer, model_.parameters().size())),
+      model_(make_model(worker.use_cuda, worker.local_rank, model_sizes(options, data_.train),
+                        options.optimizer)),
       bucketer_(group, bucketer_options(options)),
       sampler_(sampler_options(options, data_.train, group.rank(), group.size())),
       consistency_(group, options.consistency_every),
@@ -81,10 +81,10 @@ Trainer::Trainer(const TrainOptions& options, wr::ProcessGroup& group, int resta
   schedule_ = LrSchedule{options_.lr, options_.warmup_steps, steps_per_epoch * options_.epochs,
                          options_.min_lr_ratio};
   // Backward finishes the last layer first, so it is registered (and bucketed) first.
-  for (std::size_t l = model_.layers().size(); l-- > 0;) {
-    bucketer_.add_gradient(model_.layer_gradients(l));
+  for (std::size_t l = model_->layers().size(); l-- > 0;) {
+    bucketer_.add_gradient(model_->layer_gradients(l));
   }
-  model_.init(options_.seed);
+  model_->init(options_.seed);
 }
 
 std::string Trainer::checkpoint_path() const {
@@ -102,18 +102,19 @@ std::optional<int64_t> Trainer::resume() {
                           std::to_string(options_.seed) +
                           ": use another --checkpoint_dir or the same seed");
   }
-  const auto params = model_.parameters();
-  for (std::size_t l = 0; l < model_.layers().size(); ++l) {
-    const LayerSlot& s = model_.layers()[l];
+  const auto params = model_->host_parameters();
+  for (std::size_t l = 0; l < model_->layers().size(); ++l) {
+    const LayerSlot& s = model_->layers()[l];
     const auto out = static_cast<int64_t>(s.out);
     const auto in = static_cast<int64_t>(s.in);
     wr::restore_tensor(ckpt, weight_name(l), {out, in}, params.subspan(s.offset, s.out * s.in));
     wr::restore_tensor(ckpt, bias_name(l), {out}, params.subspan(s.offset + s.out * s.in, s.out));
   }
-  for (const StateBuffer& b : optimizer_->state_buffers()) {
+  for (const StateBuffer& b : model_->host_optimizer_buffers()) {
     wr::restore_tensor(ckpt, b.name, {static_cast<int64_t>(b.data.size())}, b.data);
   }
-  optimizer_->load_scalar_state(ckpt.state.optimizer);
+  model_->load_optimizer_scalar_state(ckpt.state.optimizer);
+  model_->push_host_state();
   epoch_ = ckpt.state.epoch;
   samples_seen_ = ckpt.state.extra.value("samples_seen", int64_t{0});
   // Positions are kept as global samples so a resume at another world size continues at the
@@ -129,10 +130,10 @@ TrainResult Trainer::run() {
   std::optional<int64_t> start = resume();
   result.resumed = start.has_value();
   // Identical init from the seed, or the same checkpoint: verify before spending any compute.
-  consistency_.check(step_, {model_.parameters()});
+  consistency_.check(step_, {model_->host_parameters()});
   if (rank_ == 0) {
     std::cout << "[train] " << world_ << " rank(s), backend " << group_.backend() << ", model "
-              << model_.parameters().size() << " parameters, " << data_.train.rows() << " train / "
+              << model_->num_parameters() << " parameters, " << data_.train.rows() << " train / "
               << data_.validation.rows() << " validation rows, "
               << sampler_.num_samples() / options_.batch_size << " steps/epoch" << std::endl;
     if (result.resumed) {
@@ -170,7 +171,9 @@ bool Trainer::train_epoch(int64_t start) {
     train_step(std::span<const int64_t>(indices).subspan(off, batch));
     const int64_t position = start + static_cast<int64_t>(off + batch);
     if (step_ % options_.log_every == 0) log_progress();
-    consistency_.maybe_check(step_, {model_.parameters()});
+    if (options_.consistency_every > 0 && step_ % options_.consistency_every == 0) {
+      consistency_.check(step_, {model_->host_parameters()});  // a device copy on a GPU
+    }
     if (!options_.checkpoint_dir.empty() && options_.checkpoint_every > 0 &&
         step_ % options_.checkpoint_every == 0) {
       save_checkpoint(checkpoint_path(), epoch_, position, true);
@@ -190,12 +193,12 @@ void Trainer::train_step(std::span<const int64_t> indices) {
     std::copy(src.begin(), src.end(), batch_x_.begin() + static_cast<std::ptrdiff_t>(i * f));
     batch_y_[i] = data_.train.labels[row];
   }
-  const std::size_t last = model_.layers().size() - 1;
-  const BatchResult r = model_.train_batch(
+  const std::size_t last = model_->layers().size() - 1;
+  const BatchResult r = model_->train_batch(
       batch_x_, batch_y_, [this, last](std::size_t layer) { bucketer_.mark_ready(last - layer); });
   bucketer_.wait();  // gradients now averaged over ranks
   lr_ = schedule_.at(step_);
-  optimizer_->step(model_.parameters(), model_.gradients(), lr_);
+  model_->step(lr_);
   ++step_;
   samples_seen_ += static_cast<int64_t>(indices.size()) * world_;
   loss_sum_ += r.loss_sum;
@@ -252,7 +255,7 @@ EvalResult Trainer::evaluate(int64_t epoch) {
       std::copy_n(val.row(row).data(), f, batch_x_.data() + i * f);
       batch_y_[i] = val.labels[row];
     }
-    const BatchResult r = model_.evaluate(batch_x_, batch_y_);
+    const BatchResult r = model_->evaluate(batch_x_, batch_y_);
     local.loss_sum += r.loss_sum;
     local.correct += r.correct;
     local.count += r.count;
@@ -281,9 +284,9 @@ EvalResult Trainer::evaluate(int64_t epoch) {
 void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t position,
                               bool with_state) {
   std::vector<wr::TensorRef> tensors;
-  const auto params = std::span<const float>(model_.parameters());
-  for (std::size_t l = 0; l < model_.layers().size(); ++l) {
-    const LayerSlot& s = model_.layers()[l];
+  const auto params = std::span<const float>(model_->host_parameters());
+  for (std::size_t l = 0; l < model_->layers().size(); ++l) {
+    const LayerSlot& s = model_->layers()[l];
     const auto out = static_cast<int64_t>(s.out);
     const auto in = static_cast<int64_t>(s.in);
     tensors.push_back({weight_name(l), {out, in}, params.subspan(s.offset, s.out * s.in)});
@@ -296,13 +299,14 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t po
   state.world_size = world_;
   state.seed = options_.seed;
   state.extra = {{"samples_seen", samples_seen_}};
-  std::vector<std::size_t> sizes = model_.sizes();
+  std::vector<std::size_t> sizes{model_->layers().front().in};
+  for (const LayerSlot& slot : model_->layers()) sizes.push_back(slot.out);
   state.extra["layer_sizes"] = sizes;
   if (with_state) {
-    for (const StateBuffer& b : optimizer_->state_buffers()) {
+    for (const StateBuffer& b : model_->host_optimizer_buffers()) {
       tensors.push_back({b.name, {static_cast<int64_t>(b.data.size())}, b.data});
     }
-    state.optimizer = optimizer_->scalar_state();
+    state.optimizer = model_->optimizer_scalar_state();
   }
   if (rank_ == 0) {
     std::error_code ignored;  // a parent that already exists is fine; save reports real errors

@@ -12,7 +12,7 @@
 #include "trainer/dataset.hpp"
 #include "trainer/lr_schedule.hpp"
 #include "trainer/metrics_log.hpp"
-#include "trainer/mlp.hpp"
+#include "trainer/model.hpp"
 #include "trainer/optimizer.hpp"
 #include "trainer/train_options.hpp"
 #include "worker_runtime/consistency.hpp"
@@ -35,18 +35,25 @@ struct TrainResult {
   bool resumed = false;   // started from a checkpoint
 };
 
+// Who this worker is beyond its rank, and where its model lives.
+struct WorkerInfo {
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT (fault injection fires on attempt 0)
+  int local_rank = 0;     // CUDA device of the GPU model
+  bool use_cuda = false;  // GPU model (gradients in device memory: NCCL group or solo)
+};
+
 class Trainer {
  public:
-  // restart_count is TORCHELASTIC_RESTART_COUNT (fault injection fires only on attempt 0).
   // ConfigError when the data does not fit the model flags.
-  Trainer(const TrainOptions& options, worker_runtime::ProcessGroup& group, int restart_count,
-          Split data);
+  Trainer(const TrainOptions& options, worker_runtime::ProcessGroup& group,
+          const WorkerInfo& worker, Split data);
 
   // Trains to the end (or --max_steps), resuming from --checkpoint_dir when it holds a
   // checkpoint. Collective: every rank calls it.
   TrainResult run();
 
-  [[nodiscard]] const Mlp& model() const { return model_; }
+  // Parameters on the host (a copy for a GPU model).
+  [[nodiscard]] std::span<const float> parameters() { return model_->host_parameters(); }
   // Gradient buckets whose all-reduce started during the last step's backward pass.
   [[nodiscard]] std::size_t buckets_launched_early() const {
     return bucketer_.buckets_launched_early();
@@ -70,8 +77,7 @@ class Trainer {
   int world_;
   int restart_count_;
   Split data_;
-  Mlp model_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<Model> model_;
   worker_runtime::GradientBucketer bucketer_;
   worker_runtime::DistributedSampler sampler_;
   worker_runtime::ConsistencyChecker consistency_;

@@ -39,10 +39,11 @@ struct Outcome {
 
 Outcome train(const TrainOptions& o) {
   SoloProcessGroup group;
-  Trainer t(o, group, /*restart_count=*/0, prepare_data(o));
+  Trainer t(o, group, WorkerInfo{}, prepare_data(o));
   Outcome out;
   out.result = t.run();
-  out.params.assign(t.model().parameters().begin(), t.model().parameters().end());
+  const auto params = t.parameters();
+  out.params.assign(params.begin(), params.end());
   return out;
 }
 
@@ -135,7 +136,7 @@ TEST_CASE("small buckets start their all-reduce during backward", "[loop][overla
   o.max_steps = 2;
   o.bucket_cap_mb = 0.1;  // layers of ~2k, ~66k and ~2k floats: a bucket each
   ddp::trainer::SoloProcessGroup group;
-  Trainer t(o, group, 0, prepare_data(o));
+  Trainer t(o, group, WorkerInfo{}, prepare_data(o));
   t.run();
   // Every bucket is started from backward's layer-ready callbacks (last layer first), the
   // first two while the layers below are still being computed; none is left for wait().
