@@ -17,7 +17,10 @@ int64_t apply_add(KeyValueMap& data, const std::string& key, int64_t delta) {
                           "' is not a decimal integer");
     }
   }
-  current += delta;
+  if (__builtin_add_overflow(current, delta, &current)) {
+    throw ProtocolError("add on key '" + key + "': " + it->second + " + " + std::to_string(delta) +
+                        " overflows int64");
+  }
   data[key] = std::to_string(current);
   return current;
 }

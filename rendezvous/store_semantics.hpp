@@ -10,7 +10,7 @@ namespace ddp::rendezvous {
 using KeyValueMap = std::unordered_map<std::string, std::string>;
 
 // ADD: the value is decimal ASCII (missing = 0); stores and returns value + delta.
-// Throws ProtocolError when the stored value is not an integer.
+// Throws ProtocolError when the stored value is not an integer or the sum overflows.
 int64_t apply_add(KeyValueMap& data, const std::string& key, int64_t delta);
 
 // COMPARE_SET as PyTorch: missing key + empty expected -> set desired; missing key +

@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -45,6 +46,7 @@ struct StoreServer::Impl {
   std::atomic<size_t> num_connections{0};
   uint16_t port = 0;
   std::thread thread;
+  std::mutex stop_mu;
   bool stopped = false;
 };
 
@@ -166,6 +168,7 @@ const std::string& StoreServer::host() const {
 }
 
 void StoreServer::stop() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);  // stop() from two threads: one joins
   if (!impl_->thread.joinable()) return;
   asio::post(impl_->io, [impl = impl_.get()] { impl->stop_all(); });
   impl_->thread.join();

@@ -1,5 +1,6 @@
 // Contract tests written once and run against every Store implementation.
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <future>
 #include <memory>
 #include <thread>
@@ -128,4 +129,18 @@ TEMPLATE_TEST_CASE("store contract: a blocked get returns once another client se
   writer->set("later", "value");
   REQUIRE(reader.wait_for(10s) == std::future_status::ready);
   CHECK(reader.get() == "value");
+}
+
+TEMPLATE_TEST_CASE("store contract: add on a non-integer or past int64 is refused", "[store]",
+                   STORE_FIXTURES) {
+  TestType fixture;
+  auto store = fixture.make();
+  store->set("text", "abc");
+  // Memory stores throw ProtocolError; a TCP server closes that connection (StoreError), and
+  // the client reconnects on its next call.
+  CHECK_THROWS_AS(store->add("text", 1), ddp::Error);
+  store->set("big", std::to_string(INT64_MAX));
+  CHECK_THROWS_AS(store->add("big", 1), ddp::Error);
+  CHECK(store->get("big") == std::to_string(INT64_MAX));  // unchanged
+  CHECK(store->add("fine", 2) == 2);
 }
