@@ -76,7 +76,7 @@ TEST_CASE("PET_<NAME> sets an option; the flag wins", "[cli]") {
   CHECK_THAT(error_of({"/bin/true"}, env), Contains("PET_MAX_RESTARTS=many"));
 }
 
-TEST_CASE("-r/-t take torchrun's values and per-rank maps", "[cli]") {
+TEST_CASE("redirects and tee take torchrun's values and per-rank maps", "[cli]") {
   auto config = parse({"-r", "3", "--tee=0:1,1:2", "/bin/true"});
   CHECK(config.redirects.mode_for(5) == 3);
   CHECK(config.tee.mode_for(0) == 1);
@@ -121,7 +121,7 @@ TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
   CHECK_THAT(error_of({}), Contains("no training program"));
 }
 
-TEST_CASE("--help prints the options and runs nothing", "[cli]") {
+TEST_CASE("help prints the options and runs nothing", "[cli]") {
   auto command_line = parse_command_line({"--help"}, kEnv);
   CHECK_FALSE(command_line.config.has_value());
   CHECK_THAT(command_line.help, Contains("--nproc_per_node"));

@@ -263,7 +263,7 @@ TEST_CASE("heavy output: every line whole, prefixed, in order, never mixed", "[p
   CHECK(tails == std::vector<int>{1, 1, 1});  // partial last lines flushed at exit
 }
 
-TEST_CASE("--log_dir layout, -t tee, --local_ranks_filter and the events file", "[process]") {
+TEST_CASE("log_dir layout, tee, local_ranks_filter and the events file", "[process]") {
   TempDir dir;
   auto events = dir.path() / "events.jsonl";
   ChildProcess agent(launch({"--nproc_per_node=2", "--standalone", "--run_id=myrun", "--log_dir",
@@ -309,7 +309,7 @@ TEST_CASE("bad flags: exit 2, the value named, nothing spawned", "[process]") {
   CHECK_FALSE(std::filesystem::exists(marker));
 }
 
-TEST_CASE("--no_agent_store: workers are told to host the store themselves", "[process]") {
+TEST_CASE("no_agent_store: workers are told to host the store themselves", "[process]") {
   TempDir dir;
   ChildProcess agent(launch(
       {"--nproc_per_node=2", "--standalone", "--no_agent_store", worker_script("env_dump.sh")},

@@ -74,7 +74,7 @@ TEST_CASE("the prefix template takes role, rank and local rank", "[logs]") {
   CHECK(out.text() == "raw\n");
 }
 
-TEST_CASE("-r sends streams to files only, -t to files and the console", "[logs]") {
+TEST_CASE("redirected streams go to files only, teed ones to files and the console", "[logs]") {
   CaptureFile out, err;
   auto dir =
       std::filesystem::temp_directory_path() / ("log_router_dir_" + std::to_string(::getpid()));
@@ -101,7 +101,7 @@ TEST_CASE("-r sends streams to files only, -t to files and the console", "[logs]
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("--local_ranks_filter limits the console, not the files", "[logs]") {
+TEST_CASE("local_ranks_filter limits the console, not the files", "[logs]") {
   CaptureFile out;
   LogRouterOptions options;
   options.stdout_fd = out.fd;
