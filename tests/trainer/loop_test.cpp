@@ -1,5 +1,6 @@
 // The training loop in-process (one rank, no launcher): learning, checkpoints, resume, metrics.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include "trainer/prepare_data.hpp"
 #include "trainer/solo_process_group.hpp"
 #include "trainer/trainer.hpp"
+#include "worker_runtime/dist_context.hpp"
 
 using namespace ddp::trainer;
 using Catch::Matchers::Contains;
@@ -37,9 +39,9 @@ struct Outcome {
   std::vector<float> params;
 };
 
-Outcome train(const TrainOptions& o) {
+Outcome train(const TrainOptions& o, const WorkerInfo& worker = {}) {
   SoloProcessGroup group;
-  Trainer t(o, group, WorkerInfo{}, prepare_data(o));
+  Trainer t(o, group, worker, prepare_data(o));
   Outcome out;
   out.result = t.run();
   const auto params = t.parameters();
@@ -148,4 +150,35 @@ TEST_CASE("a batch larger than a rank's share of the data is refused", "[loop]")
   TrainOptions o = small_run(dir);
   o.batch_size = 1000;
   CHECK_THROWS_WITH(train(o), Contains("--batch_size 1000") && Contains("256 training rows"));
+}
+
+TEST_CASE("the CUDA model trains like the CPU model", "[gpu]") {
+  if (ddp::worker_runtime::cuda_device_count() == 0) {
+    WARN("no GPU visible: skipped");
+    return;
+  }
+  TempDir cpu_dir;
+  TempDir gpu_dir;
+  for (const char* optimizer : {"adamw", "sgd"}) {
+    TrainOptions o = small_run(cpu_dir);
+    o.optimizer.name = optimizer;
+    const Outcome cpu = train(o);
+    TrainOptions g = small_run(gpu_dir);
+    g.optimizer.name = optimizer;
+    WorkerInfo gpu;
+    gpu.use_cuda = true;
+    const Outcome cuda = train(g, gpu);
+    double diff = 0;
+    double norm = 0;
+    for (std::size_t i = 0; i < cpu.params.size(); ++i) {
+      const double d = static_cast<double>(cpu.params[i]) - static_cast<double>(cuda.params[i]);
+      diff += d * d;
+      norm += static_cast<double>(cpu.params[i]) * static_cast<double>(cpu.params[i]);
+    }
+    INFO(optimizer);
+    CHECK(std::sqrt(diff / norm) < 1e-3);  // cuBLAS and OpenBLAS sum in different orders
+    CHECK(cuda.result.validation.accuracy > 0.9);
+    std::filesystem::remove_all(cpu_dir.path() / "ckpt");
+    std::filesystem::remove_all(gpu_dir.path() / "ckpt");
+  }
 }
