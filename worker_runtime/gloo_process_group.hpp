@@ -1,8 +1,9 @@
 #pragma once
 // ProcessGroup over Gloo's TCP transport. Rendezvous goes through our Store (adapter to
 // gloo::rendezvous::Store); the transport binds the local address that routes to MASTER_ADDR.
-// Gloo collectives block, so every collective runs on one communication thread, in issue
-// order; blocking calls enqueue and wait, async ones return a Work.
+// Gloo collectives block, so async collectives run on one communication thread, in issue
+// order; a blocking call runs inline when that thread is idle. Payloads up to
+// direct_max_bytes go over a direct TCP mesh in one step instead of Gloo's ring.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +27,9 @@ struct GlooOptions {
   std::string route_to = "127.0.0.1";
   // Store key prefix of this group's rendezvous (distinct per group sharing one store).
   std::string store_prefix = "gloo";
+  // Collectives whose payload is at most this many bytes skip Gloo's ring and go over a
+  // direct mesh in one step (see direct_mesh.hpp); 0 disables the mesh.
+  size_t direct_max_bytes = 256 * 1024;
 };
 
 class GlooProcessGroup final : public ProcessGroup {
@@ -51,9 +55,6 @@ class GlooProcessGroup final : public ProcessGroup {
 
  private:
   struct Impl;
-  // The all_reduce itself, run on the comm thread or inline (tag chosen by the runner).
-  std::function<void(uint32_t)> all_reduce_job(void* data, size_t count, DataType type, ReduceOp op,
-                                               Duration timeout);
   std::unique_ptr<Impl> impl_;
 };
 

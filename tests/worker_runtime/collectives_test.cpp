@@ -17,13 +17,15 @@ using namespace std::chrono_literals;
 namespace {
 
 std::unique_ptr<GlooProcessGroup> make_group(std::shared_ptr<ddp::rendezvous::Store> store,
-                                             int rank, int world, Duration connect_timeout = 20s) {
+                                             int rank, int world, Duration connect_timeout = 20s,
+                                             size_t direct_max_bytes = 256 * 1024) {
   GlooOptions o;
   o.rank = rank;
   o.size = world;
   o.timeout = 20s;
   o.connect_timeout = connect_timeout;
   o.bind_addr = "127.0.0.1";
+  o.direct_max_bytes = direct_max_bytes;
   return std::make_unique<GlooProcessGroup>(std::move(store), o);
 }
 
@@ -31,9 +33,11 @@ std::unique_ptr<GlooProcessGroup> make_group(std::shared_ptr<ddp::rendezvous::St
 
 TEST_CASE("gloo all_reduce: sum, avg, min, max over float, double, int64", "[gloo]") {
   const int world = GENERATE(2, 3, 4);
+  // Both paths: Gloo's ring only (0), the direct mesh for everything (64 MiB).
+  const size_t direct = GENERATE(size_t{0}, size_t{64} << 20);
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   run_ranks(world, [&](int rank) {
-    auto pg = make_group(store, rank, world);
+    auto pg = make_group(store, rank, world, 20s, direct);
     // Rank r holds r+1 (+i): sum = W(W+1)/2, min = 1, max = W.
     std::vector<float> f(1000);
     std::iota(f.begin(), f.end(), static_cast<float>(rank + 1));
@@ -62,9 +66,10 @@ TEST_CASE("gloo all_reduce: sum, avg, min, max over float, double, int64", "[glo
 
 TEST_CASE("gloo broadcast, all_gather and barrier", "[gloo]") {
   const int world = GENERATE(2, 4);
+  const size_t direct = GENERATE(size_t{0}, size_t{64} << 20);
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   run_ranks(world, [&](int rank) {
-    auto pg = make_group(store, rank, world);
+    auto pg = make_group(store, rank, world, 20s, direct);
     const int root = world - 1;
     std::vector<double> b(300, rank == root ? 42.5 : -1.0);
     pg->broadcast(std::span<double>(b), root);
@@ -189,4 +194,34 @@ TEST_CASE("init() with a shared store joins ranks under /worker/attempt_<restart
     ctx->store().set("hello/" + std::to_string(rank), "x");
   });
   CHECK(base->check({"/worker/attempt_4/hello/0", "/worker/attempt_4/hello/2"}));
+}
+
+TEST_CASE("ranks issuing different collectives get a clear error", "[gloo][direct]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  run_ranks(2, [&](int rank) {
+    auto pg = make_group(store, rank, 2);
+    std::vector<float> v(rank == 0 ? 10 : 20, 1.0f);  // rank 1 reduces a longer buffer
+    const std::string error = ddp::worker_runtime::test::error_of(
+        [&] { pg->all_reduce(std::span<float>(v), ReduceOp::kSum, 5s); });
+    RT_LOCKED(CHECK_THAT(error, Contains("ranks issued different collectives") &&
+                                    Contains("peer rank " + std::to_string(1 - rank))));
+  });
+}
+
+TEST_CASE("a peer that exits mid-job fails the survivor at once", "[gloo][direct]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  run_ranks(2, [&](int rank) {
+    auto pg = make_group(store, rank, 2);
+    pg->barrier();
+    if (rank == 1) {
+      pg.reset();  // "exits": its sockets close
+      store->set("gone", "1");
+      return;
+    }
+    store->wait({"gone"}, 20s);
+    std::vector<float> v(10, 1.0f);
+    const std::string error = ddp::worker_runtime::test::error_of(
+        [&] { pg->all_reduce(std::span<float>(v), ReduceOp::kSum, 20s); });
+    RT_LOCKED(CHECK_THAT(error, Contains("peer rank 1") && Contains("closed the connection")));
+  });
 }
