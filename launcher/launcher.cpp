@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -60,7 +61,20 @@ class RunDirectory {
   bool temporary_ = false;
 };
 
+// `ddplaunch ... | head` closes the agent's stdout early; the job must not die of SIGPIPE
+// for that. A no-op handler (not SIG_IGN, which workers would inherit through exec) turns
+// it into EPIPE on the agent's writes; workers get SIGPIPE's default back at fork.
+void survive_closed_console() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler == SIG_IGN) return;
+  struct sigaction action {};
+  action.sa_handler = [](int) {};
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGPIPE, &action, nullptr);
+}
+
 int launch(const LaunchConfig& config, const Environment& env) {
+  survive_closed_console();
   // Forked before any thread exists (the store server starts one).
   OrphanGuardian guardian;
   auto setup = make_rendezvous(config, env);

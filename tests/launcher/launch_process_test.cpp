@@ -331,3 +331,23 @@ TEST_CASE("a worker program that cannot be executed fails with 127 and says why"
   CHECK(status.value_or(-1) == 127);
   CHECK_THAT(agent.out() + agent.err(), Contains("exec failed: " + script.string()));
 }
+
+TEST_CASE("a console closed early (| head) does not kill the job", "[process]") {
+  TempDir dir;
+  ChildOptions options;
+  options.argv = {"/bin/sh", "-c",
+                  ddplaunch_path() +
+                      " --nproc_per_node=2 --standalone /bin/sh -c "
+                      "'i=0; while [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done; "
+                      "touch \"$OUT_DIR/finished_$RANK\"' | head -n 1"};
+  options.env = {{"OUT_DIR", dir.path().string()}};
+  ChildProcess pipeline(options);
+  REQUIRE(pipeline.wait_for(kRunTimeout) == 0);
+  // head exits at once; the agent keeps draining the workers, which run to the end.
+  CHECK(wait_until(
+      [&] {
+        return std::filesystem::exists(dir.path() / "finished_0") &&
+               std::filesystem::exists(dir.path() / "finished_1");
+      },
+      30s));
+}
