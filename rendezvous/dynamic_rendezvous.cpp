@@ -22,6 +22,9 @@ std::string seconds_text(Duration d) {
   return std::to_string(ms) + " ms";
 }
 
+// What read_existing() returns for a key that does not exist.
+const std::string kMissing("\0ddp-missing\0", 13);
+
 // Time left until deadline, at least 1 ms so a store wait never gets a zero timeout.
 Duration remaining(std::chrono::steady_clock::time_point deadline) {
   const auto left =
@@ -107,16 +110,22 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     store_->set(keys::node(round, idx),
                 format_record(NodeRecord{options_.local_world_size, prev_rank_, node_id_}));
     if (idx == options_.min_nodes) store_->set(keys::min_reached(round), "1");
-    if (idx == options_.max_nodes) try_close(round, idx, idx);
+    if (idx == options_.max_nodes && try_claim(round, idx, idx)) publish_round(round, idx, idx);
 
-    Closing closing;
-    if (idx <= options_.max_nodes) closing = wait_closed(round, idx, deadline);
-    if (closing.count < 0) {
-      throw RendezvousClosed("rendezvous '" + options_.run_id + "' on " + store_->describe() +
-                             " is closed: the job has ended; this node (" + node_id_ +
-                             ") was not part of it");
+    std::optional<std::string> assignment;
+    if (idx <= options_.max_nodes) {
+      wait_closed(round, idx, deadline);
+      // Members find their assignment at once: it was written together with "closed".
+      const std::string value = read_existing(keys::assign(round, idx));
+      if (value != kMissing) assignment = value;
     }
-    if (idx > options_.max_nodes || idx > closing.count) {
+    if (!assignment) {
+      const Closing closing = read_closing(round, idx);
+      if (closing.count < 0) {
+        throw RendezvousClosed("rendezvous '" + options_.run_id + "' on " + store_->describe() +
+                               " is closed: the job has ended; this node (" + node_id_ +
+                               ") was not part of it");
+      }
       // Late: ask the running group to re-form when it has room, then wait for the next round.
       const bool room = idx <= options_.max_nodes && closing.count < options_.max_nodes;
       if (room) store_->compare_set(keys::changed(round), "", "waiting");
@@ -131,8 +140,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
       admitted = false;
       continue;
     }
-    if (closing.closer == idx) publish_assignment(round, closing.count);
-    RendezvousInfo info = read_assignment(round, idx, closing);
+    RendezvousInfo info = make_info(round, parse_assignment(*assignment));
     last_round_ = round;
     prev_rank_ = info.group_rank;
     {
@@ -184,8 +192,7 @@ void DynamicRendezvous::wait_admitted(uint64_t round, Clock::time_point deadline
   }
 }
 
-DynamicRendezvous::Closing DynamicRendezvous::wait_closed(uint64_t round, int64_t idx,
-                                                          Clock::time_point deadline) {
+void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, Clock::time_point deadline) {
   const std::string& run = options_.run_id;
   const std::string closed_key = keys::closed(round);
   // With min == max the round closes when min is reached: wait for that directly.
@@ -212,18 +219,41 @@ DynamicRendezvous::Closing DynamicRendezvous::wait_closed(uint64_t round, int64_
       rdzv_log(options_.log,
                "rendezvous '" + run + "' round " + std::to_string(round) + ": " + count);
     }
+    if (fixed_size) return;
   }
-  // Phase 2: the last call. Whoever's window ends first closes with the arrivals so far.
+  // Phase 2: the last call. Whoever's window ends first claims the round with the arrivals
+  // so far and publishes it; the others wait for that.
   try {
-    if (!(fixed_size && idx < options_.min_nodes)) {
-      store_->wait({closed_key}, std::max(options_.last_call_timeout, Duration(1)));
-    }
+    store_->wait({closed_key}, std::max(options_.last_call_timeout, Duration(1)));
+    return;
   } catch (const StoreTimeout&) {
-    const int64_t count =
-        std::min<int64_t>(store_->add(keys::arrived(round), 0), options_.max_nodes);
-    try_close(round, count, idx);
   }
-  const std::string value = read_existing(closed_key);
+  const int64_t count = std::min<int64_t>(store_->add(keys::arrived(round), 0), options_.max_nodes);
+  if (try_claim(round, count, idx)) {
+    publish_round(round, count, idx);
+    return;
+  }
+  try {
+    store_->wait({closed_key}, options_.close_timeout);
+  } catch (const StoreTimeout&) {
+    throw RendezvousError("rendezvous '" + run + "' on " + store_->describe() + " round " +
+                          std::to_string(round) + ": the closing node (" +
+                          read_existing(keys::closing(round)) +
+                          ") did not publish ranks within close_timeout " +
+                          seconds_text(options_.close_timeout) + " (it may have died)");
+  }
+}
+
+bool DynamicRendezvous::try_claim(uint64_t round, int64_t count, int64_t idx) {
+  // The claimer's arrival index makes the value unique, so exactly one node wins.
+  const std::string desired = std::to_string(count) + " " + std::to_string(idx);
+  return store_->compare_set(keys::closing(round), "", desired) == desired;
+}
+
+DynamicRendezvous::Closing DynamicRendezvous::read_closing(uint64_t round, int64_t idx) {
+  if (idx > options_.max_nodes) return Closing{options_.max_nodes, 0};  // full, never waited
+  const std::string key = keys::closed(round);
+  const std::string value = read_existing(key);
   Closing closing;
   const char* end = value.data() + value.size();
   auto first = std::from_chars(value.data(), end, closing.count);
@@ -231,19 +261,13 @@ DynamicRendezvous::Closing DynamicRendezvous::wait_closed(uint64_t round, int64_
                     ? std::from_chars(first.ptr + 1, end, closing.closer)
                     : std::from_chars_result{first.ptr, std::errc::invalid_argument};
   if (second.ec != std::errc() || second.ptr != end) {
-    throw ProtocolError("rendezvous '" + run + "': key '" + closed_key + "' holds '" + value +
+    throw ProtocolError("rendezvous '" + options_.run_id + "': key '" + key + "' holds '" + value +
                         "', expected '<count> <closer>'");
   }
   return closing;
 }
 
-bool DynamicRendezvous::try_close(uint64_t round, int64_t count, int64_t idx) {
-  // The closer's arrival index makes the value unique, so exactly one node wins.
-  const std::string desired = std::to_string(count) + " " + std::to_string(idx);
-  return store_->compare_set(keys::closed(round), "", desired) == desired;
-}
-
-void DynamicRendezvous::publish_assignment(uint64_t round, int64_t count) {
+void DynamicRendezvous::publish_round(uint64_t round, int64_t count, int64_t closer) {
   std::vector<std::string> node_keys;
   for (int64_t i = 1; i <= count; ++i) node_keys.push_back(keys::node(round, i));
   // Records are written right after each ADD; a slot still empty after close_timeout is a
@@ -266,29 +290,20 @@ void DynamicRendezvous::publish_assignment(uint64_t round, int64_t count) {
     }
   }
   const auto assignments = assign_ranks(arrivals);
-  std::vector<std::string> assign_keys;
-  std::vector<std::string> assign_values;
+  std::vector<std::string> out_keys;
+  std::vector<std::string> out_values;
   for (size_t i = 0; i < assignments.size(); ++i) {
     if (!assignments[i]) continue;
-    assign_keys.push_back(keys::assign(round, static_cast<int64_t>(i) + 1));
-    assign_values.push_back(format_assignment(*assignments[i]));
+    out_keys.push_back(keys::assign(round, static_cast<int64_t>(i) + 1));
+    out_values.push_back(format_assignment(*assignments[i]));
   }
-  store_->multi_set(assign_keys, assign_values);
+  // "closed" goes in the same atomic MULTI_SET: whoever sees it finds its assignment.
+  out_keys.push_back(keys::closed(round));
+  out_values.push_back(std::to_string(count) + " " + std::to_string(closer));
+  store_->multi_set(out_keys, out_values);
 }
 
-RendezvousInfo DynamicRendezvous::read_assignment(uint64_t round, int64_t idx,
-                                                  const Closing& closing) {
-  const std::string key = keys::assign(round, idx);
-  try {
-    store_->wait({key}, options_.close_timeout);
-  } catch (const StoreTimeout&) {
-    throw RendezvousError("rendezvous '" + options_.run_id + "' on " + store_->describe() +
-                          " round " + std::to_string(round) + ": the closing node (arrival " +
-                          std::to_string(closing.closer) + ") did not publish ranks within " +
-                          "close_timeout " + seconds_text(options_.close_timeout) +
-                          " (it may have died); key '" + key + "'");
-  }
-  const NodeAssignment a = parse_assignment(read_existing(key));
+RendezvousInfo DynamicRendezvous::make_info(uint64_t round, const NodeAssignment& a) const {
   RendezvousInfo info;
   info.round = round;
   info.group_rank = a.group_rank;
@@ -313,10 +328,10 @@ std::string DynamicRendezvous::after_change() const {
 }
 
 std::string DynamicRendezvous::read_existing(const std::string& key) const {
-  // A COMPARE_SET that cannot match returns the current value without changing it: one
-  // request, where get() is a WAIT and a GET.
-  static const std::string kNever("\0ddp-never\0", 11);
-  return store_->compare_set(key, kNever, kNever);
+  // A COMPARE_SET that cannot match returns the current value without changing it (or the
+  // expected value, kMissing, when the key does not exist): one request, where get() is a
+  // WAIT and a GET.
+  return store_->compare_set(key, kMissing, kMissing);
 }
 
 void DynamicRendezvous::throw_if_closed() const {
@@ -397,6 +412,7 @@ void DynamicRendezvous::shutdown() {
     // Wake whoever waits in the current or the next round: they see the rendezvous closed.
     const auto current = static_cast<uint64_t>(store.add(keys::kCurrentRound, 0));
     for (uint64_t round : {current, current + 1}) {
+      store.compare_set(keys::closing(round), "", "-1 0");
       store.compare_set(keys::closed(round), "", "-1 0");
       store.multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});
     }

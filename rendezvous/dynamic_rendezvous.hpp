@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "rendezvous/rdzv_assignment.hpp"
 #include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store.hpp"
@@ -81,10 +82,13 @@ class DynamicRendezvous final : public RendezvousHandler {
   uint64_t start_round();
   void open_round(uint64_t round);
   void wait_admitted(uint64_t round, Clock::time_point deadline) const;
-  Closing wait_closed(uint64_t round, int64_t idx, Clock::time_point deadline);
-  bool try_close(uint64_t round, int64_t count, int64_t idx);
-  void publish_assignment(uint64_t round, int64_t count);
-  RendezvousInfo read_assignment(uint64_t round, int64_t idx, const Closing& closing);
+  // Returns once the round is closed and published (or throws on join/close timeouts).
+  void wait_closed(uint64_t round, int64_t idx, Clock::time_point deadline);
+  bool try_claim(uint64_t round, int64_t count, int64_t idx);
+  Closing read_closing(uint64_t round, int64_t idx);
+  // Reads the records, assigns ranks, writes every assignment and "closed" in one MULTI_SET.
+  void publish_round(uint64_t round, int64_t count, int64_t closer);
+  [[nodiscard]] RendezvousInfo make_info(uint64_t round, const NodeAssignment& a) const;
   void throw_if_closed() const;
   // The value of a key known to exist, in one store request.
   [[nodiscard]] std::string read_existing(const std::string& key) const;

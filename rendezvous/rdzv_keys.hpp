@@ -23,7 +23,12 @@ inline std::string arrived(uint64_t round) {
 inline std::string min_reached(uint64_t round) {
   return round_key(round, "min_reached");
 }
-// "<count> <closer_idx>" once the round closed ("-1 0": the rendezvous was shut down).
+// "<count> <closer_idx>" of the node that won the right to close the round (COMPARE_SET).
+inline std::string closing(uint64_t round) {
+  return round_key(round, "closing");
+}
+// The same value, written with every assignment in one MULTI_SET once the round is
+// published ("-1 0": the rendezvous was shut down).
 inline std::string closed(uint64_t round) {
   return round_key(round, "closed");
 }
