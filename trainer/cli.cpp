@@ -34,6 +34,8 @@ std::optional<TrainOptions> parse_command_line(int argc, const char* const* argv
   app.add_option("--seed", o.seed, "seed of split, synthetic data, init and shuffling");
   app.add_option("--backend", o.backend, "auto, gloo or nccl (DDPLAUNCH_BACKEND overrides)");
   app.add_option("--bucket_cap_mb", o.bucket_cap_mb, "gradient bucket size for the all-reduce");
+  app.add_option("--gloo_direct_max_mb", o.gloo_direct_max_mb,
+                 "Gloo collectives up to this size use the runtime's direct mesh (0 = never)");
   app.add_option("--consistency_every", o.consistency_every,
                  "check parameters agree across ranks every N steps (0 = off)");
   app.add_option("--blas_threads", o.blas_threads, "OpenBLAS threads per worker");

@@ -24,6 +24,7 @@ int run_training(const TrainOptions& options) {
   if (launched) {
     wr::InitOptions init;
     init.backend = options.backend;  // auto: NCCL when built with CUDA and a GPU is visible
+    init.gloo_direct_max_bytes = static_cast<std::size_t>(options.gloo_direct_max_mb * 1024 * 1024);
     context = wr::init(init);
     group = &context->process_group();
     worker.restart_count = context->restart_count();

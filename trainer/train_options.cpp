@@ -33,6 +33,8 @@ void validate(const TrainOptions& o) {
   require(o.backend == "auto" || o.backend == "gloo" || o.backend == "nccl", "--backend",
           "'" + o.backend + "'", "auto, gloo or nccl");
   require(o.bucket_cap_mb > 0.0, "--bucket_cap_mb", to_string(o.bucket_cap_mb), "> 0");
+  require(o.gloo_direct_max_mb >= 0.0 && o.gloo_direct_max_mb <= 1024.0, "--gloo_direct_max_mb",
+          to_string(o.gloo_direct_max_mb), "a value in [0, 1024]");
   require(o.consistency_every >= 0, "--consistency_every", to_string(o.consistency_every), ">= 0");
   require(o.blas_threads >= 1 && o.blas_threads <= 1024, "--blas_threads",
           to_string(o.blas_threads), "a value in 1..1024");

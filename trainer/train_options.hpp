@@ -38,6 +38,9 @@ struct TrainOptions {
   // PyTorch DDP's default. Smaller caps start buckets during backward (overlap); on the
   // 2-core dev machine the extra collectives cost more than the overlap wins (docs/trainer.md).
   double bucket_cap_mb = 25.0;
+  // Gloo collectives up to this size take the runtime's direct TCP mesh (one message step)
+  // instead of Gloo's ring: the demo MLP's 336 KB gradient then costs one exchange.
+  double gloo_direct_max_mb = 4.0;
   int64_t consistency_every = 0;  // compare parameter checksums across ranks every N steps
   int blas_threads = 1;           // OpenBLAS threads per worker
 
