@@ -136,6 +136,7 @@ std::unique_ptr<DistContext> init(const InitOptions& options) {
     gloo.timeout = options.timeout;
     gloo.connect_timeout = options.store_timeout;
     gloo.route_to = env.master_addr;
+    gloo.direct_max_bytes = options.gloo_direct_max_bytes;
     group = std::make_unique<GlooProcessGroup>(store, gloo);
   } else {
 #ifdef DDP_HAVE_CUDA

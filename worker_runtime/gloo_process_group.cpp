@@ -107,8 +107,10 @@ struct GlooProcessGroup::Impl {
   std::string endpoint;  // "rank R/W" for messages
   CommQueue queue;       // last: destroyed (joined) before the context
 
+  // Every rank sends its payload to each of the size-1 peers, so the threshold counts the
+  // bytes one rank sends in all.
   [[nodiscard]] bool direct(size_t bytes) const {
-    return mesh != nullptr && bytes <= direct_max_bytes;
+    return mesh != nullptr && bytes * static_cast<size_t>(size - 1) <= direct_max_bytes;
   }
 
   // In place: data becomes the reduction over ranks. Small buffers: one direct exchange,

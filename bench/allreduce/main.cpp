@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     app.add_option("--backend", backend, "gloo | nccl | auto (nccl: device buffers)");
     app.add_option("--bytes", sizes.sizes_bytes, "buffer sizes in bytes")->expected(1, 64);
     app.add_option("--budget-s", sizes.budget_s, "seconds per size");
+    size_t direct_max_bytes = ddp::worker_runtime::InitOptions{}.gloo_direct_max_bytes;
+    app.add_option("--direct-max-bytes", direct_max_bytes, "Gloo: direct-mesh threshold");
     app.add_option("--layers", overlap.layers, "overlap: synthetic layers");
     app.add_option("--grad-floats", overlap.grad_floats, "overlap: floats per gradient");
     app.add_option("--compute-ms", overlap.compute_ms, "overlap: backward compute per layer");
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, n, args);
     ddp::worker_runtime::InitOptions init;
     init.backend = backend;
+    init.gloo_direct_max_bytes = direct_max_bytes;
     const auto t0 = std::chrono::steady_clock::now();
     auto ctx = ddp::worker_runtime::init(init);
     if (ctx->rank() == 0) {  // store connect + communicator set-up (NCCL: ncclCommInitRank)

@@ -18,7 +18,7 @@ namespace {
 
 std::unique_ptr<GlooProcessGroup> make_group(std::shared_ptr<ddp::rendezvous::Store> store,
                                              int rank, int world, Duration connect_timeout = 20s,
-                                             size_t direct_max_bytes = 256 * 1024) {
+                                             size_t direct_max_bytes = 4 << 20) {
   GlooOptions o;
   o.rank = rank;
   o.size = world;
