@@ -39,14 +39,18 @@ start_server() {  # $1 = ours|torch; sets SERVER_PID and PORT
   PORT="$(head -1 "$portfile")"
   [[ -n "$PORT" ]] || { echo "store.sh: $1 server did not start" >&2; cat "$OUT/server.log" >&2; exit 1; }
 }
+# utime + stime of the server process (all threads), in clock ticks.
+server_cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 stop_server() { kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""; }
 
 for r in $(seq 1 "$REPEATS"); do
   for server in ours torch; do
     start_server "$server"
     for c in "${CLIENTS[@]}"; do
+      cpu_before="$(server_cpu_ticks)"
       line="$("${RUN[@]}" "$BENCH" --port "$PORT" --clients "$c" --requests "${REQS[$c]}" --dialect legacy)"
-      echo "run $r $server $line" | tee -a "$OUT/results"
+      cpu_ticks=$(( $(server_cpu_ticks) - cpu_before ))
+      echo "run $r $server $line server_cpu_ticks=$cpu_ticks" | tee -a "$OUT/results"
     done
     stop_server
   done
@@ -56,6 +60,8 @@ COMMAND="BUILD_DIR=$BUILD_DIR REPEATS=$REPEATS NICE=$NICE scripts/bench/store.sh
 "$PYTHON" - "$OUT/results" "$COMMAND" "${REQS[1]}" "${REQS[64]}" "${REQS[1024]}" <<'PY'
 import re, statistics, sys, datetime
 path, command, r1, r64, r1024 = sys.argv[1:]
+import os
+tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
 reqs = {1: r1, 64: r64, 1024: r1024}
 rows = {}
 for line in open(path):
@@ -65,6 +71,9 @@ for line in open(path):
     rows.setdefault((server, int(kv["clients"])), []).append(kv)
 def med(server, c, key):
     return statistics.median(float(kv[key]) for kv in rows[(server, c)])
+def cpu_us(server, c):  # server CPU time per request, median over runs
+    return statistics.median(float(kv["server_cpu_ticks"]) * tick_us / float(kv["requests"])
+                             for kv in rows[(server, c)])
 out = []
 out.append(f"Command: `{command}` ({datetime.date.today()}; median of "
            f"{len(rows[('ours', 1)])} runs, ours and PyTorch alternating).")
@@ -73,15 +82,17 @@ out.append("Load: `build/store_bench` (one event loop, closed loop per connectio
            "[SET+GET] and [ADD] round trips alternate; SET has no reply, so it rides with a GET "
            "of the same key). Both servers are driven in PyTorch 1.13's dialect, the only one its "
            "server speaks. Latency is per round trip. Client and server share the 2 cores and run at "
-           "nice -15 so the engineers' compilers running at the same time disturb them less.")
+           "nice -15 so other work on the machine disturbs them less. Server CPU is the server "
+           "process's user+system time per request, the measure least moved by that noise.")
 out.append("")
-out.append("| clients | requests/client | ours req/s | PyTorch 1.13 req/s | ratio | ours p50 µs | PyTorch p50 µs | ours p99 µs | PyTorch p99 µs | p99 ours/PyTorch |")
-out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+out.append("| clients | requests/client | ours req/s | PyTorch 1.13 req/s | ratio | ours p50 µs | PyTorch p50 µs | ours p99 µs | PyTorch p99 µs | p99 ours/PyTorch | server CPU µs/req ours | PyTorch |")
+out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for c in (1, 64, 1024):
     o, t = med("ours", c, "req_per_s"), med("torch", c, "req_per_s")
     o99, t99 = med("ours", c, "p99_us"), med("torch", c, "p99_us")
     out.append(f"| {c} | {reqs[c]} | {o:,.0f} | {t:,.0f} | {o/t:.2f}x | {med('ours', c, 'p50_us'):,.0f} | "
-               f"{med('torch', c, 'p50_us'):,.0f} | {o99:,.0f} | {t99:,.0f} | {o99/t99:.2f} |")
+               f"{med('torch', c, 'p50_us'):,.0f} | {o99:,.0f} | {t99:,.0f} | {o99/t99:.2f} | "
+               f"{cpu_us('ours', c):.1f} | {cpu_us('torch', c):.1f} |")
 table = "\n".join(out) + "\n"
 print(table)
 doc = "docs/benchmarks.md"
