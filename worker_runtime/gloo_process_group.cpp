@@ -130,10 +130,16 @@ struct GlooProcessGroup::Impl {
       }
       auto* own = static_cast<std::byte*>(data);
       mesh->exchange({own, bytes}, recv, timeout, what);
-      std::memcpy(recv[static_cast<size_t>(rank)].data(), own, bytes);
-      std::memcpy(own, slots.data(), bytes);
-      for (int r = 1; r < size; ++r) {
-        fn(own, own, recv[static_cast<size_t>(r)].data(), count);
+      if (size == 2 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
+        // a + b == b + a bit for bit: add the peer's payload in place, no copies.
+        fn(own, own, recv[static_cast<size_t>(1 - rank)].data(), count);
+      } else {
+        // Rank order (r0 op r1 op ...) so every rank computes the same bits.
+        std::memcpy(recv[static_cast<size_t>(rank)].data(), own, bytes);
+        std::memcpy(own, slots.data(), bytes);
+        for (int r = 1; r < size; ++r) {
+          fn(own, own, recv[static_cast<size_t>(r)].data(), count);
+        }
       }
     } else {
       dispatch(type, [&](auto* typed) {
