@@ -368,16 +368,15 @@ void DynamicRendezvous::on_change(MembershipChange change, const std::string& re
   callback(change);
 }
 
-void DynamicRendezvous::open_side_connections() {
-  if (events_store_) return;
-  events_store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
-  monitor_store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
+std::shared_ptr<Store> DynamicRendezvous::side_connection() {
+  return std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
 }
 
 void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   std::lock_guard<std::mutex> lock(conn_mu_);
   if (shut_down_) return;
-  open_side_connections();
+  // Opened now, while the store is known to be up, for a later shutdown().
+  if (!control_store_) control_store_ = side_connection();
   RoundWatcherOptions w;
   w.round = info.round;
   w.group_rank = info.group_rank;
@@ -385,29 +384,28 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   w.heartbeat_interval = options_.heartbeat_interval;
   w.lease_timeout = options_.lease_timeout;
   watcher_ = std::make_unique<RoundWatcher>(
-      w, events_store_, monitor_store_,
+      w, side_connection(), side_connection(),
       [this](MembershipChange change, const std::string& reason) { on_change(change, reason); });
 }
 
 void DynamicRendezvous::stop_watcher() {
   std::lock_guard<std::mutex> lock(conn_mu_);
   if (watcher_) {
-    watcher_->stop();
-    watcher_.reset();
+    watcher_->request_stop();
+    // The one before it was told to stop a whole round ago: joining it does not wait.
+    retiring_ = std::move(watcher_);
   }
 }
 
 void DynamicRendezvous::shutdown() {
   std::lock_guard<std::mutex> lock(conn_mu_);
-  if (watcher_) {
-    watcher_->stop();
-    watcher_.reset();
-  }
+  watcher_.reset();  // joins: no heartbeat may follow the close
+  retiring_.reset();
   if (shut_down_) return;
   shut_down_ = true;
   try {
-    open_side_connections();
-    Store& store = *events_store_;
+    if (!control_store_) control_store_ = side_connection();
+    Store& store = *control_store_;
     store.set(keys::kClosed, "1");
     // Wake whoever waits in the current or the next round: they see the rendezvous closed.
     const auto current = static_cast<uint64_t>(store.add(keys::kCurrentRound, 0));

@@ -55,7 +55,8 @@ using StoreConnector = std::function<std::shared_ptr<Store>()>;
 class DynamicRendezvous final : public RendezvousHandler {
  public:
   // Validates options (ConfigError naming the bad value). store is this agent's main
-  // connection; connect is called at most twice, for the watcher threads.
+  // connection; connect opens two more per round for the watcher threads, and one for
+  // shutdown().
   DynamicRendezvous(DynamicRendezvousOptions options, std::shared_ptr<Store> store,
                     StoreConnector connect);
   ~DynamicRendezvous() override;  // stops the watcher threads; does not close the job
@@ -96,8 +97,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   [[nodiscard]] std::string after_change() const;
   void start_watcher(const RendezvousInfo& info);
   void stop_watcher();
-  // The watcher's connections, opened on first use (conn_mu_ held).
-  void open_side_connections();
+  // A new connection (prefixed) from connect_: each watcher thread blocks in its own.
+  std::shared_ptr<Store> side_connection();
   void on_change(MembershipChange change, const std::string& reason);
 
   DynamicRendezvousOptions options_;
@@ -108,11 +109,13 @@ class DynamicRendezvous final : public RendezvousHandler {
   int prev_rank_ = -1;
 
   // shutdown() may come from another thread while next_rendezvous() blocks on store_, so
-  // it talks through the watcher's connection instead; conn_mu_ guards these.
+  // it talks through a connection of its own; conn_mu_ guards these.
   std::mutex conn_mu_;
-  std::shared_ptr<Store> events_store_;
-  std::shared_ptr<Store> monitor_store_;
+  std::shared_ptr<Store> control_store_;
   std::unique_ptr<RoundWatcher> watcher_;
+  // The previous round's watcher (with its own connections), told to stop but not joined:
+  // re-joining must not wait up to a heartbeat interval for its threads to notice.
+  std::unique_ptr<RoundWatcher> retiring_;
   bool shut_down_ = false;
   std::optional<RendezvousInfo> last_info_;  // for the exit barrier
 

@@ -51,7 +51,9 @@ void RoundWatcher::stop() {
 }
 
 void RoundWatcher::fire(MembershipChange change, const std::string& reason) {
-  if (fired_.exchange(true)) return;
+  // After stop was requested the round is being left on purpose (this node re-joining sets
+  // "changed" itself): nothing to report.
+  if (stop_ || fired_.exchange(true)) return;
   on_change_(change, reason);
 }
 

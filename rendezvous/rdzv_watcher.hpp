@@ -44,6 +44,8 @@ class RoundWatcher {
 
   // Stops beating and watching; returns within about one heartbeat_interval. Idempotent.
   void stop();
+  // Asks the threads to stop without waiting for them (stop() or the destructor joins).
+  void request_stop() { stop_ = true; }
 
  private:
   void events_loop();

@@ -218,7 +218,7 @@ int run_rdzv_bench(const BenchOptions& options) {
   try {
     int most = 0;
     for (int n : options.agree_nodes) most = std::max(most, n);
-    for (int n : options.reform_nodes) most = std::max(most, 3 * n);
+    for (int n : options.reform_nodes) most = std::max(most, 6 * n);  // main, control, 2+2 watcher
     // Each node's connection is two descriptors here (client and server side).
     const uint64_t limit = raise_fd_limit(static_cast<uint64_t>(most) * 2 + 256);
     std::printf("fd limit %llu\n\n", static_cast<unsigned long long>(limit));
