@@ -159,6 +159,17 @@ TEST_CASE("a rendezvous error ends the agent with a non-zero status", "[agent]")
   CHECK(h.rendezvous.shut_down);
 }
 
+TEST_CASE("a signal during a blocked rendezvous shuts it down and exits 128+N", "[agent]") {
+  Harness h(2);
+  h.rendezvous.block_until_shutdown = true;
+  h.rendezvous.on_call = [&] {
+    boost::asio::post(h.io, [&] { h.agent_ptr->handle_signal(SIGTERM); });
+  };
+  CHECK(h.run() == 128 + SIGTERM);
+  CHECK(h.spawner.workers.empty());
+  CHECK(h.rendezvous.shut_down);
+}
+
 TEST_CASE("a failure report reads the worker's error file", "[agent]") {
   Harness h(2);
   h.spawner.on_spawn = [&](size_t i) {

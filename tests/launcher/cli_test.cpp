@@ -121,6 +121,15 @@ TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
   CHECK_THAT(error_of({}), Contains("no training program"));
 }
 
+TEST_CASE("gpu and auto count the visible GPUs", "[cli]") {
+  Environment env = kEnv;
+  env["CUDA_VISIBLE_DEVICES"] = "0,3";
+  CHECK(parse({"--nproc_per_node=gpu", "/bin/true"}, env).nproc_per_node == 2);
+  CHECK(parse({"--nproc_per_node=auto", "/bin/true"}, env).nproc_per_node == 2);
+  CHECK(parse({"--nproc_per_node=auto", "/bin/true"}).nproc_per_node >= 1);  // no GPU: CPUs
+  CHECK(parse({"--nproc_per_node=cpu", "/bin/true"}).nproc_per_node >= 1);
+}
+
 TEST_CASE("help prints the options and runs nothing", "[cli]") {
   auto command_line = parse_command_line({"--help"}, kEnv);
   CHECK_FALSE(command_line.config.has_value());

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <condition_variable>
 #include <csignal>
 #include <functional>
 #include <mutex>
@@ -85,6 +86,12 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
 
   rendezvous::RendezvousInfo next_rendezvous() override {
     int call = ++calls;
+    if (on_call) on_call();
+    if (block_until_shutdown) {
+      // Like a multi-node round waiting for peers: only shutdown() ends it.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return shut_down.load(); });
+    }
     if (fail_on_call == call) throw RendezvousError("fake rendezvous: 1/2 joined before timeout");
     if (shut_down) throw RendezvousClosed("fake rendezvous: closed");
     rendezvous::RendezvousInfo info;
@@ -98,7 +105,11 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     std::lock_guard<std::mutex> lock(mu_);
     on_change_ = std::move(on_change);
   }
-  void shutdown() override { shut_down = true; }
+  void shutdown() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    shut_down = true;
+    cv_.notify_all();
+  }
   [[nodiscard]] std::string run_id() const override { return "fake-run"; }
 
   // Reports a membership change as the real handlers do (from "another thread").
@@ -110,10 +121,13 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::atomic<int> calls{0};
   std::atomic<int> fail_on_call{0};
   std::atomic<bool> shut_down{false};
+  std::atomic<bool> block_until_shutdown{false};
+  std::function<void()> on_call;  // runs on the rendezvous thread at each call
 
  private:
   int nproc_;
   std::mutex mu_;
+  std::condition_variable cv_;
   std::function<void(rendezvous::MembershipChange)> on_change_;
 };
 
