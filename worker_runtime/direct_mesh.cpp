@@ -74,6 +74,26 @@ void io_all(int fd, void* data, size_t len, bool write, Clock::time_point deadli
   }
 }
 
+// Non-blocking connect finished within the deadline, or CollectiveError naming `what`.
+void connect_before(int fd, const addrinfo* ai, Clock::time_point deadline,
+                    const std::string& what) {
+  if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+    return;
+  }
+  if (errno != EINPROGRESS) {
+    throw CollectiveError(what + " failed: " + errno_text(errno));
+  }
+  if (!wait_fd(fd, POLLOUT, deadline)) {
+    throw CollectiveError(what + " timed out");
+  }
+  int err = 0;
+  socklen_t len = sizeof(err);
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) {
+    throw CollectiveError(what + " failed: " + errno_text(err));
+  }
+}
+
 std::string sockaddr_text(const sockaddr_storage& addr) {
   char host[INET6_ADDRSTRLEN] = {};
   uint16_t port = 0;
@@ -151,11 +171,12 @@ DirectMesh::DirectMesh(rendezvous::Store& store, const DirectMeshOptions& option
       std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> peer_guard(peer_ai, &::freeaddrinfo);
       const int fd = ::socket(peer_ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       fds_[static_cast<size_t>(peer)] = fd;
-      if (fd < 0 || ::connect(fd, peer_ai->ai_addr, peer_ai->ai_addrlen) != 0) {
-        throw CollectiveError(me + ": connect to rank " + std::to_string(peer) + " at " + host +
-                              ":" + port + " failed: " + errno_text(errno));
+      if (fd < 0) {
+        throw CollectiveError(me + ": socket failed: " + errno_text(errno));
       }
-      set_socket_options(fd);
+      set_socket_options(fd);  // non-blocking: the connect below is bounded by the deadline
+      connect_before(fd, peer_ai, deadline,
+                     me + ": connect to rank " + std::to_string(peer) + " at " + host + ":" + port);
       int32_t id = rank_;
       io_all(fd, &id, sizeof(id), true, deadline, me + ": hello to rank " + std::to_string(peer));
     }
