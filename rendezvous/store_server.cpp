@@ -26,7 +26,9 @@ using asio::ip::tcp;
 struct StoreServer::Impl {
   explicit Impl(StoreServerOptions opts)
       : options(std::move(opts)),
-        limits{options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
+        session_config{
+            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
+            options.log_name},
         acceptor(io),
         retry_timer(io) {}
 
@@ -38,7 +40,7 @@ struct StoreServer::Impl {
   // Declared first so it is destroyed last: pending handlers own sessions.
   asio::io_context io{1};  // one thread runs the loop; other threads only post stop()
   StoreServerOptions options;
-  wire::Limits limits;
+  SessionConfig session_config;
   ServerState state;
   tcp::acceptor acceptor;
   asio::steady_timer retry_timer;
@@ -91,8 +93,8 @@ void StoreServer::Impl::do_accept() {
     if (ec) {
       // Out of file descriptors or similar: say so, then try again shortly instead of
       // spinning or giving up on every future client.
-      std::string line = "ddpstore: accept failed on port " + std::to_string(port) + ": " +
-                         ec.message() + " (retrying in 50 ms)\n";
+      std::string line = options.log_name + ": accept failed on port " + std::to_string(port) +
+                         ": " + ec.message() + " (retrying in 50 ms)\n";
       std::fwrite(line.data(), 1, line.size(), stderr);
       retry_timer.expires_after(std::chrono::milliseconds(50));
       retry_timer.async_wait([this](const boost::system::error_code& tec) {
@@ -115,11 +117,11 @@ void StoreServer::Impl::do_accept() {
 }
 
 void StoreServer::Impl::add_session(tcp::socket socket) {
-  auto session =
-      std::make_shared<StoreSession>(std::move(socket), state, limits, [this](StoreSession* s) {
-        sessions.erase(s);
-        --num_connections;
-      });
+  auto session = std::make_shared<StoreSession>(std::move(socket), state, session_config,
+                                                [this](StoreSession* s) {
+                                                  sessions.erase(s);
+                                                  --num_connections;
+                                                });
   sessions.emplace(session.get(), session);
   ++num_connections;
   session->start();
@@ -148,7 +150,7 @@ StoreServer::StoreServer(StoreServerOptions options)
       } catch (const std::exception& e) {
         // A bug in one handler must not take every client's rendezvous down with it.
         std::string line =
-            std::string("ddpstore: unexpected error in the event loop: ") + e.what() + "\n";
+            impl->options.log_name + ": unexpected error in the event loop: " + e.what() + "\n";
         std::fwrite(line.data(), 1, line.size(), stderr);
       }
     }

@@ -15,6 +15,8 @@ struct StoreServerOptions {
   size_t max_key_bytes = size_t{64} * 1024;
   size_t max_value_bytes = size_t{64} * 1024 * 1024;
   size_t max_keys_per_request = size_t{128} * 1024;
+  // First word of the server's stderr lines ("<log_name>: closing connection from ...").
+  std::string log_name = "ddpstore";
 };
 
 class StoreServer {

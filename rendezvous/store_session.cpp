@@ -20,8 +20,8 @@ constexpr size_t kMaxQueuedReplyBytes = size_t{16} * 1024 * 1024;
 }  // namespace
 
 StoreSession::StoreSession(boost::asio::ip::tcp::socket socket, ServerState& state,
-                           const wire::Limits& limits, OnClosed on_closed)
-    : socket_(std::move(socket)), state_(state), limits_(limits), on_closed_(std::move(on_closed)) {
+                           const SessionConfig& config, OnClosed on_closed)
+    : socket_(std::move(socket)), state_(state), config_(config), on_closed_(std::move(on_closed)) {
   boost::system::error_code ec;
   auto ep = socket_.remote_endpoint(ec);
   peer_ =
@@ -98,7 +98,7 @@ bool StoreSession::process() {
       in_begin_ += detected.consumed;
       continue;
     }
-    auto parsed = wire::parse_request(data, dialect_, limits_);
+    auto parsed = wire::parse_request(data, dialect_, config_.limits);
     if (parsed.status == wire::ParseStatus::kNeedMore) {
       needed_ = parsed.needed;
       break;
@@ -158,7 +158,8 @@ void StoreSession::close(const std::string& reason) {
   state_.disconnect(*this);
   if (!reason.empty()) {
     // One line per closed connection, written at once so concurrent logs don't interleave.
-    std::string line = "ddpstore: closing connection from " + peer_ + ": " + reason + "\n";
+    std::string line =
+        config_.log_name + ": closing connection from " + peer_ + ": " + reason + "\n";
     std::fwrite(line.data(), 1, line.size(), stderr);
   }
   boost::system::error_code ignored;

@@ -12,11 +12,17 @@
 
 namespace ddp::rendezvous {
 
+// What every session of one server shares: the limits and the name its log lines start with.
+struct SessionConfig {
+  wire::Limits limits;
+  std::string log_name = "ddpstore";
+};
+
 class StoreSession final : public Connection, public std::enable_shared_from_this<StoreSession> {
  public:
   using OnClosed = std::function<void(StoreSession*)>;
 
-  StoreSession(boost::asio::ip::tcp::socket socket, ServerState& state, const wire::Limits& limits,
+  StoreSession(boost::asio::ip::tcp::socket socket, ServerState& state, const SessionConfig& config,
                OnClosed on_closed);
   StoreSession(const StoreSession&) = delete;
   StoreSession& operator=(const StoreSession&) = delete;
@@ -40,7 +46,7 @@ class StoreSession final : public Connection, public std::enable_shared_from_thi
 
   boost::asio::ip::tcp::socket socket_;
   ServerState& state_;
-  const wire::Limits& limits_;
+  const SessionConfig& config_;
   OnClosed on_closed_;
   std::string peer_;
   wire::Dialect dialect_ = wire::Dialect::kUnknown;
