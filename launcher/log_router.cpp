@@ -10,6 +10,8 @@
 namespace ddp::launcher {
 namespace {
 
+constexpr size_t kMaxLineBytes = 1 << 20;
+
 // write(2) until done: one call per line keeps lines whole even when the console is a pipe
 // shared with other processes (writes up to PIPE_BUF are atomic).
 void write_all(int fd, std::string_view data) {
@@ -90,6 +92,12 @@ void LogRouter::write(int local_rank, int stream, std::string_view bytes) {
     bytes.remove_prefix(newline + 1);
   }
   state.partial.append(bytes);
+  // A worker printing without newlines must not grow the agent without bound: past this
+  // size the unfinished line is written out as it stands.
+  if (state.partial.size() >= kMaxLineBytes) {
+    emit(local_rank, stream, state.partial);
+    state.partial.clear();
+  }
 }
 
 void LogRouter::flush(int local_rank) {

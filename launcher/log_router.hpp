@@ -36,7 +36,8 @@ class LogRouter {
   // Throws Error naming the file when one cannot be created.
   void begin_attempt(int nproc, int rank_offset,
                      const std::optional<std::filesystem::path>& attempt_dir);
-  // Bytes from a worker's stream (1 stdout, 2 stderr); complete lines are written now.
+  // Bytes from a worker's stream (1 stdout, 2 stderr); complete lines are written now
+  // (an unfinished line is written once it reaches 1 MiB).
   void write(int local_rank, int stream, std::string_view bytes);
   // Writes out a worker's unfinished last lines (with a newline added).
   void flush(int local_rank);

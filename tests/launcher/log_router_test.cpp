@@ -112,3 +112,17 @@ TEST_CASE("local_ranks_filter limits the console, not the files", "[logs]") {
   router.end_attempt();
   CHECK(out.text() == "[default1]:x\n");
 }
+
+TEST_CASE("an endless line is written out in 1 MiB pieces", "[logs]") {
+  CaptureFile out;
+  LogRouterOptions options;
+  options.prefix_template = "";
+  options.stdout_fd = out.fd;
+  LogRouter router(options);
+  router.begin_attempt(1, 0, std::nullopt);
+  std::string chunk(64 * 1024, 'x');
+  for (int i = 0; i < 20; ++i) router.write(0, 1, chunk);  // 1.25 MiB, no newline
+  CHECK(out.text().size() == (1 << 20) + 1);
+  router.end_attempt();
+  CHECK(out.text().size() == 20 * chunk.size() + 2);
+}
