@@ -160,6 +160,12 @@ SocketConn SocketConn::connect(const std::string& host, uint16_t port,
                    "): " + (last_err != 0 ? errno_text(last_err) : std::string("no address")));
 }
 
+bool SocketConn::readable_now() const {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
 bool SocketConn::poll_for(short events, SteadyTime deadline) {
   for (;;) {
     pollfd p{fd_, events, 0};

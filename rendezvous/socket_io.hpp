@@ -36,6 +36,8 @@ class SocketConn {
   std::string recv_string(SteadyTime deadline, size_t max_bytes = SIZE_MAX);
 
   [[nodiscard]] bool is_open() const { return fd_ >= 0; }
+  // True when bytes, EOF or an error are waiting (poll with zero timeout).
+  [[nodiscard]] bool readable_now() const;
   [[nodiscard]] int fd() const { return fd_; }
   void close();
   // Half-closes nothing, just shuts both directions so a blocked peer read returns.

@@ -50,6 +50,10 @@ struct TcpStore::Impl {
 
   // (Re)connects and sends the VALIDATE handshake. Caller holds mu.
   void ensure_connected() {
+    // Between requests the server never speaks first, so a readable socket means it closed
+    // (restarted, stopped). Reconnect now: a SET sent into that socket has no reply and would
+    // be lost without an error.
+    if (conn.is_open() && conn.readable_now()) conn.close();
     if (conn.is_open()) return;
     conn = SocketConn::connect(options.host, options.port, options.connect_timeout);
     wire::Request hello = make(Command::kValidate);

@@ -200,3 +200,19 @@ TEST_CASE("connect retries until the server appears, then fails naming the endpo
                Catch::Contains("127.0.0.1:" + std::to_string(port)) && Catch::Contains("refused"));
   }
 }
+
+TEST_CASE("a client survives a server restart on the same port without losing a set", "[server]") {
+  auto first = std::make_unique<StoreServer>(loopback());
+  const uint16_t port = first->port();
+  auto store = client(port);
+  store.set("before", "1");
+  first->stop();
+  first.reset();
+  StoreServerOptions same = loopback();
+  same.port = port;
+  StoreServer second(same);
+  // The old connection is closed; SET has no reply, so it must not vanish into it.
+  store.set("after", "2");
+  CHECK(store.get("after") == "2");
+  CHECK_FALSE(store.check({"before"}));  // a new server starts empty
+}
