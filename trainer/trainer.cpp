@@ -196,7 +196,9 @@ void Trainer::train_step(std::span<const int64_t> indices) {
   const std::size_t last = model_->layers().size() - 1;
   const BatchResult r = model_->train_batch(
       batch_x_, batch_y_, [this, last](std::size_t layer) { bucketer_.mark_ready(last - layer); });
+  const double wait_start = now_seconds();
   bucketer_.wait();  // gradients now averaged over ranks
+  wait_seconds_ += now_seconds() - wait_start;
   lr_ = schedule_.at(step_);
   model_->step(lr_);
   ++step_;
@@ -217,6 +219,10 @@ void Trainer::log_progress() {
   const double now = now_seconds();
   const double rate =
       static_cast<double>(samples_seen_ - last_log_samples_) / std::max(1e-9, now - last_log_time_);
+  const double steps_in_interval = static_cast<double>(samples_seen_ - last_log_samples_) /
+                                   static_cast<double>(options_.batch_size * world_);
+  const double wait_ms = 1e3 * wait_seconds_ / std::max(1.0, steps_in_interval);
+  wait_seconds_ = 0;
   last_log_time_ = now;
   last_log_samples_ = samples_seen_;
   if (rank_ != 0) return;
@@ -224,7 +230,7 @@ void Trainer::log_progress() {
   const double accuracy = global.at("accuracy").mean();
   std::cout << "[train] epoch " << epoch_ << " step " << step_ << " loss " << fmt(loss, 4)
             << " acc " << fmt(accuracy, 4) << " lr " << fmt(lr_, 3, true) << " samples/s "
-            << fmt(rate, 0) << std::endl;
+            << fmt(rate, 0) << " allreduce_wait_ms " << fmt(wait_ms, 3) << std::endl;
   log_.write({{"kind", "train"},
               {"epoch", epoch_},
               {"step", step_},

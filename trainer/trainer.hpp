@@ -93,6 +93,7 @@ class Trainer {
   int64_t correct_ = 0;
   int64_t count_ = 0;
   double last_log_time_ = 0;
+  double wait_seconds_ = 0;  // rank 0's time blocked in bucketer_.wait() since the last line
   int64_t last_log_samples_ = 0;
   std::vector<float> batch_x_;
   std::vector<int32_t> batch_y_;

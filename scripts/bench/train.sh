@@ -26,15 +26,32 @@ torch_ddp() {  # nproc loader
     --batch_size 64 --max_steps "$STEPS" --log_every 50 --loader "$2" 2>&1
 }
 
+# run NAME CMD...: keeps the full output; a run that prints no rate is retried once (a port
+# taken between --standalone's probe and its bind, say) and then reported with its output.
+run() {
+  local name=$1
+  shift
+  for attempt in 1 2; do
+    "$@" > "$OUT/$name.log" 2>&1 || true
+    grep -o 'samples/s [0-9.]*' "$OUT/$name.log" | awk '{print $2}' > "$OUT/$name" || true
+    if [ "$(wc -l < "$OUT/$name")" -ge 2 ]; then return 0; fi
+    echo "train bench: $name attempt $attempt printed no rates:" >&2
+    tail -n 20 "$OUT/$name.log" >&2
+  done
+  exit 1
+}
+
+echo "train bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for rep in $(seq 1 "$REPEATS"); do
   for n in 1 2; do
-    native "$n" | grep -o 'samples/s [0-9.]*' | awk '{print $2}' > "$OUT/native_${n}_$rep"
-    torch_ddp "$n" index | grep -o 'samples/s [0-9.]*' | awk '{print $2}' > "$OUT/torch_${n}_$rep"
-    torch_ddp "$n" dataloader | grep -o 'samples/s [0-9.]*' | awk '{print $2}' > "$OUT/torchdl_${n}_$rep"
+    run "native_${n}_$rep" native "$n"
+    run "torch_${n}_$rep" torch_ddp "$n" index
+    run "torchdl_${n}_$rep" torch_ddp "$n" dataloader
   done
   echo "train bench: repeat $rep/$REPEATS done" >&2
 done
 
+echo "train bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 "$PY" - "$OUT" "$REPEATS" <<'PYEOF'
 import os, statistics, sys
 out, repeats = sys.argv[1], int(sys.argv[2])
