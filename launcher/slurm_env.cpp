@@ -73,7 +73,8 @@ bool apply_slurm_defaults(LaunchConfig& config, const Environment& env) {
     }
     config.node_rank = slurm->node_rank;
   }
-  if (!slurm->first_host.empty()) {
+  // A one-node step keeps the single-node defaults (store on loopback).
+  if (!slurm->first_host.empty() && config.max_nodes > 1) {
     if (!config.master_addr) config.master_addr = slurm->first_host;
     if (dynamic && !config.rdzv_endpoint) {
       config.rdzv_endpoint = slurm->first_host + ":" + std::to_string(kDefaultRdzvPort);

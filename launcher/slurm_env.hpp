@@ -24,9 +24,10 @@ struct SlurmDefaults {
 std::optional<SlurmDefaults> read_slurm_defaults(const Environment& env);
 
 // Fills what config leaves unset from the SLURM step: nnodes, node_rank (static
-// rendezvous), master_addr, run_id, and rdzv_endpoint "<first host>:29400" for a c10d
-// rendezvous. Returns true when the step supplied anything. Throws ConfigError when the
-// step runs several ddplaunch tasks per node and node_rank would come from SLURM.
+// rendezvous), master_addr and, for a c10d rendezvous, rdzv_endpoint "<first host>:29400"
+// (both only with more than one node), and run_id. Returns true when the step supplied anything.
+// Throws ConfigError when the step runs several ddplaunch tasks per node and node_rank would come
+// from SLURM.
 bool apply_slurm_defaults(LaunchConfig& config, const Environment& env);
 
 }  // namespace ddp::launcher

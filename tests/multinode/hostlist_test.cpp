@@ -111,6 +111,19 @@ TEST_CASE("slurm: c10d gets its endpoint from the first node; no node_rank", "[s
   CHECK_FALSE(config.node_rank.has_value());
 }
 
+TEST_CASE("slurm: a one-node step keeps the store on loopback", "[slurm]") {
+  LaunchConfig config;
+  auto env = step_env();
+  env["SLURM_NNODES"] = "1";
+  env["SLURM_NODEID"] = "0";
+  env["SLURM_NTASKS"] = "1";
+  apply_slurm_defaults(config, env);
+  CHECK(config.max_nodes == 1);
+  CHECK_FALSE(config.master_addr.has_value());
+  CHECK_FALSE(config.node_rank.has_value());
+  CHECK(config.run_id == "4242.3");
+}
+
 TEST_CASE("slurm: outside a job step nothing changes; bad values are named", "[slurm]") {
   LaunchConfig config;
   auto env = step_env();
