@@ -177,3 +177,28 @@ TEST_CASE("e2e elastic: two rdzv_ids on one store never mix", "[e2e][multinode]"
   CHECK(y == std::set<int>{0, 1, 2, 3});
   CHECK_THAT(x1.log(), Catch::Contains("RUN_ID=job-x") && !Catch::Contains("RUN_ID=job-y"));
 }
+
+TEST_CASE("e2e elastic: PyTorch workers on two nodes all-reduce through the agent store",
+          "[e2e][multinode][torch]") {
+  Job job;
+  const int port = ddp::test::free_port();
+  const std::string script =
+      std::string(DDP_SOURCE_DIR) + "/tests/multinode/scripts/torch_allreduce.py";
+  const std::map<std::string, std::string> env{{"PYTHON_EXEC", "/usr/bin/python3"}};
+  auto args = [&](const std::string& addr) {
+    auto a = elastic(port, "2:2", addr, "torch-e2e");
+    a.push_back(script);
+    return a;
+  };
+  // The shell worker is appended by start(); pass the script as the program instead.
+  auto& a = *job.agents.emplace_back(
+      std::make_unique<AgentProcess>(args("127.0.0.1"), env, job.dir + "/a.log"));
+  auto& b = *job.agents.emplace_back(
+      std::make_unique<AgentProcess>(args("127.0.0.2"), env, job.dir + "/b.log"));
+  REQUIRE(a.wait(kGuard) == 0);
+  REQUIRE(b.wait(kGuard) == 0);
+  const std::string logs = a.log() + b.log();
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(logs, Catch::Contains("TORCH rank=" + std::to_string(rank) + " world=4 sum=6"));
+  }
+}

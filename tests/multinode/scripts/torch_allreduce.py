@@ -1,0 +1,10 @@
+# PyTorch worker for the multi-node e2e test: env:// init over the agent store, one
+# all-reduce, prints the result.
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+t = torch.tensor([float(dist.get_rank())])
+dist.all_reduce(t)
+print(f"TORCH rank={dist.get_rank()} world={dist.get_world_size()} sum={t.item():.0f}", flush=True)
+dist.destroy_process_group()
