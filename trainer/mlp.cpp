@@ -146,10 +146,10 @@ BatchResult Mlp::train_batch(std::span<const float> x, std::span<const int32_t> 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(n), as_int(s.in), as_int(s.out),
                 1.0F, delta_.data(), as_int(s.out), params_.data() + s.offset, as_int(s.in), 0.0F,
                 delta_prev_.data(), as_int(s.in));
-    const std::vector<float>& act = acts_[l];
-    for (std::size_t i = 0; i < delta_prev_.size(); ++i) {
-      if (act[i] <= 0.0F) delta_prev_[i] = 0.0F;
-    }
+    // Branch-free select (not a conditional store) so the compiler vectorizes it.
+    const float* act = acts_[l].data();
+    float* dp = delta_prev_.data();
+    for (std::size_t i = 0; i < delta_prev_.size(); ++i) dp[i] = act[i] > 0.0F ? dp[i] : 0.0F;
     delta_.swap(delta_prev_);
   }
   return result;
