@@ -47,6 +47,7 @@ struct StoreServer::Impl {
   std::unordered_map<StoreSession*, std::shared_ptr<StoreSession>> sessions;
   std::atomic<size_t> num_connections{0};
   uint16_t port = 0;
+  uint64_t accept_failures = 0;  // current streak, for one log line per streak
   std::thread thread;
   std::mutex stop_mu;
   bool stopped = false;
@@ -91,16 +92,25 @@ void StoreServer::Impl::do_accept() {
   acceptor.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || stopped) return;
     if (ec) {
-      // Out of file descriptors or similar: say so, then try again shortly instead of
-      // spinning or giving up on every future client.
-      std::string line = options.log_name + ": accept failed on port " + std::to_string(port) +
-                         ": " + ec.message() + " (retrying in 50 ms)\n";
-      std::fwrite(line.data(), 1, line.size(), stderr);
+      // Out of file descriptors or similar: say so once per streak (not every 50 ms), then
+      // try again shortly instead of spinning or giving up on every future client.
+      if (accept_failures++ == 0) {
+        std::string line = options.log_name + ": accept failed on port " + std::to_string(port) +
+                           ": " + ec.message() + " (" + std::to_string(num_connections.load()) +
+                           " connections open; retrying every 50 ms)\n";
+        std::fwrite(line.data(), 1, line.size(), stderr);
+      }
       retry_timer.expires_after(std::chrono::milliseconds(50));
       retry_timer.async_wait([this](const boost::system::error_code& tec) {
         if (!tec && !stopped) do_accept();
       });
       return;
+    }
+    if (accept_failures > 0) {
+      std::string line = options.log_name + ": accepting again after " +
+                         std::to_string(accept_failures) + " failed attempts\n";
+      std::fwrite(line.data(), 1, line.size(), stderr);
+      accept_failures = 0;
     }
     add_session(std::move(socket));
     // Drain the rest of the accept queue now: when a thousand agents connect at once, one
