@@ -4,6 +4,8 @@
 #include <fstream>
 #include <future>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "child_process.hpp"
 #include "common/error.hpp"
@@ -105,4 +107,36 @@ TEST_CASE("ddpstore memory does not grow with garbage or with lengths it never r
   open.clear();  // every connection now ends mid-frame
   daemon.signal(SIGTERM);
   CHECK(daemon.wait(10s) == 0);
+}
+
+TEST_CASE("ddpstore out of file descriptors says so once and recovers", "[ddpstore]") {
+  // Hard limit 64: more clients than descriptors.
+  ddp::test::ChildProcess daemon(
+      {"/usr/bin/prlimit", "--nofile=64:64", kDdpstore, "--host", "127.0.0.1", "--port", "0"}, {});
+  const int port = std::stoi(daemon.first_line(10s));
+  REQUIRE(port > 0);
+  {
+    std::vector<SocketConn> crowd;  // the kernel completes these even when ddpstore cannot accept
+    for (int i = 0; i < 100; ++i) {
+      crowd.push_back(SocketConn::connect("127.0.0.1", static_cast<uint16_t>(port), 5s));
+    }
+    std::this_thread::sleep_for(300ms);
+  }  // all closed: descriptors come back
+  TcpStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.timeout = 20s;
+  TcpStore store(o);
+  store.set("k", "v");
+  CHECK(store.get("k") == "v");
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait(10s) == 0);
+  const std::string& out = daemon.output();
+  CHECK_THAT(out, Catch::Contains("accept failed") && Catch::Contains("Too many open files") &&
+                      Catch::Contains("accepting again"));
+  // One line per streak, not one per retry.
+  size_t failures = 0;
+  for (size_t pos = 0; (pos = out.find("accept failed", pos)) != std::string::npos; ++pos) {
+    ++failures;
+  }
+  CHECK(failures <= 2);
 }
