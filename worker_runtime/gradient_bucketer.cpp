@@ -48,9 +48,9 @@ size_t GradientBucketer::num_buckets() const {
   // Not built yet: count what build_buckets() would make.
   const auto cap = static_cast<size_t>(options_.bucket_cap_mb * 1024 * 1024);
   size_t count = 0;
-  size_t bytes = cap;
+  size_t bytes = 0;
   for (const auto& g : grads_) {
-    if (bytes + g.size_bytes() > cap && bytes > 0) {
+    if (count == 0 || (bytes + g.size_bytes() > cap && bytes > 0)) {
       ++count;
       bytes = 0;
     }

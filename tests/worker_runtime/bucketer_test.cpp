@@ -71,6 +71,7 @@ TEST_CASE("bucketed all-reduce equals a plain all-reduce of each gradient", "[bu
     for (auto& g : grads) {
       bucketer.add_gradient(std::span<float>(g));
     }
+    const size_t planned = bucketer.num_buckets();  // before the first step
     for (int step = 0; step < 3; ++step) {
       const auto fresh = random_grads(rank, step);
       for (size_t i = 0; i < grads.size(); ++i) {
@@ -94,6 +95,7 @@ TEST_CASE("bucketed all-reduce equals a plain all-reduce of each gradient", "[bu
       // Every bucket filled during backward, so all were launched before wait().
       RT_LOCKED(CHECK(bucketer.buckets_launched_early() == bucketer.num_buckets()));
     }
+    RT_LOCKED(CHECK(bucketer.num_buckets() == planned));
     if (cap_mb == 25.0) {
       RT_LOCKED(CHECK(bucketer.num_buckets() == 1));
     } else if (cap_mb == 0.01) {
