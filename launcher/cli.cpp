@@ -196,6 +196,11 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
       "environment contract, hosts the store, restarts and reports failures.",
       "ddplaunch"};
   app.prefix_command();  // everything from the program name on belongs to the program
+  app.footer(
+      "Then: PROGRAM [ARGS...]. A .py file (or -m MODULE) runs under python3 -u (PYTHON_EXEC "
+      "overrides); anything else is executed directly. ${local_rank} in ARGS is replaced.\n"
+      "Every option can also be set as PET_<NAME> (PET_NPROC_PER_NODE=2); the flag wins.\n"
+      "See docs/cli.md and docs/env.md.");
   RawOptions raw;
   add_options(app, raw);
   // CLI11 wants argv order reversed when given a vector.
