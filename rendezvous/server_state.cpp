@@ -44,7 +44,8 @@ void ServerState::execute(const std::shared_ptr<Connection>& conn, wire::Request
       const std::string& key = request.keys[0];
       auto it = data_.find(key);
       const bool existed = it != data_.end();
-      const std::string old_value = existed ? it->second : std::string();
+      // The old value is only needed for legacy WATCH_KEY notifications.
+      const std::string old_value = existed && !watchers_.empty() ? it->second : std::string();
       const int64_t value = apply_add(data_, key, request.delta);
       wire::put_i64(out, value);
       conn->send(out);
