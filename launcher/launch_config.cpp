@@ -157,7 +157,8 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
     throw ConfigError("--node_rank=" + std::to_string(*config.node_rank) +
                       ": expected a non-negative integer");
   }
-  if (config.node_rank && *config.node_rank >= config.max_nodes) {
+  // Only against an explicit --nnodes: under SLURM the node count comes later, from the env.
+  if (config.node_rank && config.nnodes && *config.node_rank >= config.max_nodes) {
     throw ConfigError("--node_rank=" + std::to_string(*config.node_rank) +
                       ": must be less than --nnodes (" + std::to_string(config.max_nodes) + ")");
   }
