@@ -106,6 +106,8 @@ TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
   CHECK_THAT(error_of({"--master_port=-1", "/bin/true"}), Contains("0-65535"));
   CHECK_THAT(error_of({"--nnodes=4:2", "/bin/true"}), Contains("MIN 4 is greater than MAX 2"));
   CHECK_THAT(error_of({"--nnodes=0", "/bin/true"}), Contains("--nnodes=0"));
+  CHECK_THAT(error_of({"--nnodes=2", "--node_rank=2", "/bin/true"}),
+             Contains("--node_rank=2: must be less than --nnodes (2)"));
   CHECK_THAT(error_of({"/no/such/program"}), Contains("'/no/such/program' does not exist"));
   auto plain_file = std::filesystem::temp_directory_path() / "ddp_cli_test_not_executable";
   std::ofstream(plain_file) << "data";
