@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <vector>
 
 #include "common/error.hpp"
 #include "rendezvous/socket_io.hpp"
@@ -17,6 +18,8 @@ namespace {
 // After a wait times out the client sends CANCEL_WAIT; the server answers at once, so this
 // only bounds a server that died in between.
 constexpr Duration kCancelReplyTimeout = std::chrono::seconds(10);
+// Idle wait connections kept per client (more waiting threads open more, then close them).
+constexpr size_t kMaxIdleWaitConnections = 4;
 
 wire::Request make(Command command, std::vector<std::string> keys = {},
                    std::vector<std::string> values = {}) {
@@ -48,19 +51,20 @@ struct TcpStore::Impl {
       : options(std::move(opts)),
         endpoint("tcp://" + options.host + ":" + std::to_string(options.port)) {}
 
-  // (Re)connects and sends the VALIDATE handshake. Caller holds mu.
-  void ensure_connected() {
+  // (Re)connects c and sends the VALIDATE handshake (the caller owns c: holds mu for conn).
+  void ensure_connected(SocketConn& c) const {
     // Between requests the server never speaks first, so a readable socket means it closed
     // (restarted, stopped). Reconnect now: a SET sent into that socket has no reply and would
     // be lost without an error.
-    if (conn.is_open() && conn.readable_now()) conn.close();
-    if (conn.is_open()) return;
-    conn = SocketConn::connect(options.host, options.port, options.connect_timeout);
+    if (c.is_open() && c.readable_now()) c.close();
+    if (c.is_open()) return;
+    c = SocketConn::connect(options.host, options.port, options.connect_timeout);
     wire::Request hello = make(Command::kValidate);
     hello.nonce = wire::kValidationMagic;
-    conn.send_all(wire::encode_request(hello, wire::Dialect::kV2),
-                  deadline_after(options.connect_timeout));
+    c.send_all(wire::encode_request(hello, wire::Dialect::kV2),
+               deadline_after(options.connect_timeout));
   }
+  void ensure_connected() { ensure_connected(conn); }
 
   // Runs body under the lock; any failure drops the connection (its byte stream is no
   // longer in a known state) and is rethrown naming endpoint, operation, keys and timeout.
@@ -70,8 +74,6 @@ struct TcpStore::Impl {
     try {
       ensure_connected();
       return body(deadline_after(timeout));
-    } catch (const WaitTimedOut&) {
-      throw;
     } catch (const StoreTimeout& e) {
       conn.close();
       throw StoreTimeout(context(op, keys) + ": timed out after " + describe_timeout(timeout) +
@@ -91,16 +93,52 @@ struct TcpStore::Impl {
     return s;
   }
 
-  void send(const wire::Request& r, SteadyTime deadline) {
-    conn.send_all(wire::encode_request(r, wire::Dialect::kV2), deadline);
+  static void send(SocketConn& c, const wire::Request& r, SteadyTime deadline) {
+    c.send_all(wire::encode_request(r, wire::Dialect::kV2), deadline);
+  }
+  void send(const wire::Request& r, SteadyTime deadline) { send(conn, r, deadline); }
+
+  // Blocking waits run on a connection of their own (taken from a small pool), so a thread
+  // blocked in wait()/get() never holds up other threads' requests on the shared one, as
+  // with MemoryStore. Errors name endpoint, operation, keys and timeout.
+  void wait_unlocked(const char* op, const std::vector<std::string>& keys, Duration timeout) {
+    SocketConn c = take_wait_conn();
+    try {
+      ensure_connected(c);
+      wait_on(c, op, keys, timeout);
+      give_back(std::move(c));
+    } catch (const WaitTimedOut&) {
+      give_back(std::move(c));  // still in sync after CANCEL_WAIT
+      throw;
+    } catch (const StoreTimeout& e) {
+      throw StoreTimeout(context(op, keys) + ": " + e.what());
+    } catch (const StoreError& e) {
+      throw StoreError(context(op, keys) + ": " + e.what());
+    } catch (const ProtocolError& e) {
+      throw StoreError(context(op, keys) + ": bad reply: " + e.what());
+    }
+  }
+
+  SocketConn take_wait_conn() {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (idle_wait_conns.empty()) return SocketConn();
+    SocketConn c = std::move(idle_wait_conns.back());
+    idle_wait_conns.pop_back();
+    return c;
+  }
+  void give_back(SocketConn c) {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    // A few idle connections cover the usual handful of waiting threads.
+    if (idle_wait_conns.size() < kMaxIdleWaitConnections) idle_wait_conns.push_back(std::move(c));
   }
 
   // WAIT; on timeout CANCEL_WAIT (the connection stays usable) and StoreTimeout naming the
   // keys still missing. A server that goes away ends the wait at once with StoreError.
-  void wait_locked(const char* op, const std::vector<std::string>& keys, Duration timeout) {
-    send(make(Command::kWait, keys), deadline_after(timeout));
+  void wait_on(SocketConn& c, const char* op, const std::vector<std::string>& keys,
+               Duration timeout) const {
+    send(c, make(Command::kWait, keys), deadline_after(timeout));
     try {
-      const uint8_t r = recv_u8(conn, deadline_after(timeout));
+      const uint8_t r = recv_u8(c, deadline_after(timeout));
       if (r != wire::kWaitStopWaiting) {
         throw ProtocolError("WAIT answered " + std::to_string(r) + ", expected 0");
       }
@@ -108,17 +146,17 @@ struct TcpStore::Impl {
     } catch (const StoreTimeout&) {
       // fall through to cancel
     }
-    send(make(Command::kCancelWait), deadline_after(kCancelReplyTimeout));
-    uint8_t r = recv_u8(conn, deadline_after(kCancelReplyTimeout));
-    if (r == wire::kWaitStopWaiting) r = recv_u8(conn, deadline_after(kCancelReplyTimeout));
+    send(c, make(Command::kCancelWait), deadline_after(kCancelReplyTimeout));
+    uint8_t r = recv_u8(c, deadline_after(kCancelReplyTimeout));
+    if (r == wire::kWaitStopWaiting) r = recv_u8(c, deadline_after(kCancelReplyTimeout));
     if (r != wire::kWaitCanceled) {
       throw ProtocolError("CANCEL_WAIT answered " + std::to_string(r) + ", expected 1");
     }
     std::vector<std::string> missing;
     for (const auto& k : keys) {
       if (missing.size() >= 8) break;  // enough to name in a message
-      send(make(Command::kCheck, {k}), deadline_after(kCancelReplyTimeout));
-      if (recv_u8(conn, deadline_after(kCancelReplyTimeout)) != wire::kCheckReady) {
+      send(c, make(Command::kCheck, {k}), deadline_after(kCancelReplyTimeout));
+      if (recv_u8(c, deadline_after(kCancelReplyTimeout)) != wire::kCheckReady) {
         missing.push_back(k);
       }
     }
@@ -130,8 +168,10 @@ struct TcpStore::Impl {
 
   TcpStoreOptions options;
   std::string endpoint;
-  std::mutex mu;
+  std::mutex mu;  // guards conn: one short request at a time
   SocketConn conn;
+  std::mutex pool_mu;  // guards idle_wait_conns
+  std::vector<SocketConn> idle_wait_conns;
 };
 
 TcpStore::TcpStore(TcpStoreOptions options)
@@ -157,9 +197,9 @@ void TcpStore::set(const std::string& key, const std::string& value) {
 }
 
 std::string TcpStore::get(const std::string& key) {
+  // As PyTorch's client: wait for the key first, so a missing key times out cleanly.
+  impl_->wait_unlocked("get", {key}, timeout());
   return impl_->call("get", {key}, timeout(), [&](SteadyTime deadline) {
-    // As PyTorch's client: wait for the key first, so a missing key times out cleanly.
-    impl_->wait_locked("get", {key}, timeout());
     impl_->send(make(Command::kGet, {key}), deadline);
     return impl_->conn.recv_string(deadline);
   });
@@ -194,22 +234,7 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys, Duration timeout) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  try {
-    impl_->ensure_connected();
-    impl_->wait_locked("wait", keys, timeout);
-  } catch (const WaitTimedOut&) {
-    throw;  // connection is still in sync after CANCEL_WAIT; message has the facts
-  } catch (const StoreTimeout& e) {
-    impl_->conn.close();
-    throw StoreTimeout(impl_->context("wait", keys) + ": " + e.what());
-  } catch (const StoreError& e) {
-    impl_->conn.close();
-    throw StoreError(impl_->context("wait", keys) + ": " + e.what());
-  } catch (const ProtocolError& e) {
-    impl_->conn.close();
-    throw StoreError(impl_->context("wait", keys) + ": bad reply: " + e.what());
-  }
+  impl_->wait_unlocked("wait", keys, timeout);
 }
 
 bool TcpStore::delete_key(const std::string& key) {
@@ -233,8 +258,8 @@ void TcpStore::append(const std::string& key, const std::string& value) {
 }
 
 std::vector<std::string> TcpStore::multi_get(const std::vector<std::string>& keys) {
+  impl_->wait_unlocked("multi_get", keys, timeout());
   return impl_->call("multi_get", keys, timeout(), [&](SteadyTime deadline) {
-    impl_->wait_locked("multi_get", keys, timeout());
     impl_->send(make(Command::kMultiGet, keys), deadline);
     std::vector<std::string> out;
     out.reserve(keys.size());

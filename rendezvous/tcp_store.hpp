@@ -1,9 +1,10 @@
 #pragma once
 // TCP client Store speaking PyTorch TCPStore's 2.x dialect (VALIDATE handshake first).
-// Thread-safe: one connection, requests serialized by a mutex (a thread blocked in wait()
-// holds it; give threads that wait concurrently their own TcpStore). Every call has a
-// deadline; errors name the endpoint, the keys and the timeout. A server that goes away ends
-// a blocked call at once with StoreError; the next call reconnects (within connect_timeout).
+// Thread-safe: short requests share one connection under a mutex; each blocking wait (wait,
+// and the wait phase of get/multi_get) runs on a connection of its own from a small pool, so
+// a thread blocked in wait() never holds up other threads. Every call has a deadline; errors
+// name the endpoint, the keys and the timeout. A server that goes away ends a blocked call at
+// once with StoreError; the next call reconnects (within connect_timeout).
 #include <cstdint>
 #include <memory>
 #include <string>
