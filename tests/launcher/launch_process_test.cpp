@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "tests/launcher/child_process.hpp"
 
@@ -142,7 +143,8 @@ TEST_CASE("signals to the agent are forwarded to every worker, exit 128+N", "[pr
   const std::map<int, std::string> names = {{SIGTERM, "TERM"}, {SIGUSR1, "USR1"}, {SIGINT, "INT"}};
   TempDir dir;
   ChildProcess agent(
-      launch({"--nproc_per_node=2", "--standalone", worker_script("trap_signals.sh")}, dir));
+      launch({"--nproc_per_node=2", "--standalone", worker_script("trap_signals.py")}, dir,
+             {{"PYTHON_EXEC", "/usr/bin/python3"}}));
   REQUIRE(wait_until(
       [&] {
         return std::filesystem::exists(dir.path() / "ready_0") &&
@@ -157,8 +159,8 @@ TEST_CASE("signals to the agent are forwarded to every worker, exit 128+N", "[pr
 
 TEST_CASE("under nohup, SIGHUP to the agent changes nothing", "[process]") {
   TempDir dir;
-  auto options =
-      launch({"--nproc_per_node=2", "--standalone", worker_script("trap_signals.sh")}, dir);
+  auto options = launch({"--nproc_per_node=2", "--standalone", worker_script("trap_signals.py")},
+                        dir, {{"PYTHON_EXEC", "/usr/bin/python3"}});
   options.ignore_sighup = true;
   ChildProcess agent(options);
   REQUIRE(wait_until(
@@ -168,6 +170,8 @@ TEST_CASE("under nohup, SIGHUP to the agent changes nothing", "[process]") {
       },
       30s));
   ::kill(agent.pid(), SIGHUP);
+  // Room for a wrongly forwarded SIGHUP to land before the workers are told to finish.
+  std::this_thread::sleep_for(300ms);
   std::ofstream(dir.path() / "go") << "go";
   CHECK(agent.wait_for(kRunTimeout) == 0);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "signal_0"));
