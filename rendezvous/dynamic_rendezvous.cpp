@@ -92,6 +92,12 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.reset();
   }
+  {
+    // Until this round completes there is no group to wait for at the exit barrier.
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    last_info_.reset();
+  }
+  member_lost_ = false;
   const auto deadline = Clock::now() + options_.join_timeout;
   bool admitted = false;  // a member re-joining opens its next round itself
   uint64_t round = 0;
@@ -358,6 +364,7 @@ void DynamicRendezvous::on_change(MembershipChange change, const std::string& re
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_reason_ = reason;
+    if (change == MembershipChange::kNodeLost) member_lost_ = true;
     if (!on_change_) {
       pending_ = change;
       return;
@@ -421,7 +428,8 @@ void DynamicRendezvous::shutdown() {
                           options_.exit_barrier_timeout,
                           options_.progress_interval,
                           options_.log};
-      barrier.depart(options_.hosts_store);
+      // Nobody waits for a node known to be gone.
+      barrier.depart(options_.hosts_store && !member_lost_);
     }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.

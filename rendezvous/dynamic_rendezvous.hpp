@@ -8,6 +8,7 @@
 // arrived. Nodes arriving after a round closed wait for the next round, which opens when a
 // member of the running round re-joins; if the running round has room they ask it to
 // re-form (MembershipChange::kNodeWaiting on every member). See docs/multinode.md.
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -117,7 +118,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   // re-joining must not wait up to a heartbeat interval for its threads to notice.
   std::unique_ptr<RoundWatcher> retiring_;
   bool shut_down_ = false;
-  std::optional<RendezvousInfo> last_info_;  // for the exit barrier
+  std::optional<RendezvousInfo> last_info_;  // the round the workers run in (exit barrier)
+  std::atomic<bool> member_lost_{false};     // a member of that round was reported lost
 
   mutable std::mutex mu_;  // guards the callback and the pending change
   std::function<void(MembershipChange)> on_change_;

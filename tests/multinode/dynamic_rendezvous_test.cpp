@@ -297,3 +297,20 @@ TEST_CASE("dynamic: shutdown from another thread ends a blocked next_rendezvous"
   a->shutdown();
   REQUIRE_THROWS_AS(joining.get(), ddp::RendezvousClosed);
 }
+
+TEST_CASE("dynamic: the store host's exit barrier waits for members, not for lost ones",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.hosts_store = true;
+  o.exit_barrier_timeout = 60s;  // a wait for the lost node would hit the hang guard
+  auto host = c.node(o);
+  auto b = c.node(Cluster::options(2, 2));
+  join_all({host.get(), b.get()});
+  ChangeLog log;
+  host->watch(std::ref(log));
+  b.reset();  // lost: it will never shut down
+  REQUIRE(log.first() == MembershipChange::kNodeLost);
+  auto done = std::async(std::launch::async, [&] { host->shutdown(); });
+  REQUIRE(done.wait_for(kGuard) == std::future_status::ready);
+}
