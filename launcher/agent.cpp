@@ -161,8 +161,13 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   failures_.clear();
   stop_signal_sent_ = 0;
   const auto& config = options_.config;
-  auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(restart_count_));
-  AttemptInfo attempt{info, restart_count_, rendezvous_.run_id(), options_.use_agent_store};
+  // The attempt number workers see is the rendezvous round, not restarts spent: every node
+  // of a round agrees on it (a membership change re-forms the group on all nodes while only
+  // the failing node spends a restart), so /worker/attempt_<n> keys are never shared by two
+  // different groups. On one node it equals the restarts spent.
+  const int attempt_number = static_cast<int>(info.round);
+  auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_number));
+  AttemptInfo attempt{info, attempt_number, rendezvous_.run_id(), options_.use_agent_store};
 
   logs_.begin_attempt(config.nproc_per_node, info.rank_offset,
                       options_.write_log_files ? std::optional(attempt_dir) : std::nullopt);

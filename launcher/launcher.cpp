@@ -17,6 +17,7 @@
 #include "launcher/orphan_guardian.hpp"
 #include "launcher/process_spawner.hpp"
 #include "launcher/rendezvous_factory.hpp"
+#include "rendezvous/fd_limit.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -77,6 +78,8 @@ int launch(const LaunchConfig& config, const Environment& env) {
   survive_closed_console();
   // Forked before any thread exists (the store server starts one).
   OrphanGuardian guardian;
+  // A store-hosting agent of a large job serves one connection per node (and per worker).
+  rendezvous::raise_fd_limit();
   auto setup = make_rendezvous(config, env);
   RunDirectory run_dir(config, setup.run_id, env);
 

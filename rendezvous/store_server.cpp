@@ -1,9 +1,5 @@
 #include "rendezvous/store_server.hpp"
 
-// GCC's -Wnull-dereference fires inside Asio's scheduler once it is inlined here (a false
-// positive in a system header that the SYSTEM include cannot silence); scoped to this file.
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -66,31 +66,40 @@ int cuda_device_count() {
 }
 
 std::string resolve_backend(const std::string& requested, const std::string& env_override) {
+  return resolve_backend(requested, env_override, 1, cuda_device_count());
+}
+
+std::string resolve_backend(const std::string& requested, const std::string& env_override,
+                            int local_world_size, int visible_gpus) {
   const std::string& name = env_override.empty() ? requested : env_override;
   const std::string source =
       env_override.empty() ? "InitOptions::backend" : std::string(env::kBackend);
   if (name == "gloo") {
     return name;
   }
-  if (name == "nccl" || name == "auto") {
-#ifdef DDP_HAVE_CUDA
-    const bool have_gpu = cuda_device_count() > 0;
-#else
-    const bool have_gpu = false;
-#endif
-    if (have_gpu) {
-      return "nccl";
-    }
-    if (name == "auto") {
-      return "gloo";
-    }
-#ifdef DDP_HAVE_CUDA
-    throw ConfigError(source + "=nccl but no CUDA device is visible; use gloo or run on a GPU");
-#else
-    throw ConfigError(source + "=nccl but this build has no CUDA/NCCL; use gloo");
-#endif
+  if (name != "nccl" && name != "auto") {
+    throw ConfigError(source + "='" + name + "' is not a backend (expected auto, gloo or nccl)");
   }
-  throw ConfigError(source + "='" + name + "' is not a backend (expected auto, gloo or nccl)");
+#ifndef DDP_HAVE_CUDA
+  visible_gpus = 0;
+#endif
+  // NCCL needs a device of its own per local rank (two ranks on one GPU fail at init).
+  if (visible_gpus >= local_world_size && visible_gpus > 0) {
+    return "nccl";
+  }
+  if (name == "auto") {
+    return "gloo";
+  }
+#ifdef DDP_HAVE_CUDA
+  if (visible_gpus > 0) {
+    throw ConfigError(source + "=nccl needs one GPU per local rank, but LOCAL_WORLD_SIZE=" +
+                      std::to_string(local_world_size) + " and " + std::to_string(visible_gpus) +
+                      " GPU(s) are visible; use gloo or fewer workers per node");
+  }
+  throw ConfigError(source + "=nccl but no CUDA device is visible; use gloo or run on a GPU");
+#else
+  throw ConfigError(source + "=nccl but this build has no CUDA/NCCL; use gloo");
+#endif
 }
 
 DistContext::DistContext(EnvContract env, std::shared_ptr<rendezvous::Store> store,
@@ -123,7 +132,8 @@ DistContext::~DistContext() {
 
 std::unique_ptr<DistContext> init(const InitOptions& options) {
   EnvContract env = parse_env(options.env.empty() ? current_env() : options.env);
-  const std::string backend = resolve_backend(options.backend, env.backend);
+  const std::string backend =
+      resolve_backend(options.backend, env.backend, env.local_world_size, cuda_device_count());
   std::unique_ptr<rendezvous::StoreServer> server;
   auto base = connect_store(env, options, server);
   auto store = std::make_shared<rendezvous::PrefixStore>(env.store_prefix, base);

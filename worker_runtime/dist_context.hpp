@@ -68,6 +68,10 @@ std::unique_ptr<DistContext> init(const InitOptions& options = {});
 // The backend init() would pick for options.backend / DDPLAUNCH_BACKEND ("gloo" or "nccl");
 // ConfigError for unknown names or "nccl" without CUDA build or GPU.
 std::string resolve_backend(const std::string& requested, const std::string& env_override);
+// The same decision for a node running local_world_size ranks with visible_gpus devices:
+// "auto" takes NCCL only when every local rank can have a GPU of its own.
+std::string resolve_backend(const std::string& requested, const std::string& env_override,
+                            int local_world_size, int visible_gpus);
 
 // Number of CUDA devices visible (0 in a build without CUDA).
 int cuda_device_count();

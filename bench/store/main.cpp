@@ -1,10 +1,6 @@
 // store_bench: N connections x M requests (set, get, add) against a TCPStore-protocol
 // server; prints requests/s and round-trip p50/p99.
 //   store_bench --port 29500 --clients 64 --requests 2000 [--dialect legacy]
-// GCC's -Wnull-dereference misfires in libstdc++ string code inlined from CLI11 (system
-// headers); scoped to this file.
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>

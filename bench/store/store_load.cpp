@@ -1,9 +1,5 @@
 #include "store_load.hpp"
 
-// GCC's -Wnull-dereference fires inside Asio's scheduler once inlined (system-header false
-// positive the SYSTEM include cannot silence); scoped to this file.
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-
 #include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>

@@ -1,9 +1,5 @@
 // ddpstore: a standalone rendezvous store server (PyTorch TCPStore protocol, both dialects).
 //   ddpstore --host 0.0.0.0 --port 29400     # port 0: the kernel picks; printed on line 1
-// GCC's -Wnull-dereference misfires in libstdc++ string code inlined from CLI11 (system
-// headers); scoped to this file.
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-
 #include <CLI/CLI.hpp>
 #include <iostream>
 

@@ -148,7 +148,10 @@ TEST_CASE("a membership change restarts the workers without spending a restart",
   CHECK(h.rendezvous.calls == 2);
   CHECK(h.restarts == 0);
   REQUIRE(h.spawner.workers.size() == 4);
-  CHECK(h.spawner.env(2, "TORCHELASTIC_RESTART_COUNT") == "0");
+  // The attempt number is the new round's (agreed by every node), though no restart was spent.
+  CHECK(h.spawner.env(0, "TORCHELASTIC_RESTART_COUNT") == "0");
+  CHECK(h.spawner.env(2, "TORCHELASTIC_RESTART_COUNT") == "1");
+  CHECK(h.spawner.env(2, "TORCHELASTIC_MAX_RESTARTS") == "0");
 }
 
 TEST_CASE("a rendezvous error ends the agent with a non-zero status", "[agent]") {

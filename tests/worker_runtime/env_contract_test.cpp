@@ -159,3 +159,14 @@ TEST_CASE("backend choice: auto, overrides and NCCL without a GPU", "[env]") {
     CHECK(resolve_backend("auto", "") == "nccl");
   }
 }
+
+#ifdef DDP_HAVE_CUDA
+TEST_CASE("backend choice: auto takes NCCL only with a GPU per local rank", "[env]") {
+  CHECK(resolve_backend("auto", "", 2, 2) == "nccl");
+  CHECK(resolve_backend("auto", "", 8, 8) == "nccl");
+  CHECK(resolve_backend("auto", "", 2, 1) == "gloo");  // two ranks on one GPU: not NCCL
+  CHECK(resolve_backend("auto", "", 1, 0) == "gloo");
+  CHECK_THROWS_WITH(resolve_backend("nccl", "", 2, 1),
+                    Contains("LOCAL_WORLD_SIZE=2") && Contains("1 GPU(s) are visible"));
+}
+#endif
