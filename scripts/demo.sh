@@ -31,9 +31,11 @@ set -x
 echo "== 5/5 charting the metrics (scripts/plot_metrics)"
 scripts/plot_metrics "$RUN_DIR/metrics.jsonl" "$RUN_DIR/metrics.png"
 
-accuracy=$(grep -o 'global validation accuracy [0-9.]*' "$RUN_DIR/train.log" | tail -n 1 | awk '{print $4}')
+result=$(grep -o 'global validation accuracy [0-9.]* on [0-9]* samples' "$RUN_DIR/train.log" | tail -n 1)
+accuracy=$(echo "$result" | awk '{print $4}')
+held_out=$(echo "$result" | awk '{print $6}')
 echo
-echo "global validation accuracy: $accuracy (2 workers, $EPOCHS epochs, 359 held-out digits)"
+echo "global validation accuracy: $accuracy (2 workers, $EPOCHS epochs, $held_out held-out digits)"
 echo "weights: $RUN_DIR/weights.safetensors"
 echo "chart:   $RUN_DIR/metrics.png"
 echo "metrics: $RUN_DIR/metrics.jsonl   log: $RUN_DIR/train.log"
