@@ -88,7 +88,7 @@ void Agent::handle_signal(int sig) {
     case State::kRendezvous:
       notice("received " + signal_name(sig) + " during rendezvous; shutting down");
       // The rendezvous thread returns (RendezvousClosed) and on_rendezvous* finishes.
-      rendezvous_.shutdown();
+      rendezvous_.shutdown_after_failure();
       break;
     case State::kHealthy:
       notice("received " + signal_name(sig) + "; forwarding it to the workers");
@@ -321,7 +321,11 @@ void Agent::finish(int exit_status) {
   state_ = State::kDone;
   exit_status_ = exit_status;
   rendezvous_.watch([](rendezvous::MembershipChange) {});
-  rendezvous_.shutdown();
+  if (exit_status == 0) {
+    rendezvous_.shutdown();
+  } else {
+    rendezvous_.shutdown_after_failure();
+  }
   events_.record("finish", {{"exit_code", exit_status}, {"restart_count", restart_count_}});
   kill_timer_.cancel();
   if (signals_) signals_->cancel();

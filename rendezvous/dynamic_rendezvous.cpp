@@ -404,6 +404,11 @@ void DynamicRendezvous::stop_watcher() {
   }
 }
 
+void DynamicRendezvous::shutdown_after_failure() {
+  job_failed_ = true;
+  shutdown();
+}
+
 void DynamicRendezvous::shutdown() {
   std::lock_guard<std::mutex> lock(conn_mu_);
   watcher_.reset();  // joins: no heartbeat may follow the close
@@ -428,8 +433,8 @@ void DynamicRendezvous::shutdown() {
                           options_.exit_barrier_timeout,
                           options_.progress_interval,
                           options_.log};
-      // Nobody waits for a node known to be gone.
-      barrier.depart(options_.hosts_store && !member_lost_);
+      // Nobody waits for a node known to be gone, nor after a failed job.
+      barrier.depart(options_.hosts_store && !member_lost_ && !job_failed_);
     }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.

@@ -67,6 +67,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   // Closes the rendezvous for every node of the job; safe to call from another thread
   // while next_rendezvous() blocks (which then throws RendezvousClosed).
   void shutdown() override;
+  void shutdown_after_failure() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
 
   // Unique id of this agent in the records ("<addr>:<pid>:<random>").
@@ -118,6 +119,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   // re-joining must not wait up to a heartbeat interval for its threads to notice.
   std::unique_ptr<RoundWatcher> retiring_;
   bool shut_down_ = false;
+  std::atomic<bool> job_failed_{false};      // set before shutdown(): skip the exit barrier wait
   std::optional<RendezvousInfo> last_info_;  // the round the workers run in (exit barrier)
   std::atomic<bool> member_lost_{false};     // a member of that round was reported lost
 

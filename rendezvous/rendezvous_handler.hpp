@@ -14,13 +14,13 @@ namespace ddp::rendezvous {
 
 // What one closed round tells this node.
 struct RendezvousInfo {
-  uint64_t round = 0;         // increases by one each time the group re-forms
-  int group_rank = 0;         // this node's rank among the nodes (GROUP_RANK)
-  int group_world_size = 1;   // number of nodes in the round (GROUP_WORLD_SIZE)
-  int rank_offset = 0;        // RANK of this node's LOCAL_RANK 0 (prefix sum of nproc)
-  int world_size = 0;         // WORLD_SIZE: sum of every node's nproc
-  std::string master_addr;    // store endpoint handed to workers (MASTER_ADDR)
-  uint16_t master_port = 0;   // (MASTER_PORT)
+  uint64_t round = 0;        // increases by one each time the group re-forms
+  int group_rank = 0;        // this node's rank among the nodes (GROUP_RANK)
+  int group_world_size = 1;  // number of nodes in the round (GROUP_WORLD_SIZE)
+  int rank_offset = 0;       // RANK of this node's LOCAL_RANK 0 (prefix sum of nproc)
+  int world_size = 0;        // WORLD_SIZE: sum of every node's nproc
+  std::string master_addr;   // store endpoint handed to workers (MASTER_ADDR)
+  uint16_t master_port = 0;  // (MASTER_PORT)
 };
 
 // Why the running group must re-form without it being a worker failure.
@@ -44,6 +44,11 @@ class RendezvousHandler {
 
   // Marks the rendezvous closed (job finished or gave up) so late nodes exit at once.
   virtual void shutdown() = 0;
+
+  // shutdown() after a failed job (restarts exhausted, a rendezvous error, a signal): the
+  // store host does not wait at the exit barrier for nodes that may be dead (torchrun runs
+  // its exit barrier only after success). Default: shutdown().
+  virtual void shutdown_after_failure() { shutdown(); }
 
   // Identifier of the job (TORCHELASTIC_RUN_ID).
   [[nodiscard]] virtual std::string run_id() const = 0;

@@ -133,6 +133,11 @@ std::string StaticRendezvous::progress(const std::vector<std::string>& node_keys
 
 void StaticRendezvous::watch(std::function<void(MembershipChange)> /*on_change*/) {}
 
+void StaticRendezvous::shutdown_after_failure() {
+  job_failed_ = true;
+  shutdown();
+}
+
 void StaticRendezvous::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
@@ -145,7 +150,7 @@ void StaticRendezvous::shutdown() {
                           options_.exit_barrier_timeout,
                           options_.progress_interval,
                           options_.log};
-      barrier.depart(options_.hosts_store);
+      barrier.depart(options_.hosts_store && !job_failed_);
     }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.

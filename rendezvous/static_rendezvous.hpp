@@ -42,6 +42,7 @@ class StaticRendezvous final : public RendezvousHandler {
   void watch(std::function<void(MembershipChange)> on_change) override;
   // Closes the rendezvous and counts this node out; the store host waits for all nodes.
   void shutdown() override;
+  void shutdown_after_failure() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
 
  private:
@@ -53,6 +54,7 @@ class StaticRendezvous final : public RendezvousHandler {
   std::string node_id_;
   std::optional<RendezvousInfo> info_;
   bool shut_down_ = false;
+  std::atomic<bool> job_failed_{false};  // set before shutdown(): skip the exit barrier wait
 };
 
 }  // namespace ddp::rendezvous

@@ -66,6 +66,7 @@ TEST_CASE("all workers exiting 0 is success, and the rendezvous is shut down", "
   REQUIRE(h.run() == 0);
   CHECK(h.spawner.workers.size() == 3);
   CHECK(h.rendezvous.shut_down);
+  CHECK_FALSE(h.rendezvous.after_failure);  // success: the store host waits at the exit barrier
   for (const auto& worker : h.spawner.workers) CHECK(worker.released);
 }
 
@@ -100,6 +101,7 @@ TEST_CASE("out of restarts: the root cause's exit code is the agent's", "[agent]
   CHECK(h.restarts == 1);
   REQUIRE(h.failures.size() == 1);
   CHECK(h.failures[0].rank == 1);
+  CHECK(h.rendezvous.after_failure);
 }
 
 TEST_CASE("a worker killed by signal N gives exit status 128+N", "[agent]") {
@@ -160,6 +162,7 @@ TEST_CASE("a rendezvous error ends the agent with a non-zero status", "[agent]")
   CHECK(h.run() != 0);
   CHECK(h.spawner.workers.empty());
   CHECK(h.rendezvous.shut_down);
+  CHECK(h.rendezvous.after_failure);  // no exit barrier wait for nodes that may be dead
 }
 
 TEST_CASE("a signal during a blocked rendezvous shuts it down and exits 128+N", "[agent]") {

@@ -110,6 +110,10 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     shut_down = true;
     cv_.notify_all();
   }
+  void shutdown_after_failure() override {
+    after_failure = true;
+    shutdown();
+  }
   [[nodiscard]] std::string run_id() const override { return "fake-run"; }
 
   // Reports a membership change as the real handlers do (from "another thread").
@@ -121,6 +125,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::atomic<int> calls{0};
   std::atomic<int> fail_on_call{0};
   std::atomic<bool> shut_down{false};
+  std::atomic<bool> after_failure{false};  // closed by shutdown_after_failure()
   std::atomic<bool> block_until_shutdown{false};
   std::function<void()> on_call;  // runs on the rendezvous thread at each call
 

@@ -94,3 +94,37 @@ TEST_CASE("static: closed after shutdown; bad node_rank rejected", "[rdzv][stati
   CHECK_THROWS_WITH(StaticRendezvous(options(2, 2, 1), store),
                     Catch::Contains("--node_rank 2: expected 0..1"));
 }
+
+TEST_CASE("static: after a failed job the store host does not wait for dead nodes",
+          "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  auto o0 = options(2, 0, 1);
+  o0.hosts_store = true;
+  o0.exit_barrier_timeout = std::chrono::hours(1);  // a wait would outlast the test's timeout
+  StaticRendezvous node0(o0, store);
+  StaticRendezvous node1(options(2, 1, 1), store);
+  auto f = std::async(std::launch::async, [&] { return node1.next_rendezvous(); });
+  node0.next_rendezvous();
+  f.get();
+  // node1 "died": it never departs. A failed job must not hold node 0 at the barrier.
+  auto done = std::async(std::launch::async, [&] { node0.shutdown_after_failure(); });
+  REQUIRE(done.wait_for(60s) == std::future_status::ready);
+  CHECK_THROWS_AS(node0.next_rendezvous(), ddp::RendezvousClosed);
+}
+
+TEST_CASE("static: after success the store host waits until every node departed",
+          "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  auto o0 = options(2, 0, 1);
+  o0.hosts_store = true;
+  o0.exit_barrier_timeout = std::chrono::hours(1);
+  StaticRendezvous node0(o0, store);
+  StaticRendezvous node1(options(2, 1, 1), store);
+  auto f = std::async(std::launch::async, [&] { return node1.next_rendezvous(); });
+  node0.next_rendezvous();
+  f.get();
+  auto done = std::async(std::launch::async, [&] { node0.shutdown(); });
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);  // node 1 is still running
+  node1.shutdown();
+  REQUIRE(done.wait_for(60s) == std::future_status::ready);
+}
