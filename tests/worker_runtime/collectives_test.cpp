@@ -11,25 +11,9 @@
 
 using namespace ddp::worker_runtime;
 using Catch::Matchers::Contains;
+using ddp::worker_runtime::test::make_group;
 using ddp::worker_runtime::test::run_ranks;
 using namespace std::chrono_literals;
-
-namespace {
-
-std::unique_ptr<GlooProcessGroup> make_group(std::shared_ptr<ddp::rendezvous::Store> store,
-                                             int rank, int world, Duration connect_timeout = 20s,
-                                             size_t direct_max_bytes = 4 << 20) {
-  GlooOptions o;
-  o.rank = rank;
-  o.size = world;
-  o.timeout = 20s;
-  o.connect_timeout = connect_timeout;
-  o.bind_addr = "127.0.0.1";
-  o.direct_max_bytes = direct_max_bytes;
-  return std::make_unique<GlooProcessGroup>(std::move(store), o);
-}
-
-}  // namespace
 
 TEST_CASE("gloo all_reduce: sum, avg, min, max over float, double, int64", "[gloo]") {
   const int world = GENERATE(2, 3, 4);

@@ -10,23 +10,9 @@
 
 using namespace ddp::worker_runtime;
 using Catch::Matchers::Contains;
+using ddp::worker_runtime::test::make_group;
 using ddp::worker_runtime::test::run_ranks;
 using namespace std::chrono_literals;
-
-namespace {
-
-std::unique_ptr<GlooProcessGroup> make_group(std::shared_ptr<ddp::rendezvous::Store> store,
-                                             int rank, int world) {
-  GlooOptions o;
-  o.rank = rank;
-  o.size = world;
-  o.timeout = 20s;
-  o.connect_timeout = 20s;
-  o.bind_addr = "127.0.0.1";
-  return std::make_unique<GlooProcessGroup>(std::move(store), o);
-}
-
-}  // namespace
 
 TEST_CASE("every rank reports the same global mean", "[metrics]") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();

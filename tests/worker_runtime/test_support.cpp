@@ -179,4 +179,17 @@ int exit_code(int status) {
   return -1;
 }
 
+std::unique_ptr<GlooProcessGroup> make_group(std::shared_ptr<rendezvous::Store> store, int rank,
+                                             int world, rendezvous::Duration connect_timeout,
+                                             size_t direct_max_bytes) {
+  GlooOptions o;
+  o.rank = rank;
+  o.size = world;
+  o.timeout = std::chrono::seconds(20);
+  o.connect_timeout = connect_timeout;
+  o.bind_addr = "127.0.0.1";
+  o.direct_max_bytes = direct_max_bytes;
+  return std::make_unique<GlooProcessGroup>(std::move(store), o);
+}
+
 }  // namespace ddp::worker_runtime::test

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rendezvous/store.hpp"
+#include "worker_runtime/gloo_process_group.hpp"
 
 namespace ddp::worker_runtime::test {
 
@@ -27,6 +28,12 @@ std::mutex& catch_mutex();
     std::lock_guard<std::mutex> rt_lock_(::ddp::worker_runtime::test::catch_mutex()); \
     __VA_ARGS__;                                                                      \
   } while (false)
+
+// A Gloo group (rank of world) over store on 127.0.0.1, with a 20 s collective timeout.
+std::unique_ptr<GlooProcessGroup> make_group(
+    std::shared_ptr<rendezvous::Store> store, int rank, int world,
+    rendezvous::Duration connect_timeout = std::chrono::seconds(20),
+    size_t direct_max_bytes = 4 << 20);
 
 // Runs fn; returns the what() of the exception it threw, or "" when it returned.
 std::string error_of(const std::function<void()>& fn);
