@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 
-#include <thread>
-
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "rendezvous/memory_store.hpp"
@@ -20,7 +18,8 @@ namespace ddp::worker_runtime {
 namespace {
 
 // Key every rank adds to when it is done with the store; a hosting rank 0 waits for it.
-constexpr const char* kShutdownKey = "runtime/shutdown";
+constexpr const char* kShutdownKey = "runtime/shutdown";           // ADD: ranks that left
+constexpr const char* kShutdownDoneKey = "runtime/shutdown_done";  // set by the last one
 constexpr Duration kShutdownWait = std::chrono::seconds(30);
 
 std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const InitOptions& options,
@@ -117,16 +116,12 @@ DistContext::~DistContext() {
   }
   // Best effort and bounded: a destructor must not throw, and a dead peer must not hang us.
   try {
-    store_->add(kShutdownKey, 1);
-    if (server_) {
-      const auto deadline = std::chrono::steady_clock::now() + kShutdownWait;
-      while (store_->add(kShutdownKey, 0) < env_.world_size &&
-             std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
+    // The last rank out marks the job done; the rank hosting the store waits for that mark
+    // (a store wait, no polling) so no peer loses the store while it is still leaving.
+    if (store_->add(kShutdownKey, 1) >= env_.world_size) store_->set(kShutdownDoneKey, "1");
+    if (server_) store_->wait({kShutdownDoneKey}, kShutdownWait);
   } catch (const std::exception&) {
-    // The store is already gone: nothing left to protect.
+    // The store is already gone, or a peer never left (StoreTimeout): nothing left to protect.
   }
 }
 
