@@ -97,18 +97,7 @@ Dataset load_csv(const std::string& path, const LoadOptions& options) {
     if (first) {
       first = false;
       columns = fields.size();
-      if (columns < 2) {
-        throw DataError(where + ": found " + std::to_string(columns) +
-                        " column, expected at least 2 (features and a label)");
-      }
-      const auto signed_cols = static_cast<int64_t>(columns);
-      const int64_t col =
-          options.label_column < 0 ? signed_cols + options.label_column : options.label_column;
-      if (col < 0 || col >= signed_cols) {
-        throw DataError(where + ": label column " + std::to_string(options.label_column) +
-                        " does not exist in a row of " + std::to_string(columns) + " columns");
-      }
-      label_col = static_cast<std::size_t>(col);
+      label_col = resolve_label_column(options, columns, where, "a row");
       data.num_features = columns - 1;
       bool any_number = false;
       for (const auto f : fields) {
@@ -147,6 +136,22 @@ Dataset load_csv(const std::string& path, const LoadOptions& options) {
   if (data.rows() == 0) throw DataError(path + ": no data rows (empty file or header only)");
   validate(data, path);
   return data;
+}
+
+std::size_t resolve_label_column(const LoadOptions& options, std::size_t columns,
+                                 const std::string& where, const std::string& unit) {
+  if (columns < 2) {
+    throw DataError(where + ": found " + std::to_string(columns) +
+                    " column, expected at least 2 (features and a label)");
+  }
+  const auto signed_cols = static_cast<int64_t>(columns);
+  const int64_t col =
+      options.label_column < 0 ? signed_cols + options.label_column : options.label_column;
+  if (col < 0 || col >= signed_cols) {
+    throw DataError(where + ": label column " + std::to_string(options.label_column) +
+                    " does not exist in " + unit + " of " + std::to_string(columns) + " columns");
+  }
+  return static_cast<std::size_t>(col);
 }
 
 Dataset load_dataset(const std::string& path, const LoadOptions& options) {

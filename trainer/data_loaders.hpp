@@ -21,6 +21,12 @@ Dataset load_csv(const std::string& path, const LoadOptions& options = {});
 // Loads a 2-D little-endian .npy array (float32/64, int8..64, uint8..64; C or Fortran order).
 Dataset load_npy(const std::string& path, const LoadOptions& options = {});
 
+// The index of options.label_column in a table of `columns` columns (negative counts from the
+// end). DataError naming `where` unless there are at least 2 columns and the label column
+// exists; `unit` says what the table is ("a row", "an array") in that message.
+std::size_t resolve_label_column(const LoadOptions& options, std::size_t columns,
+                                 const std::string& where, const std::string& unit);
+
 // Picks the loader by file name: *.npy -> load_npy, anything else (e.g. .csv, .csv.gz) -> load_csv.
 Dataset load_dataset(const std::string& path, const LoadOptions& options = {});
 

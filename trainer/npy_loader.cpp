@@ -161,17 +161,7 @@ Dataset load_npy(const std::string& path, const LoadOptions& options) {
                     " bytes, expected " + std::to_string(expected) + " for shape (" +
                     std::to_string(rows) + ", " + std::to_string(cols) + ")");
   }
-  if (cols < 2) {
-    throw DataError(path + ": .npy array has " + std::to_string(cols) +
-                    " column, expected at least 2 (features and a label)");
-  }
-  const auto signed_cols = static_cast<int64_t>(cols);
-  const int64_t label_col =
-      options.label_column < 0 ? signed_cols + options.label_column : options.label_column;
-  if (label_col < 0 || label_col >= signed_cols) {
-    throw DataError(path + ": label column " + std::to_string(options.label_column) +
-                    " does not exist in an array of " + std::to_string(cols) + " columns");
-  }
+  const std::size_t label_col = resolve_label_column(options, cols, path, "an array");
   Dataset data;
   data.num_features = cols - 1;
   data.features.reserve(rows * data.num_features);
@@ -184,7 +174,7 @@ Dataset load_npy(const std::string& path, const LoadOptions& options) {
       const std::string where =
           path + ": row " + std::to_string(r) + ", column " + std::to_string(c);
       if (!std::isfinite(v)) throw DataError(where + " is not a finite number");
-      if (static_cast<int64_t>(c) == label_col) {
+      if (c == label_col) {
         if (v < 0 || v != std::floor(v) || v >= (1 << 20)) {
           throw DataError(where + ": label " + std::to_string(v) +
                           ", expected a non-negative integer below 2^20");
