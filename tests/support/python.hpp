@@ -1,0 +1,13 @@
+#pragma once
+// The Python the PyTorch-facing tests run: Debian's /usr/bin/python3 with python3-torch (not
+// whatever python3 comes first on PATH).
+#include <string>
+
+namespace ddp::test {
+
+inline constexpr const char* kPython = "/usr/bin/python3";
+
+// True when kPython can `import module` (e.g. "torch.distributed") within 120 s.
+bool python_can_import(const std::string& module);
+
+}  // namespace ddp::test
