@@ -9,19 +9,27 @@
 #include <sstream>
 #include <thread>
 
-#include "tests/launcher/child_process.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/wait_until.hpp"
 
-using namespace ddp::launcher::testing;
+using namespace ddp::test;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
 namespace {
 
 constexpr auto kRunTimeout = 60s;
+const std::string kDdplaunch = build_path("ddplaunch");
+
+std::string worker_script(const std::string& name) {
+  return source_path("tests/launcher/workers/" + name);
+}
 
 std::map<std::string, std::string> parse_env_file(const std::filesystem::path& path) {
   std::map<std::string, std::string> env;
-  std::istringstream lines(read_text(path));
+  std::istringstream lines(read_file(path));
   for (std::string line; std::getline(lines, line);) {
     auto eq = line.find('=');
     if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
@@ -39,7 +47,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 ChildOptions launch(std::vector<std::string> args, const TempDir& dir,
                     std::map<std::string, std::string> env = {}) {
   ChildOptions options;
-  options.argv = {ddplaunch_path()};
+  options.argv = {kDdplaunch};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.env = std::move(env);
   options.env["OUT_DIR"] = dir.path().string();
@@ -47,7 +55,7 @@ ChildOptions launch(std::vector<std::string> args, const TempDir& dir,
 }
 
 pid_t read_pid(const std::filesystem::path& path) {
-  auto text = read_text(path);
+  auto text = read_file(path);
   return text.empty() ? -1 : static_cast<pid_t>(std::stol(text));
 }
 
@@ -100,8 +108,8 @@ TEST_CASE("restarts are counted and the group restarts until one attempt succeed
       {"--nproc_per_node=2", "--max_restarts=3", "--standalone", worker_script("fail_rank.sh")},
       dir, {{"FAIL_RANK", "1"}, {"FAIL_CODE", "3"}, {"SUCCEED_AT", "2"}}));
   REQUIRE(agent.wait_for(kRunTimeout) == 0);
-  CHECK(read_text(dir.path() / "attempts_0") == "0\n1\n2\n");
-  CHECK(read_text(dir.path() / "attempts_1") == "0\n1\n2\n");
+  CHECK(read_file(dir.path() / "attempts_0") == "0\n1\n2\n");
+  CHECK(read_file(dir.path() / "attempts_1") == "0\n1\n2\n");
   CHECK_THAT(agent.err(), Contains("restarting, attempt 2 of 3"));
 }
 
@@ -153,8 +161,8 @@ TEST_CASE("signals to the agent are forwarded to every worker, exit 128+N", "[pr
       30s));
   ::kill(agent.pid(), sig);
   CHECK(agent.wait_for(kRunTimeout) == 128 + sig);
-  CHECK(read_text(dir.path() / "signal_0") == names.at(sig) + "\n");
-  CHECK(read_text(dir.path() / "signal_1") == names.at(sig) + "\n");
+  CHECK(read_file(dir.path() / "signal_0") == names.at(sig) + "\n");
+  CHECK(read_file(dir.path() / "signal_1") == names.at(sig) + "\n");
 }
 
 TEST_CASE("under nohup, SIGHUP to the agent changes nothing", "[process]") {
@@ -276,7 +284,7 @@ TEST_CASE("log_dir layout, tee, local_ranks_filter and the events file", "[proce
                             dir, {{"LINES", "3"}}));
   REQUIRE(agent.wait_for(kRunTimeout) == 0);
   auto attempt = dir.path() / "logs" / "myrun" / "attempt_0";
-  auto log0 = read_text(attempt / "0" / "stdout.log");
+  auto log0 = read_file(attempt / "0" / "stdout.log");
   CHECK_THAT(log0, Contains("rank=0 line=2"));
   CHECK(std::filesystem::exists(attempt / "1" / "stderr.log"));
   CHECK(std::filesystem::is_directory(attempt / "0"));
@@ -285,7 +293,7 @@ TEST_CASE("log_dir layout, tee, local_ranks_filter and the events file", "[proce
   CHECK(agent.out().find("[default0]") == std::string::npos);
 
   std::map<std::string, int> counts;
-  for (const auto& line : lines_of(read_text(events))) {
+  for (const auto& line : lines_of(read_file(events))) {
     auto event = nlohmann::json::parse(line);
     counts[event.at("event").get<std::string>()]++;
     CHECK(event.at("time").get<double>() > 1.6e9);
@@ -340,7 +348,7 @@ TEST_CASE("a console closed early (| head) does not kill the job", "[process]") 
   TempDir dir;
   ChildOptions options;
   options.argv = {"/bin/sh", "-c",
-                  ddplaunch_path() +
+                  kDdplaunch +
                       " --nproc_per_node=2 --standalone /bin/sh -c "
                       "'i=0; while [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done; "
                       "touch \"$OUT_DIR/finished_$RANK\"' | head -n 1"};

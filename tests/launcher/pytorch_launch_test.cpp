@@ -2,21 +2,24 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "tests/launcher/child_process.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/python.hpp"
 
-using namespace ddp::launcher::testing;
+using namespace ddp::test;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";
+const std::string kDdplaunch = build_path("ddplaunch");
+
+std::string worker_script(const std::string& name) {
+  return source_path("tests/launcher/workers/" + name);
+}
 
 bool have_torch() {
-  ChildOptions options;
-  options.argv = {kPython, "-c", "import torch.distributed"};
-  ChildProcess probe(options);
-  return probe.wait_for(120s) == 0;
+  return python_can_import("torch.distributed");
 }
 
 }  // namespace
@@ -27,8 +30,7 @@ TEST_CASE("a 2-worker gloo DDP script trains and exits 0 on the agent's store", 
     FAIL("/usr/bin/python3 cannot import torch.distributed: run scripts/setup.sh (python3-torch)");
   }
   ChildOptions options;
-  options.argv = {ddplaunch_path(), "--nproc_per_node=2", "--standalone",
-                  worker_script("ddp_train.py")};
+  options.argv = {kDdplaunch, "--nproc_per_node=2", "--standalone", worker_script("ddp_train.py")};
   options.env = {{"PYTHON_EXEC", kPython}};
   ChildProcess agent(options);
   auto status = agent.wait_for(240s);
@@ -45,7 +47,7 @@ TEST_CASE("a legacy torch.distributed.launch script reading --local_rank works",
     FAIL("/usr/bin/python3 cannot import torch.distributed: run scripts/setup.sh (python3-torch)");
   }
   ChildOptions options;
-  options.argv = {ddplaunch_path(),
+  options.argv = {kDdplaunch,
                   "--nproc_per_node=2",
                   "--standalone",
                   "--pass_local_rank_arg",
@@ -66,7 +68,7 @@ TEST_CASE("PyTorch's own @record error file feeds the failure summary", "[pytorc
     FAIL("/usr/bin/python3 cannot import torch.distributed: run scripts/setup.sh (python3-torch)");
   }
   ChildOptions options;
-  options.argv = {ddplaunch_path(), "--nproc_per_node=2", "--standalone",
+  options.argv = {kDdplaunch, "--nproc_per_node=2", "--standalone",
                   worker_script("record_failure.py")};
   options.env = {{"PYTHON_EXEC", kPython}};
   ChildProcess agent(options);
