@@ -1,16 +1,23 @@
 #include "rendezvous/store_server.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "common/error.hpp"
+#include "rendezvous/connection_poller.hpp"
 #include "rendezvous/server_state.hpp"
 #include "rendezvous/store_session.hpp"
 
@@ -26,11 +33,15 @@ struct StoreServer::Impl {
             {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
             options.log_name},
         acceptor(io),
-        retry_timer(io) {}
+        retry_timer(io),
+        poller(io, [this] { closed.clear(); }) {}
 
   void listen();
   void do_accept();
-  void add_session(tcp::socket socket);
+  // Accepts every queued connection; false when accept failed for another reason than an
+  // empty queue (out of descriptors...), after logging it once per streak.
+  bool accept_all();
+  void add_session(int fd, const sockaddr_storage& address, socklen_t length);
   void stop_all();
 
   // Declared first so it is destroyed last: pending handlers own sessions.
@@ -40,7 +51,11 @@ struct StoreServer::Impl {
   ServerState state;
   tcp::acceptor acceptor;
   asio::steady_timer retry_timer;
+  ConnectionPoller poller;
   std::unordered_map<StoreSession*, std::shared_ptr<StoreSession>> sessions;
+  // Sessions closed during the poller's current batch: later events of the batch may still
+  // name them, so they are released after it.
+  std::vector<std::shared_ptr<StoreSession>> closed;
   std::atomic<size_t> num_connections{0};
   uint16_t port = 0;
   uint64_t accept_failures = 0;  // current streak, for one log line per streak
@@ -85,52 +100,80 @@ void StoreServer::Impl::listen() {
 }
 
 void StoreServer::Impl::do_accept() {
-  acceptor.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+  acceptor.async_wait(tcp::acceptor::wait_read, [this](const boost::system::error_code& ec) {
     if (ec == asio::error::operation_aborted || stopped) return;
-    if (ec) {
-      // Out of file descriptors or similar: say so once per streak (not every 50 ms), then
-      // try again shortly instead of spinning or giving up on every future client.
-      if (accept_failures++ == 0) {
-        std::string line = options.log_name + ": accept failed on port " + std::to_string(port) +
-                           ": " + ec.message() + " (" + std::to_string(num_connections.load()) +
-                           " connections open; retrying every 50 ms)\n";
-        std::fwrite(line.data(), 1, line.size(), stderr);
-      }
+    if (ec || !accept_all()) {
+      // Out of file descriptors or similar: try again shortly instead of spinning or giving
+      // up on every future client.
       retry_timer.expires_after(std::chrono::milliseconds(50));
       retry_timer.async_wait([this](const boost::system::error_code& tec) {
         if (!tec && !stopped) do_accept();
       });
       return;
     }
-    if (accept_failures > 0) {
-      std::string line = options.log_name + ": accepting again after " +
-                         std::to_string(accept_failures) + " failed attempts\n";
-      std::fwrite(line.data(), 1, line.size(), stderr);
-      accept_failures = 0;
-    }
-    add_session(std::move(socket));
-    // Drain the rest of the accept queue now: when a thousand agents connect at once, one
-    // accept per loop turn would leave the last ones queued behind everyone's requests.
-    for (;;) {
-      boost::system::error_code aec;
-      tcp::socket more(io);
-      acceptor.accept(more, aec);
-      if (aec) break;  // would_block (queue empty) or a real error the async path reports
-      add_session(std::move(more));
-    }
     do_accept();
   });
 }
 
-void StoreServer::Impl::add_session(tcp::socket socket) {
-  auto session = std::make_shared<StoreSession>(std::move(socket), state, session_config,
+bool StoreServer::Impl::accept_all() {
+  // Drain the whole accept queue: when a thousand agents connect at once, one accept per
+  // loop turn would leave the last ones queued behind everyone's requests.
+  for (;;) {
+    sockaddr_storage address{};
+    socklen_t length = sizeof(address);
+    const int fd = ::accept4(acceptor.native_handle(), reinterpret_cast<sockaddr*>(&address),
+                             &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      if (accept_failures > 0) {
+        std::string line = options.log_name + ": accepting again after " +
+                           std::to_string(accept_failures) + " failed attempts\n";
+        std::fwrite(line.data(), 1, line.size(), stderr);
+        accept_failures = 0;
+      }
+      add_session(fd, address, length);
+      continue;
+    }
+    const int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK) return true;
+    if (err == EINTR || err == ECONNABORTED) continue;  // that client gave up; next one
+    if (accept_failures++ == 0) {
+      std::string line = options.log_name + ": accept failed on port " + std::to_string(port) +
+                         ": " + errno_text(err) + " (" + std::to_string(num_connections.load()) +
+                         " connections open; retrying every 50 ms)\n";
+      std::fwrite(line.data(), 1, line.size(), stderr);
+    }
+    return false;
+  }
+}
+
+void StoreServer::Impl::add_session(int fd, const sockaddr_storage& address, socklen_t length) {
+  tcp::endpoint endpoint;
+  std::string peer = "unknown peer";
+  if (length <= endpoint.capacity()) {
+    std::memcpy(endpoint.data(), &address, length);
+    endpoint.resize(length);
+    peer = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  auto session = std::make_shared<StoreSession>(fd, std::move(peer), poller, state, session_config,
                                                 [this](StoreSession* s) {
-                                                  sessions.erase(s);
+                                                  auto it = sessions.find(s);
+                                                  if (it == sessions.end()) return;
+                                                  closed.push_back(std::move(it->second));
+                                                  sessions.erase(it);
                                                   --num_connections;
                                                 });
-  sessions.emplace(session.get(), session);
+  try {
+    session->start();
+  } catch (const Error& e) {
+    std::string line =
+        options.log_name + ": dropping connection from " + session->peer() + ": " + e.what() + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    return;  // the session's destructor closes the socket
+  }
+  sessions.emplace(session.get(), std::move(session));
   ++num_connections;
-  session->start();
 }
 
 void StoreServer::Impl::stop_all() {
@@ -141,6 +184,8 @@ void StoreServer::Impl::stop_all() {
   auto all = std::move(sessions);
   sessions.clear();
   for (auto& [ptr, session] : all) session->stop();
+  closed.clear();
+  poller.stop();
   io.stop();
 }
 
@@ -148,6 +193,7 @@ StoreServer::StoreServer(StoreServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->listen();
   impl_->do_accept();
+  impl_->poller.start();
   impl_->thread = std::thread([impl = impl_.get()] {
     for (;;) {
       try {

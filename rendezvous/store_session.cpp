@@ -1,6 +1,9 @@
 #include "rendezvous/store_session.hpp"
 
-#include <boost/asio/write.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 
 #include "common/error.hpp"
@@ -19,26 +22,39 @@ constexpr size_t kMaxQueuedReplyBytes = size_t{16} * 1024 * 1024;
 
 }  // namespace
 
-StoreSession::StoreSession(boost::asio::ip::tcp::socket socket, ServerState& state,
+StoreSession::StoreSession(int fd, std::string peer, ConnectionPoller& poller, ServerState& state,
                            const SessionConfig& config, OnClosed on_closed)
-    : socket_(std::move(socket)), state_(state), config_(config), on_closed_(std::move(on_closed)) {
-  boost::system::error_code ec;
-  auto ep = socket_.remote_endpoint(ec);
-  peer_ =
-      ec ? std::string("unknown peer") : ep.address().to_string() + ":" + std::to_string(ep.port());
-  socket_.set_option(boost::asio::ip::tcp::no_delay(true), ec);
+    : fd_(fd),
+      peer_(std::move(peer)),
+      poller_(poller),
+      state_(state),
+      config_(config),
+      on_closed_(std::move(on_closed)) {}
+
+StoreSession::~StoreSession() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void StoreSession::start() {
-  do_read();
+  poller_.add(fd_, this, EPOLLIN);
 }
 
 void StoreSession::stop() {
   close("");
 }
 
-void StoreSession::do_read() {
+void StoreSession::on_ready(uint32_t events) {
+  if (closed_) return;  // closed earlier in this batch
+  if ((events & EPOLLOUT) != 0) flush();
   if (closed_) return;
+  // ERR/HUP are reported even while reading is paused; reading then finds the error or EOF.
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0 &&
+      (!read_paused_ || (events & (EPOLLERR | EPOLLHUP)) != 0)) {
+    on_readable();
+  }
+}
+
+void StoreSession::on_readable() {
   if (in_begin_ == in_end_) {
     in_begin_ = in_end_ = 0;
     if (in_.capacity() > kKeepCapacity) std::vector<char>().swap(in_);
@@ -49,41 +65,37 @@ void StoreSession::do_read() {
     in_begin_ = 0;
   }
   if (in_.size() < in_end_ + kReadChunk) in_.resize(in_end_ + kReadChunk);
-  socket_.async_read_some(boost::asio::buffer(in_.data() + in_end_, in_.size() - in_end_),
-                          [self = shared_from_this()](const boost::system::error_code& ec,
-                                                      size_t n) { self->on_read(ec, n); });
-}
-
-void StoreSession::on_read(const boost::system::error_code& ec, size_t n) {
-  if (closed_) return;
-  if (ec) {
-    if (ec == boost::asio::error::operation_aborted) return;
+  ssize_t n = 0;
+  do {
+    n = ::recv(fd_, in_.data() + in_end_, in_.size() - in_end_, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // level-triggered: later
+  if (n <= 0) {
+    const std::string what = n == 0 ? std::string("end of stream") : errno_text(errno);
     const size_t buffered = in_end_ - in_begin_;
     if (state_.waiting(*this)) {
-      close("connection lost in the middle of a wait (" + ec.message() + ")");
+      close("connection lost in the middle of a wait (" + what + ")");
     } else if (buffered > 0) {
-      close("truncated frame: connection ended (" + ec.message() + ") with " +
-            std::to_string(buffered) + " bytes of an incomplete request");
-    } else if (ec == boost::asio::error::eof) {
+      close("truncated frame: connection ended (" + what + ") with " + std::to_string(buffered) +
+            " bytes of an incomplete request");
+    } else if (n == 0) {
       close("");  // a client that is done; not worth a log line
     } else {
-      close("read failed: " + ec.message());
+      close("read failed: " + what);
     }
     return;
   }
-  in_end_ += n;
+  in_end_ += static_cast<size_t>(n);
   if (!process()) return;
-  if (out_next_.size() + out_writing_.size() > kMaxQueuedReplyBytes) {
-    read_paused_ = true;  // resumed by the write completion once the client catches up
-    return;
+  if (queued_bytes() > kMaxQueuedReplyBytes) {
+    read_paused_ = true;  // resumed by flush() once the client catches up
+    update_interest();
   }
-  do_read();
 }
 
 bool StoreSession::process() {
-  // Replies of every request in this batch go out in one write (send() only queues).
-  const bool was_writing = writing_;
-  writing_ = true;
+  // Replies of every request in this batch go out in one send (send() only queues).
+  batching_ = true;
   bool open = true;
   while (open) {
     std::string_view data(in_.data() + in_begin_, in_end_ - in_begin_);
@@ -117,39 +129,53 @@ bool StoreSession::process() {
       open = false;
     }
   }
-  writing_ = was_writing;
-  if (open && !writing_ && !out_next_.empty()) do_write();
-  return open;
+  batching_ = false;
+  if (open) flush();
+  return !closed_;
 }
 
 void StoreSession::send(std::string_view bytes) {
   if (closed_) return;
-  out_next_.append(bytes);
-  if (!writing_) do_write();
+  out_.append(bytes);
+  if (!batching_) flush();
 }
 
-void StoreSession::do_write() {
-  out_writing_.clear();
-  out_writing_.swap(out_next_);
-  writing_ = true;
-  boost::asio::async_write(
-      socket_, boost::asio::buffer(out_writing_),
-      [self = shared_from_this()](const boost::system::error_code& ec, size_t /*n*/) {
-        self->writing_ = false;
-        if (self->closed_) return;
-        if (ec) {
-          if (ec != boost::asio::error::operation_aborted) {
-            self->close("write failed: " + ec.message());
-          }
-          return;
-        }
-        if (!self->out_next_.empty()) {
-          self->do_write();
-        } else if (self->read_paused_) {
-          self->read_paused_ = false;
-          self->do_read();
-        }
-      });
+void StoreSession::flush() {
+  while (queued_bytes() > 0) {
+    const ssize_t n = ::send(fd_, out_.data() + out_sent_, queued_bytes(), MSG_NOSIGNAL);
+    if (n > 0) {
+      out_sent_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!want_writable_) {
+        want_writable_ = true;
+        update_interest();
+      }
+      return;
+    }
+    close("write failed: " + errno_text(errno));
+    return;
+  }
+  out_sent_ = 0;
+  if (out_.capacity() > kKeepCapacity) {
+    std::string().swap(out_);
+  } else {
+    out_.clear();
+  }
+  if (want_writable_ || read_paused_) {
+    want_writable_ = false;
+    read_paused_ = false;
+    update_interest();
+  }
+}
+
+void StoreSession::update_interest() {
+  if (closed_) return;
+  const uint32_t interest =
+      (read_paused_ ? 0U : uint32_t{EPOLLIN}) | (want_writable_ ? uint32_t{EPOLLOUT} : 0U);
+  if (!poller_.modify(fd_, this, interest)) close("cannot update epoll: " + errno_text(errno));
 }
 
 void StoreSession::close(const std::string& reason) {
@@ -162,9 +188,10 @@ void StoreSession::close(const std::string& reason) {
         config_.log_name + ": closing connection from " + peer_ + ": " + reason + "\n";
     std::fwrite(line.data(), 1, line.size(), stderr);
   }
-  boost::system::error_code ignored;
-  socket_.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  poller_.remove(fd_);
+  ::shutdown(fd_, SHUT_RDWR);
+  ::close(fd_);
+  fd_ = -1;
   if (on_closed_) on_closed_(this);
 }
 

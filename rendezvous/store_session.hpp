@@ -1,12 +1,13 @@
 #pragma once
-// One client connection of the store server: reads bytes, lets the pure codec cut them into
-// requests, hands those to ServerState, and writes replies. Lives on the server's loop.
-#include <boost/asio/ip/tcp.hpp>
+// One client connection of the store server: reads bytes when the poller says the socket is
+// readable, lets the pure codec cut them into requests, hands those to ServerState, and
+// writes the replies. Lives on the server's loop thread.
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "rendezvous/connection_poller.hpp"
 #include "rendezvous/server_state.hpp"
 #include "rendezvous/wire_codec.hpp"
 
@@ -18,47 +19,59 @@ struct SessionConfig {
   std::string log_name = "ddpstore";
 };
 
-class StoreSession final : public Connection, public std::enable_shared_from_this<StoreSession> {
+class StoreSession final : public Connection,
+                           public PollTarget,
+                           public std::enable_shared_from_this<StoreSession> {
  public:
+  // Called once when the connection closes; the session may be destroyed only after the
+  // poller's current batch (ConnectionPoller's after_batch).
   using OnClosed = std::function<void(StoreSession*)>;
 
-  StoreSession(boost::asio::ip::tcp::socket socket, ServerState& state, const SessionConfig& config,
-               OnClosed on_closed);
+  // Takes ownership of fd: a connected, non-blocking TCP socket from `peer`.
+  StoreSession(int fd, std::string peer, ConnectionPoller& poller, ServerState& state,
+               const SessionConfig& config, OnClosed on_closed);
+  ~StoreSession() override;
   StoreSession(const StoreSession&) = delete;
   StoreSession& operator=(const StoreSession&) = delete;
 
-  // Starts reading; the session keeps itself alive through its pending operations.
+  // Registers with the poller; throws StoreError when it cannot.
   void start();
   // Closes the socket without a log line (server shutdown).
   void stop();
 
+  void on_ready(uint32_t events) override;
   void send(std::string_view bytes) override;
   [[nodiscard]] const std::string& peer() const override { return peer_; }
 
  private:
-  void do_read();
-  void on_read(const boost::system::error_code& ec, size_t n);
+  void on_readable();
   // Parses and executes every complete request in the buffer. false: connection closed.
   bool process();
-  void do_write();
+  // Sends queued replies until done or the socket is full (then waits for EPOLLOUT).
+  void flush();
+  // Epoll interest from the current state: read unless paused, write while replies wait.
+  void update_interest();
+  [[nodiscard]] size_t queued_bytes() const { return out_.size() - out_sent_; }
   // Closes the connection; reason non-empty -> exactly one log line naming the peer.
   void close(const std::string& reason);
 
-  boost::asio::ip::tcp::socket socket_;
+  int fd_;
+  std::string peer_;
+  ConnectionPoller& poller_;
   ServerState& state_;
   const SessionConfig& config_;
   OnClosed on_closed_;
-  std::string peer_;
   wire::Dialect dialect_ = wire::Dialect::kUnknown;
 
   std::vector<char> in_;  // received bytes [in_begin_, in_end_)
   size_t in_begin_ = 0;
   size_t in_end_ = 0;
-  size_t needed_ = 0;        // the codec's hint: don't parse again before this many bytes
-  std::string out_next_;     // replies queued while a write is in flight
-  std::string out_writing_;  // the bytes of the write in flight
-  bool writing_ = false;
-  bool read_paused_ = false;  // too many replies queued: not reading until they drain
+  size_t needed_ = 0;  // the codec's hint: don't parse again before this many bytes
+  std::string out_;    // replies not yet sent: out_[out_sent_, end)
+  size_t out_sent_ = 0;
+  bool batching_ = false;       // inside process(): replies wait for one send at its end
+  bool read_paused_ = false;    // too many replies queued: not reading until they drain
+  bool want_writable_ = false;  // the socket was full: EPOLLOUT is in the interest
   bool closed_ = false;
 };
 

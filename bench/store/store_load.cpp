@@ -1,23 +1,28 @@
 #include "store_load.hpp"
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/write.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <functional>
-#include <memory>
+#include <thread>
 
 #include "common/error.hpp"
 
+// The load generator is deliberately thin: raw non-blocking sockets on one level-triggered
+// epoll set, one send and one recv per round trip. It shares the 2 cores with the server it
+// measures, so every microsecond it spends is a microsecond the server does not get; an
+// Asio client costs an extra (failing) speculative recv per round trip.
+
 namespace ddp::bench {
 
-namespace asio = boost::asio;
-using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 namespace wire = rendezvous::wire;
 
@@ -31,190 +36,221 @@ double LoadResult::percentile_us(double p) const {
 
 namespace {
 
-struct Shared {
-  asio::io_context io{1};  // one thread runs it: no locking
-  tcp::endpoint endpoint;
-  const LoadOptions* options = nullptr;
-  int connected = 0;
-  int finished = 0;
-  uint64_t requests = 0;
-  Clock::time_point connect_deadline;
-  std::string error;
-  std::vector<std::vector<double>> samples;  // per client
-  std::function<void()> on_all_connected;
-};
+// No reply for this long means the server is stuck: fail instead of hanging the benchmark.
+constexpr int kStallMs = 30'000;
 
-class LoadClient : public std::enable_shared_from_this<LoadClient> {
+class Fd {
  public:
-  LoadClient(Shared& shared, int id)
-      : shared_(shared), id_(id), socket_(shared.io), timer_(shared.io) {
-    const auto& o = *shared.options;
-    const std::string key = "bench/" + std::to_string(id);
-    wire::Request set;
-    set.command = wire::Command::kSet;
-    set.keys = {key};
-    set.values = {std::string(o.value_bytes, 'x')};
-    wire::Request get;
-    get.command = wire::Command::kGet;
-    get.keys = {key};
-    wire::Request add;
-    add.command = wire::Command::kAdd;
-    add.keys = {"bench/counter"};
-    add.delta = 1;
-    // SET has no reply, so it travels with a GET of the same key; that GET's reply ends
-    // the round trip and checks the value.
-    set_get_frame_ = wire::encode_request(set, o.dialect) + wire::encode_request(get, o.dialect);
-    add_frame_ = wire::encode_request(add, o.dialect);
-    if (o.dialect == wire::Dialect::kV2) {
-      wire::Request hello;
-      hello.command = wire::Command::kValidate;
-      hello.nonce = wire::kValidationMagic;
-      handshake_ = wire::encode_request(hello, o.dialect);
-    }
-    shared_.samples[static_cast<size_t>(id)].reserve(
-        static_cast<size_t>(o.requests_per_client) / 3 * 2 + 2);
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
   }
-
-  void connect() {
-    socket_.async_connect(shared_.endpoint, [self = shared_from_this()](auto ec) {
-      if (!ec) {
-        self->socket_.set_option(tcp::no_delay(true));
-        self->warm_up();
-        return;
-      }
-      if (Clock::now() > self->shared_.connect_deadline) {
-        self->fail("connect: " + ec.message());
-        return;
-      }
-      // Retry: a listen backlog overflows briefly when 1024 clients connect at once.
-      self->socket_.close();
-      self->timer_.expires_after(std::chrono::milliseconds(20));
-      self->timer_.async_wait([self](auto) { self->connect(); });
-    });
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
   }
-
-  // One untimed round trip (handshake + ADD) so the clock starts only once the server has
-  // accepted every connection and the load is steady.
-  void warm_up() {
-    wire::Request add;
-    add.command = wire::Command::kAdd;
-    add.keys = {"bench/warmup"};
-    out_ = handshake_ + wire::encode_request(add, shared_.options->dialect);
-    handshake_.clear();
-    expected_ = 8;
-    have_ = 0;
-    warming_ = true;
-    asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](auto ec, size_t) {
-      if (ec) return self->fail("write: " + ec.message());
-      self->read_reply();
-    });
-  }
-
-  void next() {
-    if (done_ >= shared_.options->requests_per_client) {
-      ++shared_.finished;
-      return;
-    }
-    started_ = Clock::now();
-    const bool set_get = (round_++ % 2) == 0;
-    out_ = handshake_;
-    handshake_.clear();
-    out_ += set_get ? set_get_frame_ : add_frame_;
-    done_ += set_get ? 2 : 1;
-    shared_.requests += set_get ? 2 : 1;
-    expected_ = set_get ? 8 + shared_.options->value_bytes : 8;
-    have_ = 0;
-    asio::async_write(socket_, asio::buffer(out_), [self = shared_from_this()](auto ec, size_t) {
-      if (ec) return self->fail("write: " + ec.message());
-      self->read_reply();
-    });
-  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  [[nodiscard]] int get() const { return fd_; }
 
  private:
-  // One read_some usually holds the whole reply; loop only when it does not.
-  void read_reply() {
-    if (in_.size() < expected_) in_.resize(expected_);
-    socket_.async_read_some(asio::buffer(in_.data() + have_, expected_ - have_),
-                            [self = shared_from_this()](auto ec, size_t n) {
-                              if (ec) return self->fail("read: " + ec.message());
-                              self->have_ += n;
-                              if (self->have_ < self->expected_) return self->read_reply();
-                              self->check_reply();
-                            });
-  }
-
-  void check_reply() {
-    if (expected_ > 8) {
-      const uint64_t len = wire::get_u64(in_.data());
-      if (len != shared_.options->value_bytes) {
-        return fail("GET returned " + std::to_string(len) + " bytes, expected " +
-                    std::to_string(shared_.options->value_bytes));
-      }
-    }
-    finish_round();
-  }
-
-  void finish_round() {
-    if (warming_) {
-      warming_ = false;
-      if (++shared_.connected == static_cast<int>(shared_.samples.size())) {
-        shared_.on_all_connected();
-      }
-      return;
-    }
-    const auto us = std::chrono::duration<double, std::micro>(Clock::now() - started_).count();
-    shared_.samples[static_cast<size_t>(id_)].push_back(us);
-    next();
-  }
-
-  void fail(const std::string& what) {
-    if (shared_.error.empty()) {
-      shared_.error = "client " + std::to_string(id_) + ": " + what;
-    }
-    shared_.io.stop();
-  }
-
-  Shared& shared_;
-  int id_;
-  tcp::socket socket_;
-  asio::steady_timer timer_;
-  std::string set_get_frame_, add_frame_, handshake_, out_;
-  std::vector<char> in_;
-  size_t expected_ = 0;  // bytes of the reply to the request in flight
-  size_t have_ = 0;
-  bool warming_ = false;
-  int done_ = 0;
-  uint64_t round_ = 0;
-  Clock::time_point started_;
+  int fd_;
 };
+
+struct Frames {
+  std::string handshake;  // v2 only: VALIDATE, no reply
+  std::string set_get;    // SET k v + GET k: one reply (the value)
+  std::string add;        // ADD counter 1: one reply (the new count)
+};
+
+Frames make_frames(const LoadOptions& o, int id) {
+  const std::string key = "bench/" + std::to_string(id);
+  wire::Request set;
+  set.command = wire::Command::kSet;
+  set.keys = {key};
+  set.values = {std::string(o.value_bytes, 'x')};
+  wire::Request get;
+  get.command = wire::Command::kGet;
+  get.keys = {key};
+  wire::Request add;
+  add.command = wire::Command::kAdd;
+  add.keys = {"bench/counter"};
+  add.delta = 1;
+  Frames f;
+  // SET has no reply, so it travels with a GET of the same key; that GET's reply ends the
+  // round trip and checks the value.
+  f.set_get = wire::encode_request(set, o.dialect) + wire::encode_request(get, o.dialect);
+  f.add = wire::encode_request(add, o.dialect);
+  if (o.dialect == wire::Dialect::kV2) {
+    wire::Request hello;
+    hello.command = wire::Command::kValidate;
+    hello.nonce = wire::kValidationMagic;
+    f.handshake = wire::encode_request(hello, o.dialect);
+  }
+  return f;
+}
+
+[[noreturn]] void fail(int id, const std::string& what) {
+  throw StoreError("store_bench: client " + std::to_string(id) + ": " + what);
+}
+
+sockaddr_storage resolve(const LoadOptions& o, socklen_t& len) {
+  const auto address = boost::asio::ip::make_address(o.host);  // throws on a bad address
+  sockaddr_storage ss{};
+  if (address.is_v4()) {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons(o.port);
+    const auto bytes = address.to_v4().to_bytes();
+    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<unsigned char*>(&sa->sin_addr));
+    len = sizeof(sockaddr_in);
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+    sa->sin6_family = AF_INET6;
+    sa->sin6_port = htons(o.port);
+    const auto bytes = address.to_v6().to_bytes();
+    std::copy(bytes.begin(), bytes.end(), sa->sin6_addr.s6_addr);
+    len = sizeof(sockaddr_in6);
+  }
+  return ss;
+}
+
+// Blocking connect, retried while the listen backlog overflows (1024 clients at once).
+Fd connect_one(const sockaddr_storage& ss, socklen_t len, int id, Clock::time_point deadline) {
+  for (;;) {
+    Fd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) fail(id, "socket: " + errno_text(errno));
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&ss), len) == 0) {
+      int one = 1;
+      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      return fd;
+    }
+    const int err = errno;
+    if (Clock::now() > deadline) fail(id, "connect: " + errno_text(err));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void send_all(int fd, std::string_view bytes, int id) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(id, "send: " + errno_text(errno));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+struct Client {
+  Fd fd;
+  Frames frames;
+  std::vector<char> in;
+  size_t expected = 0;  // bytes of the reply to the request in flight
+  size_t have = 0;
+  bool set_get = false;
+  int done = 0;  // requests sent
+  uint64_t round = 0;
+  Clock::time_point started;
+  std::vector<double> samples;
+};
+
+// One untimed blocking round trip (handshake + ADD), so the clock starts only once the
+// server has accepted every connection.
+void warm_up(Client& c, const LoadOptions& o, int id) {
+  wire::Request add;
+  add.command = wire::Command::kAdd;
+  add.keys = {"bench/warmup"};
+  add.delta = 1;
+  send_all(c.fd.get(), c.frames.handshake + wire::encode_request(add, o.dialect), id);
+  char reply[8];
+  size_t got = 0;
+  while (got < sizeof(reply)) {
+    const ssize_t n = ::recv(c.fd.get(), reply + got, sizeof(reply) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(id, n == 0 ? "server closed the connection" : "recv: " + errno_text(errno));
+    got += static_cast<size_t>(n);
+  }
+}
 
 }  // namespace
 
 LoadResult run_load(const LoadOptions& options) {
-  Shared shared;
-  shared.options = &options;
-  shared.endpoint = tcp::endpoint(asio::ip::make_address(options.host), options.port);
-  shared.samples.resize(static_cast<size_t>(options.clients));
-  shared.connect_deadline = Clock::now() + std::chrono::seconds(30);
-  std::vector<std::shared_ptr<LoadClient>> clients;
-  clients.reserve(static_cast<size_t>(options.clients));
-  for (int i = 0; i < options.clients; ++i) {
-    clients.push_back(std::make_shared<LoadClient>(shared, i));
+  socklen_t len = 0;
+  const sockaddr_storage ss = resolve(options, len);
+  const auto connect_deadline = Clock::now() + std::chrono::seconds(30);
+  const size_t n = static_cast<size_t>(options.clients);
+  Fd epoll(::epoll_create1(EPOLL_CLOEXEC));
+  if (epoll.get() < 0) throw StoreError("store_bench: epoll_create1: " + errno_text(errno));
+
+  std::vector<Client> clients(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int id = static_cast<int>(i);
+    Client& c = clients[i];
+    c.fd = connect_one(ss, len, id, connect_deadline);
+    c.frames = make_frames(options, id);
+    c.in.resize(8 + options.value_bytes);
+    c.samples.reserve(static_cast<size_t>(options.requests_per_client) / 3 * 2 + 2);
+    warm_up(c, options, id);
+    epoll_event ev{};
+    ev.events = EPOLLIN;  // level-triggered: one recv per readiness, never a failing one
+    ev.data.u64 = i;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, c.fd.get(), &ev) != 0) {
+      fail(id, "epoll_ctl: " + errno_text(errno));
+    }
   }
-  Clock::time_point start;
-  shared.on_all_connected = [&] {
-    start = Clock::now();
-    for (auto& c : clients) c->next();
-  };
-  for (auto& c : clients) c->connect();
-  shared.io.run();
-  const auto end = Clock::now();
-  if (!shared.error.empty()) throw StoreError("store_bench: " + shared.error);
+
   LoadResult result;
-  result.seconds = std::chrono::duration<double>(end - start).count();
-  result.requests = shared.requests;
-  for (auto& s : shared.samples) {
-    result.round_trip_us.insert(result.round_trip_us.end(), s.begin(), s.end());
+  size_t finished = 0;
+  auto next = [&](Client& c, int id) {
+    if (c.done >= options.requests_per_client) {
+      ++finished;
+      return;
+    }
+    c.set_get = (c.round++ % 2) == 0;
+    c.expected = c.set_get ? 8 + options.value_bytes : 8;
+    c.have = 0;
+    c.done += c.set_get ? 2 : 1;
+    result.requests += c.set_get ? 2 : 1;
+    c.started = Clock::now();
+    send_all(c.fd.get(), c.set_get ? c.frames.set_get : c.frames.add, id);
+  };
+
+  const auto start = Clock::now();
+  for (size_t i = 0; i < n; ++i) next(clients[i], static_cast<int>(i));
+  std::vector<epoll_event> events(std::min<size_t>(n, 1024));
+  while (finished < n) {
+    const int ready =
+        ::epoll_wait(epoll.get(), events.data(), static_cast<int>(events.size()), kStallMs);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) throw StoreError("store_bench: epoll_wait: " + errno_text(errno));
+    if (ready == 0) {
+      throw StoreError("store_bench: no reply from the server within " +
+                       std::to_string(kStallMs / 1000) + " s");
+    }
+    for (int k = 0; k < ready; ++k) {
+      const size_t i = events[static_cast<size_t>(k)].data.u64;
+      const int id = static_cast<int>(i);
+      Client& c = clients[i];
+      if (c.expected == 0) fail(id, "the server sent bytes nobody asked for");
+      const ssize_t got = ::recv(c.fd.get(), c.in.data() + c.have, c.expected - c.have, 0);
+      if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (got <= 0)
+        fail(id, got == 0 ? "server closed the connection" : "recv: " + errno_text(errno));
+      c.have += static_cast<size_t>(got);
+      if (c.have < c.expected) continue;
+      if (c.set_get && wire::get_u64(c.in.data()) != options.value_bytes) {
+        fail(id, "GET returned " + std::to_string(wire::get_u64(c.in.data())) +
+                     " bytes, expected " + std::to_string(options.value_bytes));
+      }
+      c.expected = 0;
+      c.samples.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - c.started).count());
+      next(c, id);
+    }
+  }
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (auto& c : clients) {
+    result.round_trip_us.insert(result.round_trip_us.end(), c.samples.begin(), c.samples.end());
   }
   return result;
 }

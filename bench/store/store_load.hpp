@@ -1,7 +1,8 @@
 #pragma once
 // A closed-loop load generator for TCPStore-protocol servers: every connection runs
-// [SET k + GET k] then [ADD counter] round trips back to back, all on one event loop,
-// timing each round trip. Speaks either dialect (PyTorch 1.13's server knows only legacy).
+// [SET k + GET k] then [ADD counter] round trips back to back, one request in flight per
+// connection, all connections on one thread and one epoll set, timing each round trip. Speaks
+// either dialect (PyTorch 1.13's server knows only legacy).
 #include <cstdint>
 #include <string>
 #include <vector>
