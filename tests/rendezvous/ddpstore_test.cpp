@@ -7,26 +7,35 @@
 #include <thread>
 #include <vector>
 
-#include "child_process.hpp"
 #include "common/error.hpp"
 #include "rendezvous/socket_io.hpp"
 #include "rendezvous/tcp_store.hpp"
 #include "rendezvous/wire_codec.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
 namespace wire = ddp::rendezvous::wire;
 
 namespace {
-const std::string kDdpstore = std::string(DDP_BINARY_DIR) + "/ddpstore";
+const std::string kDdpstore = ddp::test::build_path("ddpstore");
+
+// argv with stdout and stderr in one capture (stdout's first line is the port).
+ddp::test::ChildOptions merged(std::vector<std::string> argv) {
+  ddp::test::ChildOptions options;
+  options.argv = std::move(argv);
+  options.merge_stderr = true;
+  return options;
 }
+}  // namespace
 
 TEST_CASE("ddpstore serves on the port it prints and stops on SIGTERM/SIGINT", "[ddpstore]") {
   const int signo = GENERATE(SIGTERM, SIGINT);
-  ddp::test::ChildProcess daemon({kDdpstore, "--host", "127.0.0.1", "--port", "0"}, {});
-  // stdout and stderr share the pipe; stdout's first line is the port.
+  ddp::test::ChildProcess daemon(merged({kDdpstore, "--host", "127.0.0.1", "--port", "0"}));
+  // stdout and stderr share one capture; stdout's first line is the port.
   const std::string line = daemon.first_line(10s);
-  INFO(daemon.output());
+  INFO(daemon.out());
   const int port = std::stoi(line);
   REQUIRE(port > 0);
 
@@ -44,20 +53,20 @@ TEST_CASE("ddpstore serves on the port it prints and stops on SIGTERM/SIGINT", "
   // The client blocked in a wait learns at once that the server is gone.
   REQUIRE(blocked.wait_for(10s) == std::future_status::ready);
   CHECK_THROWS_AS(blocked.get(), ddp::StoreError);
-  CHECK_THAT(daemon.output(), Catch::Contains(signo == SIGINT ? "SIGINT" : "SIGTERM"));
+  CHECK_THAT(daemon.out(), Catch::Contains(signo == SIGINT ? "SIGINT" : "SIGTERM"));
 }
 
 TEST_CASE("ddpstore rejects a bad port and an address it cannot bind", "[ddpstore]") {
   {
-    ddp::test::ChildProcess bad_port({kDdpstore, "--port", "70000"}, {});
+    ddp::test::ChildProcess bad_port(merged({kDdpstore, "--port", "70000"}));
     CHECK(bad_port.wait(10s) != 0);
-    CHECK_THAT(bad_port.output(), Catch::Contains("70000"));
+    CHECK_THAT(bad_port.out(), Catch::Contains("70000"));
   }
   {
     // 192.0.2.1 (TEST-NET-1) is never a local address: bind fails, nothing is sent anywhere.
-    ddp::test::ChildProcess bad_host({kDdpstore, "--host", "192.0.2.1", "--port", "0"}, {});
+    ddp::test::ChildProcess bad_host(merged({kDdpstore, "--host", "192.0.2.1", "--port", "0"}));
     CHECK(bad_host.wait(10s) == 1);
-    CHECK_THAT(bad_host.output(), Catch::Contains("192.0.2.1") && Catch::Contains("bind"));
+    CHECK_THAT(bad_host.out(), Catch::Contains("192.0.2.1") && Catch::Contains("bind"));
   }
 }
 
@@ -75,7 +84,7 @@ long rss_kib(pid_t pid) {
 
 TEST_CASE("ddpstore memory does not grow with garbage or with lengths it never receives",
           "[ddpstore][garbage]") {
-  ddp::test::ChildProcess daemon({kDdpstore, "--host", "127.0.0.1", "--port", "0"}, {});
+  ddp::test::ChildProcess daemon(merged({kDdpstore, "--host", "127.0.0.1", "--port", "0"}));
   const int port = std::stoi(daemon.first_line(10s));
   REQUIRE(port > 0);
   TcpStoreOptions o;
@@ -111,8 +120,8 @@ TEST_CASE("ddpstore memory does not grow with garbage or with lengths it never r
 
 TEST_CASE("ddpstore out of file descriptors says so once and recovers", "[ddpstore]") {
   // Hard limit 64: more clients than descriptors.
-  ddp::test::ChildProcess daemon(
-      {"/usr/bin/prlimit", "--nofile=64:64", kDdpstore, "--host", "127.0.0.1", "--port", "0"}, {});
+  ddp::test::ChildProcess daemon(merged(
+      {"/usr/bin/prlimit", "--nofile=64:64", kDdpstore, "--host", "127.0.0.1", "--port", "0"}));
   const int port = std::stoi(daemon.first_line(10s));
   REQUIRE(port > 0);
   {
@@ -130,7 +139,7 @@ TEST_CASE("ddpstore out of file descriptors says so once and recovers", "[ddpsto
   CHECK(store.get("k") == "v");
   daemon.signal(SIGTERM);
   CHECK(daemon.wait(10s) == 0);
-  const std::string& out = daemon.output();
+  const std::string out = daemon.out();
   CHECK_THAT(out, Catch::Contains("accept failed") && Catch::Contains("Too many open files") &&
                       Catch::Contains("accepting again"));
   // One line per streak, not one per retry.

@@ -1,19 +1,33 @@
 // Real PyTorch (Debian's python3-torch 1.13, legacy dialect) as a client of our server.
 #include <catch2/catch.hpp>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "child_process.hpp"
 #include "rendezvous/store_server.hpp"
 #include "rendezvous/tcp_store.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/python.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kPython = "/usr/bin/python3";
-const std::string kScripts = std::string(DDP_SOURCE_DIR) + "/tests/rendezvous/python/";
+const std::string kScripts = ddp::test::source_path("tests/rendezvous/python/");
+
+// kPython running script with args and env, stdout and stderr in one capture.
+ddp::test::ChildOptions python(const std::string& script, std::vector<std::string> args,
+                               std::map<std::string, std::string> env) {
+  ddp::test::ChildOptions options;
+  options.argv = {ddp::test::kPython, kScripts + script};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.env = std::move(env);
+  options.merge_stderr = true;
+  return options;
+}
 
 StoreServerOptions loopback() {
   StoreServerOptions o;
@@ -27,12 +41,11 @@ TEST_CASE("torch 1.13 TCPStore client: set/get/add/compare_set/wait/delete_key/n
           "[pytorch]") {
   StoreServer server(loopback());
   ddp::test::ChildProcess py(
-      {kPython, kScripts + "torch_store_client.py", "127.0.0.1", std::to_string(server.port())},
-      {});
+      python("torch_store_client.py", {"127.0.0.1", std::to_string(server.port())}, {}));
   const int rc = py.wait(120s);
-  INFO(py.output());
+  INFO(py.out());
   REQUIRE(rc == 0);
-  CHECK_THAT(py.output(), Catch::Contains("OK"));
+  CHECK_THAT(py.out(), Catch::Contains("OK"));
 
   // What the Python client stored is visible to our own (2.x dialect) client; PyTorch's
   // TCPStore puts "/" in front of every key it sends.
@@ -51,20 +64,20 @@ TEST_CASE("two torch processes init_process_group(env://) on our store and all_r
   std::vector<std::unique_ptr<ddp::test::ChildProcess>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.push_back(std::make_unique<ddp::test::ChildProcess>(
-        std::vector<std::string>{kPython, kScripts + "torch_allreduce_worker.py"},
-        std::map<std::string, std::string>{{"MASTER_ADDR", "127.0.0.1"},
-                                           {"MASTER_PORT", std::to_string(server.port())},
-                                           {"RANK", std::to_string(rank)},
-                                           {"WORLD_SIZE", "2"},
-                                           {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                           {"TORCHELASTIC_RESTART_COUNT", "0"},
-                                           {"OMP_NUM_THREADS", "1"}}));
+        python("torch_allreduce_worker.py", {},
+               {{"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", std::to_string(server.port())},
+                {"RANK", std::to_string(rank)},
+                {"WORLD_SIZE", "2"},
+                {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                {"TORCHELASTIC_RESTART_COUNT", "0"},
+                {"OMP_NUM_THREADS", "1"}})));
   }
   for (auto& rank : ranks) {
     const int rc = rank->wait(120s);
-    INFO(rank->output());
+    INFO(rank->out());
     CHECK(rc == 0);
-    CHECK_THAT(rank->output(), Catch::Contains("RESULT 3"));
+    CHECK_THAT(rank->out(), Catch::Contains("RESULT 3"));
   }
   // Gloo's rendezvous went under the agent-store prefix (PyTorch adds its own "/"), as
   // under torchrun's agent.
