@@ -8,12 +8,12 @@
 #include <sstream>
 
 #include "common/error.hpp"
-#include "tests/trainer/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "trainer/data_loaders.hpp"
 
 using namespace ddp::trainer;
 using Catch::Matchers::Contains;
-using ddp::trainer::test::TempDir;
+using ddp::test::TempDir;
 
 namespace {
 

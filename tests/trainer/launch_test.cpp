@@ -6,18 +6,29 @@
 #include <random>
 #include <regex>
 
-#include "tests/trainer/child_process.hpp"
-#include "tests/trainer/temp_dir.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "worker_runtime/checkpoint.hpp"
 
-using namespace ddp::trainer::test;
+using namespace ddp::test;
 using Catch::Matchers::Contains;
 
 namespace {
 
-const std::string kTrain = std::string(DDP_BINARY_DIR) + "/train";
-const std::string kLaunch = std::string(DDP_BINARY_DIR) + "/ddplaunch";
+const std::string kTrain = build_path("train");
+const std::string kLaunch = build_path("ddplaunch");
 constexpr std::chrono::seconds kTimeout{120};
+
+// Runs argv in its own process group (killed with all it started at the deadline), stdout
+// and stderr interleaved.
+ProcessResult run_job(std::vector<std::string> argv) {
+  ChildOptions options;
+  options.argv = std::move(argv);
+  options.merge_stderr = true;
+  options.own_process_group = true;
+  return run_process(options, kTimeout);
+}
 
 // A small synthetic job: 512 training rows, 16 steps per epoch at 2 ranks x 16 (or 1 x 32).
 std::vector<std::string> job_args(const TempDir& dir, int64_t batch) {
@@ -52,7 +63,7 @@ ProcessResult launch(int nproc, int max_restarts, std::vector<std::string> train
                                 std::to_string(max_restarts),
                                 kTrain};
   argv.insert(argv.end(), train_args.begin(), train_args.end());
-  ProcessResult r = run_process(argv, kTimeout);
+  ProcessResult r = run_job(argv);
   INFO(r.output);
   REQUIRE_FALSE(r.timed_out);
   return r;
@@ -173,10 +184,9 @@ TEST_CASE("ddplaunch --max_restarts 3 survives a worker SIGKILLed at a random st
 }
 
 TEST_CASE("2 workers reach >= 95% validation accuracy on the digits", "[launch][digits]") {
-  const std::string data = std::string(DDP_SOURCE_DIR) + "/data/digits.csv.gz";
+  const std::string data = source_path("data/digits.csv.gz");
   if (!std::filesystem::exists(data)) {
-    const auto fetch =
-        run_process({std::string(DDP_SOURCE_DIR) + "/scripts/fetch_digits.sh"}, kTimeout);
+    const auto fetch = run_job({source_path("scripts/fetch_digits.sh")});
     INFO(fetch.output);
     REQUIRE(fetch.exit_code == 0);
   }
@@ -201,7 +211,7 @@ TEST_CASE("bad data files and flags fail with a clear message", "[launch][errors
   TempDir dir;
   const auto run = [](std::vector<std::string> args) {
     args.insert(args.begin(), kTrain);
-    return run_process(args, kTimeout);
+    return run_job(args);
   };
   auto r = run({"--data", dir.file("missing.csv")});
   CHECK(r.exit_code == 1);

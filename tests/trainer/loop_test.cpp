@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
-#include "tests/trainer/temp_dir.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "trainer/prepare_data.hpp"
 #include "trainer/solo_process_group.hpp"
 #include "trainer/trainer.hpp"
@@ -13,7 +13,7 @@
 
 using namespace ddp::trainer;
 using Catch::Matchers::Contains;
-using ddp::trainer::test::TempDir;
+using ddp::test::TempDir;
 
 namespace {
 
