@@ -173,11 +173,11 @@ ProcessResult run_process(const ChildOptions& options, std::chrono::milliseconds
   return result;
 }
 
-ProcessResult run_shell(const std::string& command, std::chrono::milliseconds timeout) {
+ProcessResult run_process(std::vector<std::string> argv, std::chrono::milliseconds timeout) {
   ChildOptions options;
-  options.argv = {"/bin/sh", "-c", command};
+  options.argv = std::move(argv);
   options.merge_stderr = true;
-  options.own_process_group = true;  // the deadline also takes what the command started
+  options.own_process_group = true;
   return run_process(options, timeout);
 }
 

@@ -73,8 +73,9 @@ struct ProcessResult {
 
 // Runs a child to completion within timeout (killed at the deadline) and returns its output.
 ProcessResult run_process(const ChildOptions& options, std::chrono::milliseconds timeout);
-// Runs `/bin/sh -c command` in its own process group, stdout and stderr interleaved.
-ProcessResult run_shell(const std::string& command, std::chrono::milliseconds timeout);
+// The same for argv in its own process group (so the deadline also takes whatever it
+// started), stdout and stderr interleaved.
+ProcessResult run_process(std::vector<std::string> argv, std::chrono::milliseconds timeout);
 
 // True until pid has exited (a zombie counts as exited).
 bool process_alive(pid_t pid);

@@ -20,16 +20,6 @@ const std::string kTrain = build_path("train");
 const std::string kLaunch = build_path("ddplaunch");
 constexpr std::chrono::seconds kTimeout{120};
 
-// Runs argv in its own process group (killed with all it started at the deadline), stdout
-// and stderr interleaved.
-ProcessResult run_job(std::vector<std::string> argv) {
-  ChildOptions options;
-  options.argv = std::move(argv);
-  options.merge_stderr = true;
-  options.own_process_group = true;
-  return run_process(options, kTimeout);
-}
-
 // A small synthetic job: 512 training rows, 16 steps per epoch at 2 ranks x 16 (or 1 x 32).
 std::vector<std::string> job_args(const TempDir& dir, int64_t batch) {
   return {"--data",
@@ -63,7 +53,7 @@ ProcessResult launch(int nproc, int max_restarts, std::vector<std::string> train
                                 std::to_string(max_restarts),
                                 kTrain};
   argv.insert(argv.end(), train_args.begin(), train_args.end());
-  ProcessResult r = run_job(argv);
+  ProcessResult r = run_process(argv, kTimeout);
   INFO(r.output);
   REQUIRE_FALSE(r.timed_out);
   return r;
@@ -186,7 +176,7 @@ TEST_CASE("ddplaunch --max_restarts 3 survives a worker SIGKILLed at a random st
 TEST_CASE("2 workers reach >= 95% validation accuracy on the digits", "[launch][digits]") {
   const std::string data = source_path("data/digits.csv.gz");
   if (!std::filesystem::exists(data)) {
-    const auto fetch = run_job({source_path("scripts/fetch_digits.sh")});
+    const auto fetch = run_process({source_path("scripts/fetch_digits.sh")}, kTimeout);
     INFO(fetch.output);
     REQUIRE(fetch.exit_code == 0);
   }
@@ -211,7 +201,7 @@ TEST_CASE("bad data files and flags fail with a clear message", "[launch][errors
   TempDir dir;
   const auto run = [](std::vector<std::string> args) {
     args.insert(args.begin(), kTrain);
-    return run_job(args);
+    return run_process(args, kTimeout);
   };
   auto r = run({"--data", dir.file("missing.csv")});
   CHECK(r.exit_code == 1);
