@@ -11,10 +11,14 @@
 #include "common/error.hpp"
 #include "rendezvous/memory_store.hpp"
 #include "test_support.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/python.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "worker_runtime/gloo_process_group.hpp"
 
 using namespace ddp::worker_runtime;
 using namespace ddp::worker_runtime::test;
+using namespace ddp::test;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
@@ -101,11 +105,9 @@ TEST_CASE("a checkpoint is readable by a safetensors-style Python reader", "[che
       "st = json.loads(h['__metadata__']['ddp_training_state'])\n"
       "print(t['dtype'], t['shape'], list(vals), st['epoch'], h['__metadata__']['format'])\n";
   write_bytes(dir.path() / "read.py", script);
-  int status = 0;
-  const std::string out = run_command(
-      "/usr/bin/python3 " + (dir.path() / "read.py").string() + " " + path + " 2>&1", &status);
-  CHECK(status == 0);
-  CHECK(out == "F32 [3, 2] [2.0, 3.0, 4.0, 5.0, 6.0, 7.0] 3 pt\n");
+  const auto run = run_python({(dir.path() / "read.py").string(), path}, 120s);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output == "F32 [3, 2] [2.0, 3.0, 4.0, 5.0, 6.0, 7.0] 3 pt\n");
 }
 
 TEST_CASE("truncated, corrupt and malformed checkpoints are refused", "[checkpoint]") {

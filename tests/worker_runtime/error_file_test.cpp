@@ -5,18 +5,32 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
-#include "test_support.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/python.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace ddp::worker_runtime;
-using namespace ddp::worker_runtime::test;
+using namespace ddp::test;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kWorker = std::string(DDP_BINARY_DIR) + "/tests/rt_test_worker";
+const std::string kWorker = build_path("tests/rt_test_worker");
+constexpr auto kRunTimeout = 120s;
+
+// rt_test_worker running scenario with env, stdout and stderr in one capture.
+ChildOptions worker(const std::string& scenario, std::map<std::string, std::string> env) {
+  ChildOptions options;
+  options.argv = {kWorker, scenario};
+  options.env = std::move(env);
+  options.merge_stderr = true;
+  return options;
+}
 
 }  // namespace
 
@@ -29,7 +43,7 @@ TEST_CASE("error_file_json has PyTorch's layout", "[error_file]") {
 }
 
 TEST_CASE("torch's ErrorHandler parses our error file", "[error_file][pytorch]") {
-  if (!have_torch()) {
+  if (!python_can_import("torch")) {
     // Real PyTorch is part of the suite (scripts/setup.sh installs it): never a silent skip.
     FAIL("/usr/bin/python3 cannot import torch: run scripts/setup.sh (python3-torch)");
   }
@@ -38,13 +52,14 @@ TEST_CASE("torch's ErrorHandler parses our error file", "[error_file][pytorch]")
   REQUIRE(record_error("ValueError: bad batch", "native stack", path));
   // ProcessFailure is what torchrun's summary is built from; it reads message and timestamp
   // (in 1.13 `message` is the dict our file holds, as for Python workers).
-  int status = 0;
-  const std::string out = run_command(
-      "/usr/bin/python3 -c \"from torch.distributed.elastic.multiprocessing.errors import "
-      "ProcessFailure; p = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file='" +
-          path + "'); print(p.message['message'] + '|' + str(p.timestamp))\" 2>&1",
-      &status);
-  CHECK(status == 0);
+  const auto run =
+      run_python({"-c",
+                  "from torch.distributed.elastic.multiprocessing.errors import ProcessFailure; "
+                  "p = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file='" +
+                      path + "'); print(p.message['message'] + '|' + str(p.timestamp))"},
+                 kRunTimeout);
+  CHECK(run.exit_code == 0);
+  const std::string& out = run.output;
   INFO(out);
   REQUIRE_THAT(out, Contains("ValueError: bad batch|"));
   CHECK(std::stoll(out.substr(out.find('|') + 1)) > 1600000000);
@@ -53,22 +68,20 @@ TEST_CASE("torch's ErrorHandler parses our error file", "[error_file][pytorch]")
 TEST_CASE("run_main records an uncaught exception and returns 1", "[error_file]") {
   TempDir dir;
   const auto err = (dir.path() / "error.json").string();
-  Child child({kWorker, "throw"}, {{"RANK", "3"}, {"TORCHELASTIC_ERROR_FILE", err}},
-              (dir.path() / "log").string());
-  CHECK(exit_code(child.wait(30s)) == 1);
+  ChildProcess child(worker("throw", {{"RANK", "3"}, {"TORCHELASTIC_ERROR_FILE", err}}));
+  CHECK(child.wait(30s) == 1);
   const auto doc = nlohmann::json::parse(read_file(err));
   CHECK(doc["message"]["message"] == "std::runtime_error: boom from rank 3");
   CHECK_THAT(doc["message"]["extraInfo"]["py_callstack"].get<std::string>(),
              Contains("rt_test_worker"));
-  CHECK_THAT(read_file(dir.path() / "log"),
-             Contains("error: std::runtime_error: boom from rank 3"));
+  CHECK_THAT(child.out(), Contains("error: std::runtime_error: boom from rank 3"));
 }
 
 TEST_CASE("a fatal signal is recorded and still kills the worker", "[error_file]") {
   TempDir dir;
   const auto err = (dir.path() / "error.json").string();
-  Child child({kWorker, "segv"}, {{"TORCHELASTIC_ERROR_FILE", err}}, (dir.path() / "log").string());
-  CHECK(exit_code(child.wait(30s)) == 128 + SIGSEGV);
+  ChildProcess child(worker("segv", {{"TORCHELASTIC_ERROR_FILE", err}}));
+  CHECK(child.wait(30s) == 128 + SIGSEGV);
   const auto doc = nlohmann::json::parse(read_file(err));
   CHECK_THAT(doc["message"]["message"].get<std::string>(), Contains("Fatal signal SIGSEGV (11)"));
   CHECK(std::stoll(doc["message"]["extraInfo"]["timestamp"].get<std::string>()) > 1600000000);
@@ -80,34 +93,32 @@ TEST_CASE("no error file variable: nothing is written", "[error_file]") {
 }
 
 TEST_CASE("ddplaunch's failure summary shows the worker's message", "[error_file][launcher]") {
-  const std::filesystem::path launcher = std::string(DDP_BINARY_DIR) + "/ddplaunch";
+  const std::filesystem::path launcher = build_path("ddplaunch");
   if (!std::filesystem::exists(launcher)) {
     FAIL(launcher << " is not built (build the ddplaunch target)");
   }
-  int status = 0;
-  const std::string out = run_command("timeout 120 " + launcher.string() +
-                                          " --standalone --nproc_per_node=2 --max_restarts=0 " +
-                                          kWorker + " throw 2>&1",
-                                      &status);
+  const auto run = run_process({launcher.string(), "--standalone", "--nproc_per_node=2",
+                                "--max_restarts=0", kWorker, "throw"},
+                               kRunTimeout);
+  const std::string& out = run.output;
   INFO(out);
-  CHECK(status != 0);
+  CHECK(run.exit_code != 0);
   // The root-cause block quotes the message our error file carries.
   CHECK_THAT(out, Contains("message   : std::runtime_error: boom from rank"));
   CHECK_THAT(out, Contains("error_file:"));
 }
 
 TEST_CASE("native workers join a ddplaunch job through init()", "[launcher][gloo]") {
-  const std::filesystem::path launcher = std::string(DDP_BINARY_DIR) + "/ddplaunch";
+  const std::filesystem::path launcher = build_path("ddplaunch");
   if (!std::filesystem::exists(launcher)) {
     FAIL(launcher << " is not built (build the ddplaunch target)");
   }
-  int status = 0;
-  const std::string out = run_command("timeout 120 " + launcher.string() +
-                                          " --standalone --nproc_per_node=3 --max_restarts=0 " +
-                                          kWorker + " collectives 2>&1",
-                                      &status);
+  const auto run = run_process({launcher.string(), "--standalone", "--nproc_per_node=3",
+                                "--max_restarts=0", kWorker, "collectives"},
+                               kRunTimeout);
+  const std::string& out = run.output;
   INFO(out);
-  CHECK(status == 0);
+  CHECK(run.exit_code == 0);
   for (const char* rank : {"[default0]", "[default1]", "[default2]"}) {
     CHECK_THAT(out, Contains(std::string(rank) + ":RESULT gathered 0 1 4"));
   }

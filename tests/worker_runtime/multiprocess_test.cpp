@@ -6,14 +6,18 @@
 
 #include "rendezvous/store_server.hpp"
 #include "test_support.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace ddp::worker_runtime::test;
+using namespace ddp::test;
 using Catch::Matchers::Contains;
 using namespace std::chrono_literals;
 
 namespace {
 
-const std::string kWorker = std::string(DDP_BINARY_DIR) + "/tests/rt_test_worker";
+const std::string kWorker = build_path("tests/rt_test_worker");
 
 struct Job {
   std::vector<int> codes;
@@ -38,23 +42,23 @@ std::map<std::string, std::string> torchrun_env(int rank, int world, uint16_t po
 // Starts ranks [0, started) with env_for(rank) (+ an error file each) and waits for all.
 Job run_ranks_with(const std::string& scenario, int started, const std::string& timeout_ms,
                    const TempDir& dir, const EnvFor& env_for) {
-  std::vector<std::unique_ptr<Child>> children;
+  std::vector<std::unique_ptr<ChildProcess>> children;
   Job job;
   for (int r = 0; r < started; ++r) {
-    const std::string log = (dir.path() / ("rank" + std::to_string(r) + ".log")).string();
     const std::string err = (dir.path() / ("error" + std::to_string(r) + ".json")).string();
-    job.logs.push_back(log);
     job.error_files.push_back(err);
-    auto env = env_for(r);
-    env["TORCHELASTIC_ERROR_FILE"] = err;
-    children.push_back(
-        std::make_unique<Child>(std::vector<std::string>{kWorker, scenario, timeout_ms}, env, log));
+    ChildOptions options;
+    options.argv = {kWorker, scenario, timeout_ms};
+    options.env = env_for(r);
+    options.env["TORCHELASTIC_ERROR_FILE"] = err;
+    options.merge_stderr = true;
+    children.push_back(std::make_unique<ChildProcess>(options));
   }
   for (auto& c : children) {
-    job.codes.push_back(exit_code(c->wait(60s)));
+    job.codes.push_back(c->wait(60s));
   }
-  for (auto& log : job.logs) {
-    log = read_file(log);
+  for (auto& c : children) {
+    job.logs.push_back(c->out());
   }
   for (auto& err : job.error_files) {
     err = read_file(err);

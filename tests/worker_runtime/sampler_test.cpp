@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
-#include "test_support.hpp"
+#include "tests/support/python.hpp"
 #include "worker_runtime/distributed_sampler.hpp"
 
 using namespace ddp::worker_runtime;
@@ -38,7 +38,7 @@ std::string join(const std::vector<int64_t>& v) {
 
 TEST_CASE("shuffle=false index lists equal torch.utils.data.DistributedSampler's",
           "[sampler][pytorch]") {
-  if (!ddp::worker_runtime::test::have_torch()) {
+  if (!ddp::test::python_can_import("torch")) {
     // Real PyTorch is part of the suite (scripts/setup.sh installs it): never a silent skip.
     FAIL("/usr/bin/python3 cannot import torch: run scripts/setup.sh (python3-torch)");
   }
@@ -62,10 +62,9 @@ TEST_CASE("shuffle=false index lists equal torch.utils.data.DistributedSampler's
          << "    s = d.DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=False, "
             "drop_last=dl)\n"
          << "    print(n, w, dl, r, len(s), ','.join(map(str, list(iter(s)))))\n";
-  int status = 0;
-  const std::string out = ddp::worker_runtime::test::run_command(
-      "/usr/bin/python3 -c \"" + script.str() + "\" 2>&1", &status);
-  REQUIRE(status == 0);
+  const auto run = ddp::test::run_python({"-c", script.str()}, std::chrono::seconds(120));
+  REQUIRE(run.exit_code == 0);
+  const std::string& out = run.output;
   std::istringstream lines(out);
   std::string n, w, dl, r, len, list;
   int checked = 0;
