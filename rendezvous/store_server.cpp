@@ -52,6 +52,7 @@ struct StoreServer::Impl {
   tcp::acceptor acceptor;
   asio::steady_timer retry_timer;
   ConnectionPoller poller;
+  std::vector<char> read_buffer = std::vector<char>(size_t{64} * 1024);  // sessions share it
   std::unordered_map<StoreSession*, std::shared_ptr<StoreSession>> sessions;
   // Sessions closed during the poller's current batch: later events of the batch may still
   // name them, so they are released after it.
@@ -157,7 +158,7 @@ void StoreServer::Impl::add_session(int fd, const sockaddr_storage& address, soc
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   auto session = std::make_shared<StoreSession>(fd, std::move(peer), poller, state, session_config,
-                                                [this](StoreSession* s) {
+                                                read_buffer, [this](StoreSession* s) {
                                                   auto it = sessions.find(s);
                                                   if (it == sessions.end()) return;
                                                   closed.push_back(std::move(it->second));

@@ -11,8 +11,9 @@
 namespace ddp::rendezvous {
 namespace {
 
-// Bytes asked of the kernel per read. The buffer grows by what actually arrives, never by
-// what a frame claims, so garbage lengths cost nothing.
+// Bytes asked of the kernel per read into a connection's own buffer (a frame larger than
+// one read). That buffer grows by what actually arrives, never by what a frame claims, so
+// garbage lengths cost nothing.
 constexpr size_t kReadChunk = size_t{64} * 1024;
 // A buffer this large is released once drained, so one big value does not pin memory.
 constexpr size_t kKeepCapacity = size_t{1024} * 1024;
@@ -23,12 +24,14 @@ constexpr size_t kMaxQueuedReplyBytes = size_t{16} * 1024 * 1024;
 }  // namespace
 
 StoreSession::StoreSession(int fd, std::string peer, ConnectionPoller& poller, ServerState& state,
-                           const SessionConfig& config, OnClosed on_closed)
+                           const SessionConfig& config, std::vector<char>& read_buffer,
+                           OnClosed on_closed)
     : fd_(fd),
       peer_(std::move(peer)),
       poller_(poller),
       state_(state),
       config_(config),
+      read_buffer_(read_buffer),
       on_closed_(std::move(on_closed)) {}
 
 StoreSession::~StoreSession() {
@@ -55,19 +58,25 @@ void StoreSession::on_ready(uint32_t events) {
 }
 
 void StoreSession::on_readable() {
-  if (in_begin_ == in_end_) {
+  // Nothing buffered (the usual case: a whole request per read): read into the loop's shared
+  // buffer and keep only what is left of an incomplete frame. Otherwise append to this
+  // connection's own buffer, which grows by what arrives, never by what a frame claims.
+  const bool shared = in_begin_ == in_end_;
+  if (shared) {
     in_begin_ = in_end_ = 0;
     if (in_.capacity() > kKeepCapacity) std::vector<char>().swap(in_);
-  } else if (in_begin_ > 0 && in_begin_ >= in_.size() / 2) {
+  } else if (in_begin_ > 0) {
     std::copy(in_.begin() + static_cast<std::ptrdiff_t>(in_begin_),
               in_.begin() + static_cast<std::ptrdiff_t>(in_end_), in_.begin());
     in_end_ -= in_begin_;
     in_begin_ = 0;
   }
-  if (in_.size() < in_end_ + kReadChunk) in_.resize(in_end_ + kReadChunk);
+  if (!shared && in_.size() < in_end_ + kReadChunk) in_.resize(in_end_ + kReadChunk);
+  char* dest = shared ? read_buffer_.data() : in_.data() + in_end_;
+  const size_t room = shared ? read_buffer_.size() : in_.size() - in_end_;
   ssize_t n = 0;
   do {
-    n = ::recv(fd_, in_.data() + in_end_, in_.size() - in_end_, 0);
+    n = ::recv(fd_, dest, room, 0);
   } while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // level-triggered: later
   if (n <= 0) {
@@ -85,53 +94,62 @@ void StoreSession::on_readable() {
     }
     return;
   }
-  in_end_ += static_cast<size_t>(n);
-  if (!process()) return;
+  if (shared) {
+    const std::string_view data(dest, static_cast<size_t>(n));
+    const size_t used = process(data);
+    if (closed_) return;
+    if (used < data.size()) {  // keep the incomplete frame
+      in_.assign(data.begin() + static_cast<std::ptrdiff_t>(used), data.end());
+      in_end_ = in_.size();
+    }
+  } else {
+    in_end_ += static_cast<size_t>(n);
+    in_begin_ += process(std::string_view(in_.data(), in_end_));
+    if (closed_) return;
+  }
   if (queued_bytes() > kMaxQueuedReplyBytes) {
     read_paused_ = true;  // resumed by flush() once the client catches up
     update_interest();
   }
 }
 
-bool StoreSession::process() {
+size_t StoreSession::process(std::string_view data) {
   // Replies of every request in this batch go out in one send (send() only queues).
   batching_ = true;
-  bool open = true;
-  while (open) {
-    std::string_view data(in_.data() + in_begin_, in_end_ - in_begin_);
-    if (data.empty() || data.size() < needed_) break;
+  size_t used = 0;
+  while (!closed_) {
+    const std::string_view rest = data.substr(used);
+    if (rest.empty() || rest.size() < needed_) break;
     if (dialect_ == wire::Dialect::kUnknown) {
-      const auto detected = wire::detect_dialect(data);
+      const auto detected = wire::detect_dialect(rest);
       if (detected.status == wire::ParseStatus::kNeedMore) {
         needed_ = wire::kHandshakeBytes;
         break;
       }
       dialect_ = detected.dialect;
-      in_begin_ += detected.consumed;
+      used += detected.consumed;
       continue;
     }
-    auto parsed = wire::parse_request(data, dialect_, config_.limits);
+    auto parsed = wire::parse_request(rest, dialect_, config_.limits);
     if (parsed.status == wire::ParseStatus::kNeedMore) {
       needed_ = parsed.needed;
       break;
     }
     if (parsed.status == wire::ParseStatus::kBad) {
       close("bad request: " + parsed.error);
-      open = false;
       break;
     }
-    in_begin_ += parsed.consumed;
+    used += parsed.consumed;
     needed_ = 0;
     try {
       state_.execute(shared_from_this(), std::move(parsed.request));
     } catch (const Error& e) {
       close(std::string("request refused: ") + e.what());
-      open = false;
     }
   }
   batching_ = false;
-  if (open) flush();
-  return !closed_;
+  if (!closed_) flush();
+  return used;
 }
 
 void StoreSession::send(std::string_view bytes) {

@@ -27,9 +27,11 @@ class StoreSession final : public Connection,
   // poller's current batch (ConnectionPoller's after_batch).
   using OnClosed = std::function<void(StoreSession*)>;
 
-  // Takes ownership of fd: a connected, non-blocking TCP socket from `peer`.
+  // Takes ownership of fd: a connected, non-blocking TCP socket from `peer`. read_buffer is
+  // the loop's read buffer, shared by every session of the server (one thread): a
+  // connection keeps bytes of its own only while a frame is incomplete.
   StoreSession(int fd, std::string peer, ConnectionPoller& poller, ServerState& state,
-               const SessionConfig& config, OnClosed on_closed);
+               const SessionConfig& config, std::vector<char>& read_buffer, OnClosed on_closed);
   ~StoreSession() override;
   StoreSession(const StoreSession&) = delete;
   StoreSession& operator=(const StoreSession&) = delete;
@@ -45,8 +47,9 @@ class StoreSession final : public Connection,
 
  private:
   void on_readable();
-  // Parses and executes every complete request in the buffer. false: connection closed.
-  bool process();
+  // Parses and executes every complete request in data; returns the bytes used (the rest is
+  // an incomplete frame). Check closed_ afterwards.
+  size_t process(std::string_view data);
   // Sends queued replies until done or the socket is full (then waits for EPOLLOUT).
   void flush();
   // Epoll interest from the current state: read unless paused, write while replies wait.
@@ -60,10 +63,11 @@ class StoreSession final : public Connection,
   ConnectionPoller& poller_;
   ServerState& state_;
   const SessionConfig& config_;
+  std::vector<char>& read_buffer_;
   OnClosed on_closed_;
   wire::Dialect dialect_ = wire::Dialect::kUnknown;
 
-  std::vector<char> in_;  // received bytes [in_begin_, in_end_)
+  std::vector<char> in_;  // bytes of an incomplete frame [in_begin_, in_end_)
   size_t in_begin_ = 0;
   size_t in_end_ = 0;
   size_t needed_ = 0;  // the codec's hint: don't parse again before this many bytes

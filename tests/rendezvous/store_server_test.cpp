@@ -88,6 +88,40 @@ TEST_CASE("legacy dialect: 1.13 numbering, ADD as decimal ASCII, WATCH_KEY", "[s
   CHECK(watcher.recv_string() == "v2");
 }
 
+TEST_CASE("frames split across reads, pipelined and larger than a read are all answered",
+          "[server]") {
+  StoreServer server(loopback());
+  Raw c(server.port());
+  // A GET cut in two with a pause between: the first half is read alone and kept.
+  c.send(req(wire::Command::kSet, {"k"}, {"v"}));
+  const std::string get = wire::encode_request(req(wire::Command::kGet, {"k"}), wire::Dialect::kV2);
+  for (size_t cut : {size_t{1}, get.size() / 2, get.size() - 1}) {
+    c.send(get.substr(0, cut));
+    std::this_thread::sleep_for(20ms);
+    c.send(get.substr(cut));
+    CHECK(c.recv_string() == "v");
+  }
+  // 200 requests in one write: 200 replies, in order.
+  std::string batch;
+  for (int i = 1; i <= 200; ++i) {
+    wire::Request add = req(wire::Command::kAdd, {"n"});
+    add.delta = 1;
+    batch += wire::encode_request(add, wire::Dialect::kV2);
+  }
+  c.send(batch);
+  for (int i = 1; i <= 200; ++i) REQUIRE(c.recv_i64() == i);
+  // A 3 MiB value (many reads) followed in the same write by a GET of it and a PING.
+  const std::string big(size_t{3} * 1024 * 1024 + 7, 'b');
+  c.send(wire::encode_request(req(wire::Command::kSet, {"big"}, {big}), wire::Dialect::kV2) +
+         wire::encode_request(req(wire::Command::kGet, {"big"}), wire::Dialect::kV2) +
+         std::string("\x0D\x01\x02\x03\x04", 5));
+  CHECK(c.conn.recv_string(deadline_after(10s), big.size()) == big);
+  CHECK(c.recv(4) == std::string("\x01\x02\x03\x04", 4));
+  // And a small request right after the big one goes back to the shared read buffer.
+  c.send(get);
+  CHECK(c.recv_string() == "v");
+}
+
 TEST_CASE("waits wake on every kind of key creation", "[server]") {
   StoreServer server(loopback());
   auto writer = client(server.port());
