@@ -28,9 +28,11 @@ int main(int argc, char** argv) {
   ddp::rendezvous::raise_fd_limit();
   try {
     const auto r = ddp::bench::run_load(o);
-    std::printf("clients=%d requests=%llu seconds=%.3f req_per_s=%.0f p50_us=%.1f p99_us=%.1f\n",
-                o.clients, static_cast<unsigned long long>(r.requests), r.seconds,
-                r.requests_per_second(), r.percentile_us(50), r.percentile_us(99));
+    std::printf(
+        "clients=%d requests=%llu round_trips=%zu seconds=%.3f req_per_s=%.0f p50_us=%.1f "
+        "p99_us=%.1f client_cpu_s=%.3f\n",
+        o.clients, static_cast<unsigned long long>(r.requests), r.round_trip_us.size(), r.seconds,
+        r.requests_per_second(), r.percentile_us(50), r.percentile_us(99), r.cpu_seconds);
   } catch (const ddp::Error& e) {
     std::cerr << e.what() << std::endl;
     return 1;

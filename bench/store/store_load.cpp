@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -89,6 +90,13 @@ Frames make_frames(const LoadOptions& o, int id) {
     f.handshake = wire::encode_request(hello, o.dialect);
   }
   return f;
+}
+
+double cpu_seconds_now() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 [[noreturn]] void fail(int id, const std::string& what) {
@@ -216,6 +224,7 @@ LoadResult run_load(const LoadOptions& options) {
   };
 
   const auto start = Clock::now();
+  const double cpu_start = cpu_seconds_now();
   for (size_t i = 0; i < n; ++i) next(clients[i], static_cast<int>(i));
   std::vector<epoll_event> events(std::min<size_t>(n, 1024));
   while (finished < n) {
@@ -249,6 +258,7 @@ LoadResult run_load(const LoadOptions& options) {
     }
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.cpu_seconds = cpu_seconds_now() - cpu_start;
   for (auto& c : clients) {
     result.round_trip_us.insert(result.round_trip_us.end(), c.samples.begin(), c.samples.end());
   }

@@ -23,6 +23,7 @@ struct LoadOptions {
 struct LoadResult {
   uint64_t requests = 0;
   double seconds = 0;
+  double cpu_seconds = 0;             // this process's user+system time while timed
   std::vector<double> round_trip_us;  // every round trip, unsorted
   [[nodiscard]] double requests_per_second() const { return requests / seconds; }
   // Percentile (0..100) of round-trip latency in microseconds.
