@@ -44,7 +44,7 @@ struct StoreServer::Impl {
   void add_session(int fd, const sockaddr_storage& address, socklen_t length);
   void stop_all();
 
-  // Declared first so it is destroyed last: pending handlers own sessions.
+  // Declared first so it is destroyed last: the acceptor, the timer and the poller are its.
   asio::io_context io{1};  // one thread runs the loop; other threads only post stop()
   StoreServerOptions options;
   SessionConfig session_config;
@@ -94,7 +94,7 @@ void StoreServer::Impl::listen() {
   if (ec) fail("bind");
   acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) fail("listen on");
-  // Non-blocking, so the accept loop in do_accept() stops when the queue is empty.
+  // Non-blocking, so accept_all() stops when the queue is empty.
   acceptor.non_blocking(true, ec);
   if (ec) fail("make non-blocking the listener of");
   port = acceptor.local_endpoint().port();
