@@ -21,6 +21,24 @@ add_library(ddp_boost_process INTERFACE)
 target_link_libraries(ddp_boost_process INTERFACE ddp_boost Boost::filesystem)
 target_compile_definitions(ddp_boost INTERFACE BOOST_ASIO_NO_DEPRECATED)
 
+# liburing (Debian's liburing-dev): the store server's io_uring loop. Optional: without it
+# the server serves with epoll only.
+option(DDP_ENABLE_IO_URING "Build the store server's io_uring loop when liburing is found" ON)
+set(DDP_HAVE_IO_URING OFF)
+if(DDP_ENABLE_IO_URING)
+  find_path(URING_INCLUDE_DIR liburing.h)
+  find_library(URING_LIBRARY uring)
+  if(URING_INCLUDE_DIR AND URING_LIBRARY)
+    set(DDP_HAVE_IO_URING ON)
+    add_library(ddp_uring INTERFACE)
+    target_include_directories(ddp_uring SYSTEM INTERFACE ${URING_INCLUDE_DIR})
+    target_link_libraries(ddp_uring INTERFACE ${URING_LIBRARY})
+  else()
+    message(STATUS "liburing not found: the store server will use epoll only "
+                   "(install liburing-dev for its io_uring loop)")
+  endif()
+endif()
+
 if(DDP_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()

@@ -42,6 +42,10 @@ inline constexpr const char* kBackend = "DDPLAUNCH_BACKEND";
 // Store prefix the worker runtime uses (default /worker/attempt_<restart>).
 inline constexpr const char* kStorePrefix = "DDPLAUNCH_STORE_PREFIX";
 
+// I/O backend of every store server this process hosts: "auto" (io_uring where the kernel
+// allows it, else epoll), "epoll" or "io_uring".
+inline constexpr const char* kStoreIo = "DDPLAUNCH_STORE_IO";
+
 // Store key prefix for workers of one attempt, shared by agent and PyTorch workers.
 inline constexpr const char* kWorkerPrefixBase = "/worker/attempt_";
 

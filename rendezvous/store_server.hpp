@@ -1,13 +1,25 @@
 #pragma once
-// The TCP store server: one Boost.Asio event loop (its own thread) serving thousands of
-// connections in both PyTorch TCPStore dialects. Waiters are woken by whatever creates
-// their keys; a bad frame closes only that connection.
+// The TCP store server: one event loop (its own thread) serving thousands of connections in
+// both PyTorch TCPStore dialects. Waiters are woken by whatever creates their keys; a bad
+// frame closes only that connection. The loop is io_uring where the kernel allows it, epoll
+// otherwise (docs/store.md, "The server loop").
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace ddp::rendezvous {
+
+// Which I/O backend serves the connections.
+enum class StoreIo : uint8_t {
+  kAuto,     // io_uring where available, else epoll; DDPLAUNCH_STORE_IO may choose instead
+  kEpoll,    // epoll (any Linux)
+  kIoUring,  // io_uring (Linux 6.1+); the constructor fails where it is unavailable
+};
+
+// "auto", "epoll" or "io_uring" -> StoreIo; nullopt for anything else.
+std::optional<StoreIo> parse_store_io(const std::string& text);
 
 struct StoreServerOptions {
   std::string host = "0.0.0.0";  // address to bind
@@ -17,12 +29,15 @@ struct StoreServerOptions {
   size_t max_keys_per_request = size_t{128} * 1024;
   // First word of the server's stderr lines ("<log_name>: closing connection from ...").
   std::string log_name = "ddpstore";
+  StoreIo io = StoreIo::kAuto;
 };
 
 class StoreServer {
  public:
   // Binds and listens in the constructor (throws StoreError naming host:port on failure),
   // so port() is valid and connectable as soon as it returns; serves on a background thread.
+  // Throws ConfigError for a bad DDPLAUNCH_STORE_IO, and StoreError when io_uring was asked
+  // for explicitly and is unavailable.
   explicit StoreServer(StoreServerOptions options);
   ~StoreServer();  // stop()
   StoreServer(const StoreServer&) = delete;
@@ -31,7 +46,10 @@ class StoreServer {
   // The bound port (the real one when options.port was 0).
   [[nodiscard]] uint16_t port() const;
   [[nodiscard]] const std::string& host() const;
-  // Closes the acceptor and every connection, joins the thread. Idempotent.
+  // The backend serving: "io_uring", "epoll", or "epoll (io_uring unavailable: <why>)" when
+  // kAuto fell back.
+  [[nodiscard]] const std::string& io_backend() const;
+  // Closes the listener and every connection, joins the thread. Idempotent.
   void stop();
   // Connections currently open (for tests and benchmarks).
   [[nodiscard]] size_t num_connections() const;

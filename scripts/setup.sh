@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git
   libboost1.81-all-dev      # Asio, Process v2
+  liburing-dev              # the store server's io_uring loop
   nlohmann-json3-dev libcli11-dev catch2
   libgloo-dev               # CPU collectives
   libopenblas-dev zlib1g-dev

@@ -19,7 +19,14 @@ int main(int argc, char** argv) {
   app.add_option("--max-keys-per-request", options.max_keys_per_request,
                  "most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET")
       ->capture_default_str();
+  std::string io = "auto";
+  app.add_option("--io", io,
+                 "I/O backend: auto (io_uring where the kernel allows it, else epoll; "
+                 "DDPLAUNCH_STORE_IO may choose), epoll or io_uring")
+      ->check(CLI::IsMember({"auto", "epoll", "io_uring"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  options.io = *ddp::rendezvous::parse_store_io(io);
   try {
     ddp::rendezvous::run_store_daemon(options, std::cout);
   } catch (const ddp::Error& e) {

@@ -24,7 +24,8 @@ void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
   }
   StoreServer server(options);
   out << server.port() << std::endl;
-  std::cerr << "ddpstore: serving on " << options.host << ":" << server.port() << std::endl;
+  std::cerr << "ddpstore: serving on " << options.host << ":" << server.port() << " with "
+            << server.io_backend() << std::endl;
   int received = 0;
   while (sigwait(&stop_signals, &received) != 0) {
   }

@@ -1,0 +1,143 @@
+#include "rendezvous/uring_connection.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+// A reply buffer this large is released once sent, so one big value does not pin memory.
+constexpr size_t kKeepCapacity = size_t{1024} * 1024;
+
+// Gives a provided buffer back to the kernel however the handler is left.
+class BufferReturn {
+ public:
+  BufferReturn(UringRing& ring, unsigned id) : ring_(ring), id_(id) {}
+  ~BufferReturn() { ring_.recycle(id_); }
+  BufferReturn(const BufferReturn&) = delete;
+  BufferReturn& operator=(const BufferReturn&) = delete;
+
+ private:
+  UringRing& ring_;
+  unsigned id_;
+};
+
+}  // namespace
+
+UringConnection::UringConnection(int fd, UringRing& ring, OnClosed on_closed)
+    : fd_(fd), ring_(ring), on_closed_(std::move(on_closed)) {}
+
+UringConnection::~UringConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void UringConnection::arm_recv() {
+  io_uring_sqe* sqe = ring_.sqe();
+  io_uring_prep_recv_multishot(sqe, fd_, nullptr, 0, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = UringRing::buffer_group();
+  io_uring_sqe_set_data64(sqe, uring_tag(this, UringOp::kRecv));
+  recv_armed_ = true;
+  ++in_flight_;
+}
+
+void UringConnection::on_recv(const io_uring_cqe& cqe) {
+  if ((cqe.flags & IORING_CQE_F_MORE) == 0) {  // this recv is over; it may be armed again
+    recv_armed_ = false;
+    --in_flight_;
+  }
+  if ((cqe.flags & IORING_CQE_F_BUFFER) != 0) {
+    const BufferReturn give_back(ring_, cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+    if (cqe.res > 0 && !closed_) {
+      session_->received(std::string_view(ring_.buffer(cqe.flags >> IORING_CQE_BUFFER_SHIFT),
+                                          static_cast<size_t>(cqe.res)));
+    }
+  }
+  if (closed_) return;
+  // Bytes, no provided buffer left (-ENOBUFS) or set_reading(false)'s cancel: not the end of
+  // the connection. Anything else is: end of stream (0) or an error.
+  if (cqe.res > 0 || cqe.res == -ENOBUFS || cqe.res == -ECANCELED) {
+    if (!recv_armed_ && reading_) arm_recv();
+    return;
+  }
+  session_->read_ended(cqe.res == 0 ? 0 : -cqe.res);
+}
+
+void UringConnection::flush() {
+  if (closed_ || send_in_flight_ || queued_.empty()) return;
+  sending_.swap(queued_);
+  queued_.clear();
+  sent_ = 0;
+  send_rest();
+}
+
+void UringConnection::send_rest() {
+  io_uring_sqe* sqe = ring_.sqe();
+  // MSG_WAITALL: the kernel finishes a short send itself before completing.
+  io_uring_prep_send(sqe, fd_, sending_.data() + sent_, sending_.size() - sent_,
+                     MSG_NOSIGNAL | MSG_WAITALL);
+  io_uring_sqe_set_data64(sqe, uring_tag(this, UringOp::kSend));
+  send_in_flight_ = true;
+  ++in_flight_;
+}
+
+void UringConnection::on_send(const io_uring_cqe& cqe) {
+  send_in_flight_ = false;
+  --in_flight_;
+  if (closed_) return;
+  if (cqe.res <= 0) {
+    session_->failed("write failed: " + errno_text(cqe.res < 0 ? -cqe.res : EPIPE));
+    return;
+  }
+  sent_ += static_cast<size_t>(cqe.res);
+  if (sent_ < sending_.size()) {
+    send_rest();
+    return;
+  }
+  sent_ = 0;
+  if (sending_.capacity() > kKeepCapacity) {
+    std::string().swap(sending_);
+  } else {
+    sending_.clear();
+  }
+  if (!queued_.empty()) {
+    flush();
+    return;
+  }
+  session_->drained();
+}
+
+void UringConnection::set_reading(bool on) {
+  reading_ = on;
+  if (closed_) return;
+  if (on && !recv_armed_) {
+    arm_recv();
+  } else if (!on && recv_armed_) {
+    io_uring_sqe* sqe = ring_.sqe();
+    io_uring_prep_cancel64(sqe, uring_tag(this, UringOp::kRecv), 0);
+    io_uring_sqe_set_data64(sqe, uring_tag(nullptr, UringOp::kIgnore));
+  }
+}
+
+void UringConnection::close() {
+  if (closed_) return;
+  closed_ = true;
+  // shutdown ends an armed recv and a blocked send at once; the cancel makes sure of it,
+  // and goes to the kernel now, while fd_ still names this socket.
+  ::shutdown(fd_, SHUT_RDWR);
+  if (in_flight_ > 0) {
+    io_uring_sqe* sqe = ring_.sqe();
+    io_uring_prep_cancel_fd(sqe, fd_, IORING_ASYNC_CANCEL_ALL);
+    io_uring_sqe_set_data64(sqe, uring_tag(nullptr, UringOp::kIgnore));
+    ring_.submit();
+  }
+  ::close(fd_);
+  fd_ = -1;
+  if (on_closed_) on_closed_(this);
+}
+
+}  // namespace ddp::rendezvous
