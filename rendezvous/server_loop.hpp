@@ -21,6 +21,7 @@ struct LoopContext {
   ServerState* state = nullptr;
   const SessionConfig* sessions = nullptr;  // limits and log name of every session
   std::atomic<size_t>* num_connections = nullptr;
+  unsigned io_uring_buffers = 1024;  // StoreServerOptions::io_uring_buffers
 };
 
 class ServerLoop {

@@ -81,8 +81,13 @@ struct StoreServer::Impl {
 
 StoreServer::StoreServer(StoreServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
-  const LoopContext context{impl_->listener.fd(), impl_->listener.port(), &impl_->state,
-                            &impl_->session_config, &impl_->num_connections};
+  const unsigned buffers = impl_->options.io_uring_buffers;
+  if (buffers == 0 || (buffers & (buffers - 1)) != 0) {
+    throw ConfigError("store server: io_uring_buffers " + std::to_string(buffers) +
+                      " is not a power of two");
+  }
+  const LoopContext context{impl_->listener.fd(),   impl_->listener.port(),  &impl_->state,
+                            &impl_->session_config, &impl_->num_connections, buffers};
   std::promise<void> ready;
   auto started = ready.get_future();
   impl_->thread = std::thread([impl = impl_.get(), context, &ready] {

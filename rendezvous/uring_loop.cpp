@@ -19,9 +19,8 @@ namespace {
 constexpr unsigned kSqEntries = 1024;
 // Completions one turn can collect before the kernel holds the rest back (it keeps them).
 constexpr unsigned kCqEntries = 16384;
-// Provided receive buffers: 1024 x 2 KiB (2 MiB, touched only as used). A request is a few
-// hundred bytes; a larger frame arrives in several buffers and the session joins them.
-constexpr unsigned kBuffers = 1024;
+// Provided receive buffers of 2 KiB (LoopContext::io_uring_buffers of them). A request is a
+// few hundred bytes; a larger frame arrives in several buffers and the session joins them.
 constexpr unsigned kBufferBytes = 2048;
 // After a failed accept (out of descriptors...), accepting is tried again this much later.
 constexpr long long kAcceptRetryNs = 50'000'000;
@@ -69,7 +68,7 @@ class UringLoop final : public ServerLoop {
 UringLoop::UringLoop(const LoopContext& context)
     : context_(context),
       accept_log_(context.sessions->log_name, context.port),
-      ring_(kSqEntries, kCqEntries, kBuffers, kBufferBytes) {
+      ring_(kSqEntries, kCqEntries, context.io_uring_buffers, kBufferBytes) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) throw IoUringUnavailable("eventfd: " + errno_text(errno));
   // io_uring waits for readiness itself; a non-blocking listener would only add failed tries.

@@ -56,7 +56,22 @@ TEST_CASE("ddpstore serves on the port it prints and stops on SIGTERM/SIGINT", "
   CHECK_THAT(daemon.out(), Catch::Contains(signo == SIGINT ? "SIGINT" : "SIGTERM"));
 }
 
-TEST_CASE("ddpstore rejects a bad port and an address it cannot bind", "[ddpstore]") {
+TEST_CASE("ddpstore --io picks the backend and says which one serves", "[ddpstore]") {
+  ddp::test::ChildProcess daemon(
+      merged({kDdpstore, "--host", "127.0.0.1", "--port", "0", "--io", "epoll"}));
+  const int port = std::stoi(daemon.first_line(10s));
+  TcpStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  TcpStore store(o);
+  store.set("k", "v");
+  CHECK(store.get("k") == "v");
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait(10s) == 0);
+  CHECK_THAT(daemon.out(),
+             Catch::Contains("serving on 127.0.0.1:" + std::to_string(port) + " with epoll\n"));
+}
+
+TEST_CASE("ddpstore rejects a bad port, --io value and an address it cannot bind", "[ddpstore]") {
   {
     ddp::test::ChildProcess bad_port(merged({kDdpstore, "--port", "70000"}));
     CHECK(bad_port.wait(10s) != 0);
@@ -67,6 +82,11 @@ TEST_CASE("ddpstore rejects a bad port and an address it cannot bind", "[ddpstor
     ddp::test::ChildProcess bad_host(merged({kDdpstore, "--host", "192.0.2.1", "--port", "0"}));
     CHECK(bad_host.wait(10s) == 1);
     CHECK_THAT(bad_host.out(), Catch::Contains("192.0.2.1") && Catch::Contains("bind"));
+  }
+  {
+    ddp::test::ChildProcess bad_io(merged({kDdpstore, "--port", "0", "--io", "kqueue"}));
+    CHECK(bad_io.wait(10s) != 0);
+    CHECK_THAT(bad_io.out(), Catch::Contains("--io") && Catch::Contains("kqueue"));
   }
 }
 

@@ -14,49 +14,11 @@
 #include <thread>
 
 #include "raw_client.hpp"
+#include "tests/support/stderr_capture.hpp"
 
 using namespace ddp::rendezvous;
 using namespace ddp::test;
 using namespace std::chrono_literals;
-
-namespace {
-// Sends this process's stderr to a file for the scope's duration (the server logs there).
-class StderrCapture {
- public:
-  StderrCapture() : path_("/tmp/ddp_store_log_" + std::to_string(::getpid())) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    int fd = ::open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  ~StderrCapture() {
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    ::unlink(path_.c_str());
-  }
-  StderrCapture(const StderrCapture&) = delete;
-  StderrCapture& operator=(const StderrCapture&) = delete;
-  // The lines logged so far.
-  [[nodiscard]] std::vector<std::string> lines() const {
-    std::ifstream in(path_);
-    std::vector<std::string> out;
-    for (std::string line; std::getline(in, line);) out.push_back(line);
-    return out;
-  }
-  // Waits (bounded) until at least n lines were logged, then a little longer for extras.
-  std::vector<std::string> wait_lines(size_t n) const {
-    for (int i = 0; i < 250 && lines().size() < n; ++i) std::this_thread::sleep_for(20ms);
-    std::this_thread::sleep_for(100ms);
-    return lines();
-  }
-
- private:
-  std::string path_;
-  int saved_ = -1;
-};
-}  // namespace
 
 TEST_CASE("bad frames close only their own connection, one log line each", "[server][garbage]") {
   StoreServer server(loopback());
