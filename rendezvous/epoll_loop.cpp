@@ -1,6 +1,5 @@
 #include "rendezvous/epoll_loop.hpp"
 
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,11 +14,7 @@ EpollLoop::EpollLoop(const LoopContext& context)
     : context_(context),
       accept_log_(context.sessions->log_name, context.port),
       retry_timer_(io_),
-      poller_(io_, [this] { closed_.clear(); }) {
-  // accept_all() drains the queue until EAGAIN.
-  const int flags = ::fcntl(context_.listen_fd, F_GETFL);
-  if (flags >= 0) ::fcntl(context_.listen_fd, F_SETFL, flags | O_NONBLOCK);
-}
+      poller_(io_, [this] { closed_.clear(); }) {}
 
 EpollLoop::~EpollLoop() = default;
 

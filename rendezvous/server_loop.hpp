@@ -16,7 +16,9 @@ namespace ddp::rendezvous {
 
 // What a loop shares with its StoreServer (which owns all of it and outlives the loop).
 struct LoopContext {
-  int listen_fd = -1;  // a listening, non-blocking socket; the loop never closes it
+  // A listening, non-blocking socket (epoll's accept_all() drains the queue until EAGAIN;
+  // io_uring does not mind). The loop never closes it.
+  int listen_fd = -1;
   uint16_t port = 0;
   ServerState* state = nullptr;
   const SessionConfig* sessions = nullptr;  // limits and log name of every session

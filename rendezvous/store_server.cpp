@@ -82,9 +82,9 @@ struct StoreServer::Impl {
 StoreServer::StoreServer(StoreServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
   const unsigned buffers = impl_->options.io_uring_buffers;
-  if (buffers == 0 || (buffers & (buffers - 1)) != 0) {
+  if (buffers == 0 || (buffers & (buffers - 1)) != 0 || buffers > 32768) {
     throw ConfigError("store server: io_uring_buffers " + std::to_string(buffers) +
-                      " is not a power of two");
+                      " is not a power of two from 1 to 32768");
   }
   const LoopContext context{impl_->listener.fd(),   impl_->listener.port(),  &impl_->state,
                             &impl_->session_config, &impl_->num_connections, buffers};

@@ -30,7 +30,8 @@ struct StoreServerOptions {
   // First word of the server's stderr lines ("<log_name>: closing connection from ...").
   std::string log_name = "ddpstore";
   StoreIo io = StoreIo::kAuto;
-  // io_uring only: provided receive buffers of 2 KiB (a power of two; 2 MiB by default,
+  // io_uring only: provided receive buffers of 2 KiB (a power of two up to 32768, the
+  // kernel's limit; 2 MiB by default,
   // touched only as used). A loop turn takes at most this many arrivals; the rest wait a turn.
   unsigned io_uring_buffers = 1024;
 };

@@ -47,6 +47,11 @@ void StoreSession::received(std::string_view bytes) {
 
 void StoreSession::read_ended(int err) {
   if (closed_) return;
+  if (draining_) {  // the end of stream was seen already; only a reset changes anything
+    if (err != 0)
+      close("connection lost while replies were still going out (" + errno_text(err) + ")");
+    return;
+  }
   const std::string what = err == 0 ? std::string("end of stream") : errno_text(err);
   const size_t buffered = in_.size() - in_begin_;
   if (state_.waiting(*this)) {
@@ -54,6 +59,11 @@ void StoreSession::read_ended(int err) {
   } else if (buffered > 0) {
     close("truncated frame: connection ended (" + what + ") with " + std::to_string(buffered) +
           " bytes of an incomplete request");
+  } else if (err == 0 && transport_.queued_bytes() > 0) {
+    // A client that shut only its write side (nc -N, a script) still reads: its replies go
+    // out first, then the connection closes.
+    draining_ = true;
+    transport_.set_reading(false);
   } else if (err == 0) {
     close("");  // a client that is done; not worth a log line
   } else {
@@ -66,7 +76,12 @@ void StoreSession::failed(const std::string& reason) {
 }
 
 void StoreSession::drained() {
-  if (!read_paused_ || closed_) return;
+  if (closed_) return;
+  if (draining_) {
+    close("");
+    return;
+  }
+  if (!read_paused_) return;
   read_paused_ = false;
   transport_.set_reading(true);
 }
@@ -90,6 +105,7 @@ size_t StoreSession::process(std::string_view data) {
       }
       dialect_ = detected.dialect;
       used += detected.consumed;
+      needed_ = 0;  // the hint was the handshake's; a request may be shorter (GETNUMKEYS: 1)
       continue;
     }
     auto parsed = wire::parse_request(rest, dialect_, config_.limits);

@@ -32,11 +32,13 @@ class StoreSession final : public Connection, public std::enable_shared_from_thi
   // incomplete frame (a connection holds bytes of its own only then). A bad frame closes.
   void received(std::string_view bytes);
   // The read side ended: err 0 is end of stream, otherwise the errno. Closes, with a log
-  // line unless a client that was done simply left.
+  // line unless a client that was done simply left; at the end of a stream whose replies
+  // are still queued, once they are sent.
   void read_ended(int err);
   // The transport failed ("write failed: Broken pipe"): closes with that as the log line.
   void failed(const std::string& reason);
-  // Every queued reply went out: reading resumes if back-pressure had stopped it.
+  // Every queued reply went out: reading resumes if back-pressure had stopped it, or the
+  // connection closes if the client's stream had ended.
   void drained();
   // Server shutdown: closes without a log line.
   void stop();
@@ -64,6 +66,7 @@ class StoreSession final : public Connection, public std::enable_shared_from_thi
   size_t needed_ = 0;         // the codec's hint: don't parse again before this many bytes
   bool batching_ = false;     // inside process(): replies wait for one flush at its end
   bool read_paused_ = false;  // too many replies queued: not reading until they drain
+  bool draining_ = false;     // the client's stream ended: closing once the replies are out
   bool closed_ = false;
 };
 

@@ -13,19 +13,6 @@ namespace {
 // A reply buffer this large is released once sent, so one big value does not pin memory.
 constexpr size_t kKeepCapacity = size_t{1024} * 1024;
 
-// Gives a provided buffer back to the kernel however the handler is left.
-class BufferReturn {
- public:
-  BufferReturn(UringRing& ring, unsigned id) : ring_(ring), id_(id) {}
-  ~BufferReturn() { ring_.recycle(id_); }
-  BufferReturn(const BufferReturn&) = delete;
-  BufferReturn& operator=(const BufferReturn&) = delete;
-
- private:
-  UringRing& ring_;
-  unsigned id_;
-};
-
 }  // namespace
 
 UringConnection::UringConnection(int fd, UringRing& ring, OnClosed on_closed)
@@ -50,18 +37,20 @@ void UringConnection::on_recv(const io_uring_cqe& cqe) {
     recv_armed_ = false;
     --in_flight_;
   }
-  if ((cqe.flags & IORING_CQE_F_BUFFER) != 0) {
-    const BufferReturn give_back(ring_, cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-    if (cqe.res > 0 && !closed_) {
-      session_->received(std::string_view(ring_.buffer(cqe.flags >> IORING_CQE_BUFFER_SHIFT),
-                                          static_cast<size_t>(cqe.res)));
-    }
+  {
+    const ProvidedBuffer buffer(ring_, cqe);
+    if (!buffer.bytes().empty() && !closed_) session_->received(buffer.bytes());
   }
   if (closed_) return;
   // Bytes, no provided buffer left (-ENOBUFS) or set_reading(false)'s cancel: not the end of
   // the connection. Anything else is: end of stream (0) or an error.
   if (cqe.res > 0 || cqe.res == -ENOBUFS || cqe.res == -ECANCELED) {
-    if (!recv_armed_ && reading_) arm_recv();
+    if (recv_armed_ || !reading_) return;
+    try {
+      arm_recv();
+    } catch (const Error& e) {
+      session_->failed(std::string("cannot receive: ") + e.what());
+    }
     return;
   }
   session_->read_ended(cqe.res == 0 ? 0 : -cqe.res);
@@ -126,17 +115,19 @@ void UringConnection::set_reading(bool on) {
 void UringConnection::close() {
   if (closed_) return;
   closed_ = true;
-  // shutdown ends an armed recv and a blocked send at once; the cancel makes sure of it,
-  // and goes to the kernel now, while fd_ still names this socket.
+  // Replies prepared in this turn go out first, as epoll's send() would have sent them
+  // already: a client that sends its last request and then its end of stream (both in one
+  // turn) still gets the reply.
+  if (send_in_flight_) ring_.submit();
+  // shutdown ends an armed recv and a blocked send at once; the cancel makes sure of it. The
+  // descriptor stays open until the connection is released (no request of it in flight), so
+  // its number cannot be reused by a new connection while a request still names it.
   ::shutdown(fd_, SHUT_RDWR);
   if (in_flight_ > 0) {
     io_uring_sqe* sqe = ring_.sqe();
     io_uring_prep_cancel_fd(sqe, fd_, IORING_ASYNC_CANCEL_ALL);
     io_uring_sqe_set_data64(sqe, uring_tag(nullptr, UringOp::kIgnore));
-    ring_.submit();
   }
-  ::close(fd_);
-  fd_ = -1;
   if (on_closed_) on_closed_(this);
 }
 

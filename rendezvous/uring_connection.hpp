@@ -18,7 +18,8 @@ class UringConnection final : public SessionTransport {
   // Called once when the connection closes; it is released once finished().
   using OnClosed = std::function<void(UringConnection*)>;
 
-  // Takes ownership of fd (a connected socket).
+  // Takes ownership of fd (a connected socket); it is closed when the connection is
+  // destroyed, after every request naming it has completed.
   UringConnection(int fd, UringRing& ring, OnClosed on_closed);
   ~UringConnection() override;
   UringConnection(const UringConnection&) = delete;
@@ -27,7 +28,7 @@ class UringConnection final : public SessionTransport {
   // The session this connection carries; set once, before start().
   void attach(std::shared_ptr<StoreSession> session) { session_ = std::move(session); }
   [[nodiscard]] StoreSession& session() { return *session_; }
-  // Arms the first recv.
+  // Arms the first recv; throws StoreError when no submission entry can be had.
   void start() { arm_recv(); }
 
   // Completions of this connection's requests (UringOp::kRecv, kSend).

@@ -1,6 +1,6 @@
 #include "rendezvous/uring_loop.hpp"
 
-#include <fcntl.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -41,7 +41,11 @@ class UringLoop final : public ServerLoop {
   void on_accept(const io_uring_cqe& cqe);
   void add_connection(int fd);
   void arm_accept();
+  // After a failed accept: wait 50 ms, then until a client is waiting, then accept again.
+  // (The kernel takes a descriptor before it looks for a client, so retrying accept alone
+  // would fail every 50 ms at the limit even with nobody refused.)
   void arm_retry_timer();
+  void arm_listener_poll();
   void arm_wake();
   void cancel(UringOp op);
   // stop() was called: close everything; run() returns once nothing is in flight.
@@ -58,6 +62,7 @@ class UringLoop final : public ServerLoop {
   bool accept_armed_ = false;
   bool retry_after_failure_ = false;  // the accept in flight failed: retry after the delay
   bool timer_armed_ = false;
+  bool poll_armed_ = false;
   bool wake_armed_ = false;
   bool stopping_ = false;
   std::unordered_map<UringConnection*, std::unique_ptr<UringConnection>> connections_;
@@ -71,9 +76,6 @@ UringLoop::UringLoop(const LoopContext& context)
       ring_(kSqEntries, kCqEntries, context.io_uring_buffers, kBufferBytes) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) throw IoUringUnavailable("eventfd: " + errno_text(errno));
-  // io_uring waits for readiness itself; a non-blocking listener would only add failed tries.
-  const int flags = ::fcntl(context_.listen_fd, F_GETFL);
-  if (flags >= 0) ::fcntl(context_.listen_fd, F_SETFL, flags & ~O_NONBLOCK);
 }
 
 UringLoop::~UringLoop() {
@@ -124,6 +126,10 @@ void UringLoop::dispatch(const io_uring_cqe& cqe) {
       return;
     case UringOp::kTimer:
       timer_armed_ = false;
+      if (!stopping_) arm_listener_poll();
+      return;
+    case UringOp::kPoll:
+      poll_armed_ = false;
       if (!stopping_ && !accept_armed_) arm_accept();
       return;
     case UringOp::kWake:
@@ -154,10 +160,10 @@ void UringLoop::on_accept(const io_uring_cqe& cqe) {
     }
   } else if (!stopping_ && cqe.res != -ECANCELED && cqe.res != -EINTR && cqe.res != -ECONNABORTED &&
              cqe.res != -EAGAIN) {
-    // Out of descriptors or similar: pause instead of failing at once, again and again.
+    // Out of descriptors or similar (this ends the multishot accept): pause instead of
+    // failing at once, again and again.
     accept_log_.failed(-cqe.res, context_.num_connections->load());
     retry_after_failure_ = true;
-    if (accept_armed_) cancel(UringOp::kAccept);
   }
   if (accept_armed_ || stopping_) return;
   if (retry_after_failure_) {
@@ -170,18 +176,25 @@ void UringLoop::on_accept(const io_uring_cqe& cqe) {
 
 void UringLoop::add_connection(int fd) {
   tune_connection(fd);
-  auto connection = std::make_unique<UringConnection>(fd, ring_, [this](UringConnection* c) {
+  auto owned = std::make_unique<UringConnection>(fd, ring_, [this](UringConnection* c) {
     auto it = connections_.find(c);
     if (it == connections_.end()) return;  // begin_stop() holds it
     closing_.push_back(std::move(it->second));
     connections_.erase(it);
     --*context_.num_connections;
   });
+  UringConnection* connection = owned.get();
+  // A multishot accept gives no peer address, so it is asked for: a client that resets at
+  // once shows as "unknown peer".
   connection->attach(std::make_shared<StoreSession>(peer_name(fd), *context_.state,
                                                     *context_.sessions, *connection));
-  connection->start();
-  connections_.emplace(connection.get(), std::move(connection));
+  connections_.emplace(connection, std::move(owned));
   ++*context_.num_connections;
+  try {
+    connection->start();
+  } catch (const Error& e) {
+    connection->session().failed(std::string("cannot receive: ") + e.what());
+  }
 }
 
 void UringLoop::arm_accept() {
@@ -196,6 +209,13 @@ void UringLoop::arm_retry_timer() {
   io_uring_prep_timeout(sqe, &retry_delay_, 0, 0);
   io_uring_sqe_set_data64(sqe, uring_tag(nullptr, UringOp::kTimer));
   timer_armed_ = true;
+}
+
+void UringLoop::arm_listener_poll() {
+  io_uring_sqe* sqe = ring_.sqe();
+  io_uring_prep_poll_add(sqe, context_.listen_fd, POLLIN);
+  io_uring_sqe_set_data64(sqe, uring_tag(nullptr, UringOp::kPoll));
+  poll_armed_ = true;
 }
 
 void UringLoop::arm_wake() {
@@ -215,6 +235,7 @@ void UringLoop::begin_stop() {
   stopping_ = true;
   if (accept_armed_) cancel(UringOp::kAccept);
   if (timer_armed_) cancel(UringOp::kTimer);
+  if (poll_armed_) cancel(UringOp::kPoll);
   auto all = std::move(connections_);
   connections_.clear();
   for (auto& [ptr, connection] : all) {
@@ -230,8 +251,8 @@ void UringLoop::release_finished() {
 }
 
 bool UringLoop::done() const {
-  return stopping_ && !accept_armed_ && !timer_armed_ && !wake_armed_ && connections_.empty() &&
-         closing_.empty();
+  return stopping_ && !accept_armed_ && !timer_armed_ && !poll_armed_ && !wake_armed_ &&
+         connections_.empty() && closing_.empty();
 }
 
 }  // namespace

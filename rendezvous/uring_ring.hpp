@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 namespace ddp::rendezvous {
 
@@ -16,7 +17,8 @@ enum class UringOp : uint64_t {
   kWake = 2,
   kTimer = 3,
   kRecv = 4,
-  kSend = 5
+  kSend = 5,
+  kPoll = 6,
 };
 
 inline uint64_t uring_tag(const void* owner, UringOp op) {
@@ -59,6 +61,31 @@ class UringRing {
   unsigned buffer_count_ = 0;
   unsigned buffer_bytes_ = 0;
   std::unique_ptr<char[]> buffers_;  // not initialised: pages are touched only when used
+};
+
+// The provided buffer a recv completion carries (if any), given back to the kernel when this
+// goes away, however the handler is left.
+class ProvidedBuffer {
+ public:
+  ProvidedBuffer(UringRing& ring, const io_uring_cqe& cqe)
+      : ring_(ring),
+        has_(((cqe.flags & IORING_CQE_F_BUFFER) != 0)),
+        id_(cqe.flags >> IORING_CQE_BUFFER_SHIFT),
+        size_(has_ && cqe.res > 0 ? static_cast<size_t>(cqe.res) : 0) {}
+  ~ProvidedBuffer() {
+    if (has_) ring_.recycle(id_);
+  }
+  ProvidedBuffer(const ProvidedBuffer&) = delete;
+  ProvidedBuffer& operator=(const ProvidedBuffer&) = delete;
+
+  // The bytes received (empty for a completion without data).
+  [[nodiscard]] std::string_view bytes() const { return {ring_.buffer(id_), size_}; }
+
+ private:
+  UringRing& ring_;
+  bool has_;
+  unsigned id_;
+  size_t size_;
 };
 
 }  // namespace ddp::rendezvous

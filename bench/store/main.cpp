@@ -1,6 +1,6 @@
 // store_bench: N connections x M requests (set, get, add) against a TCPStore-protocol
 // server; prints requests/s and round-trip p50/p99.
-//   store_bench --port 29500 --clients 64 --requests 2000 [--dialect legacy]
+//   store_bench --port 29500 --clients 64 --requests 2000 [--dialect legacy] [--io epoll]
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -22,7 +22,12 @@ int main(int argc, char** argv) {
   app.add_option("--dialect", dialect, "v2 (PyTorch >= 2.2, ours) or legacy (PyTorch 1.13)")
       ->check(CLI::IsMember({"v2", "legacy"}))
       ->capture_default_str();
+  std::string io = "io_uring";
+  app.add_option("--io", io, "I/O engine of the load generator: io_uring or epoll")
+      ->check(CLI::IsMember({"io_uring", "epoll"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  o.io = io == "io_uring" ? ddp::bench::LoadIo::kIoUring : ddp::bench::LoadIo::kEpoll;
   o.dialect = dialect == "v2" ? ddp::rendezvous::wire::Dialect::kV2
                               : ddp::rendezvous::wire::Dialect::kLegacy;
   ddp::rendezvous::raise_fd_limit();

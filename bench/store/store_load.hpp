@@ -1,8 +1,10 @@
 #pragma once
 // A closed-loop load generator for TCPStore-protocol servers: every connection runs
 // [SET k + GET k] then [ADD counter] round trips back to back, one request in flight per
-// connection, all connections on one thread and one epoll set, timing each round trip. Speaks
-// either dialect (PyTorch 1.13's server knows only legacy).
+// connection, all connections on one thread, timing each round trip. Speaks either dialect
+// (PyTorch 1.13's server knows only legacy). Two engines drive the same loop: io_uring (one
+// system call per turn for every connection's sends and receives) and epoll (one recv and one
+// send per round trip).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,6 +13,8 @@
 
 namespace ddp::bench {
 
+enum class LoadIo : uint8_t { kIoUring, kEpoll };
+
 struct LoadOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
@@ -18,6 +22,7 @@ struct LoadOptions {
   int requests_per_client = 1000;  // SET, GET and ADD each count as one request
   size_t value_bytes = 64;
   rendezvous::wire::Dialect dialect = rendezvous::wire::Dialect::kV2;
+  LoadIo io = LoadIo::kIoUring;
 };
 
 struct LoadResult {
@@ -31,7 +36,8 @@ struct LoadResult {
 };
 
 // Connects every client (retrying until 30 s), runs the load, returns the measurements.
-// Throws StoreError on a connection failure or a reply that does not match the request.
+// Throws StoreError on a connection failure or a reply that does not match the request, and
+// when io_uring was asked for where this build or kernel has none.
 LoadResult run_load(const LoadOptions& options);
 
 }  // namespace ddp::bench

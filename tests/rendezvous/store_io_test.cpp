@@ -120,11 +120,14 @@ TEST_CASE("DDPLAUNCH_STORE_IO chooses for auto; an explicit option wins; a bad v
   }
 }
 
-TEST_CASE("io_uring_buffers must be a power of two", "[io]") {
+TEST_CASE("io_uring_buffers must be a power of two the kernel accepts", "[io]") {
   StoreServerOptions options = loopback();
-  options.io_uring_buffers = 1000;
-  CHECK_THROWS_WITH(StoreServer(options),
-                    Catch::Contains("io_uring_buffers 1000 is not a power of two"));
+  for (const unsigned bad : {0U, 1000U, 65536U}) {
+    options.io_uring_buffers = bad;
+    CHECK_THROWS_WITH(StoreServer(options),
+                      Catch::Contains("io_uring_buffers " + std::to_string(bad) +
+                                      " is not a power of two from 1 to 32768"));
+  }
 }
 
 TEST_CASE("a burst of 2048 clients whose requests arrive at once is answered in full",

@@ -1,6 +1,7 @@
 // The store server over real sockets (port 0): both dialects byte for byte, waiter wake-ups,
 // concurrency, and stop() while clients are blocked.
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -249,4 +250,22 @@ TEST_CASE("a client survives a server restart on the same port without losing a 
   store.set("after", "2");
   CHECK(store.get("after") == "2");
   CHECK_FALSE(store.check({"before"}));  // a new server starts empty
+}
+
+TEST_CASE("a client that ends its stream right after its requests still gets every reply",
+          "[server]") {
+  // nc -N and short scripts do this: send, shut the write side, read. The requests and the
+  // end of stream reach the server together (one io_uring turn), and the replies must still
+  // go out before the server closes its side.
+  StoreServer server(loopback());
+  for (int i = 0; i < 200; ++i) {
+    INFO("client " << i);
+    Raw c(server.port());
+    c.send(req(wire::Command::kAdd, {"n"}));
+    c.send(req(wire::Command::kGetNumKeys));
+    REQUIRE(::shutdown(c.conn.fd(), SHUT_WR) == 0);
+    c.recv_i64();
+    CHECK(c.recv_i64() == 1);
+    CHECK(c.closed_by_server());
+  }
 }

@@ -83,6 +83,17 @@ TEST_CASE("a request split at every byte is answered once, whole", "[session]") 
   CHECK_FALSE(f.session->closed());
 }
 
+TEST_CASE("a handshake cut in two is followed by a one-byte request", "[session]") {
+  Fixture f;
+  const std::string hello = handshake();
+  f.session->received(hello.substr(0, 2));
+  f.session->received(hello.substr(2));
+  f.session->received(frame(wire::Command::kGetNumKeys));  // GETNUMKEYS is one byte
+  std::string expected;
+  wire::put_i64(expected, 0);
+  CHECK(f.transport.sent == expected);
+}
+
 TEST_CASE("every request of one read is answered in one flush", "[session]") {
   Fixture f;
   f.session->received(handshake());
@@ -178,6 +189,25 @@ TEST_CASE("end of stream: silent between requests, logged mid-frame and mid-wait
                              Catch::Contains("Connection reset by peer"));
     CHECK(f.state.num_waiters() == 0);  // the parked wait went with it
   }
+}
+
+TEST_CASE("at the end of a stream, replies still queued go out before the close", "[session]") {
+  ddp::test::StderrCapture log;
+  Fixture f;
+  f.transport.socket_full = true;
+  f.session->received(handshake() + frame(wire::Command::kPing));
+  f.session->read_ended(0);  // the client shut its write side; the reply is not out yet
+  CHECK_FALSE(f.session->closed());
+  CHECK(f.transport.reading == std::vector<bool>{false});
+  f.session->read_ended(0);  // epoll reports the end of stream again: nothing changes
+  CHECK_FALSE(f.session->closed());
+  f.transport.socket_full = false;
+  f.transport.flush();
+  f.session->drained();
+  CHECK(f.session->closed());
+  CHECK(f.transport.closes == 1);
+  CHECK(f.transport.sent.size() == 4);  // the PING echo
+  CHECK(log.lines().empty());
 }
 
 TEST_CASE("a wait parked on one session is answered when another creates the key", "[session]") {
