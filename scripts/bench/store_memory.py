@@ -2,6 +2,7 @@
 each sends one request (so every connection has been read at least once).
 
 Usage: /usr/bin/python3 scripts/bench/store_memory.py BUILD/ddpstore [N=4096] [more binaries...]
+A binary may carry flags, quoted as one argument: "build/ddpstore --io epoll".
 Prints one line per binary; docs/benchmarks.md (section Store memory) shows the result.
 """
 import resource
@@ -20,7 +21,7 @@ def rss_mib(pid):
 
 
 def measure(binary, n):
-    server = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", "0"],
+    server = subprocess.Popen(binary.split() + ["--host", "127.0.0.1", "--port", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     socks = []
     try:
