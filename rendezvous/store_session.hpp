@@ -60,9 +60,8 @@ class StoreSession final : public Connection, public std::enable_shared_from_thi
   SessionTransport& transport_;
   wire::Dialect dialect_ = wire::Dialect::kUnknown;
 
-  std::vector<char> in_;  // bytes of an incomplete frame [in_begin_, in_end_)
+  std::vector<char> in_;  // bytes of an incomplete frame: in_[in_begin_, end)
   size_t in_begin_ = 0;
-  size_t in_end_ = 0;
   size_t needed_ = 0;         // the codec's hint: don't parse again before this many bytes
   bool batching_ = false;     // inside process(): replies wait for one flush at its end
   bool read_paused_ = false;  // too many replies queued: not reading until they drain

@@ -21,7 +21,9 @@ namespace {
 double cpu_seconds_now() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
@@ -63,15 +65,6 @@ int connect_one(const sockaddr_storage& ss, socklen_t len, size_t id, Clock::tim
   }
 }
 
-void send_all(int fd, std::string_view bytes, size_t id) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail_client(id, "send: " + errno_text(errno));
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
 // One untimed blocking round trip (handshake + ADD), given 30 s: a server that accepted the
 // connection but never answers fails the run instead of hanging it.
 void warm_up(int fd, const LoadOptions& o, size_t id) {
@@ -105,6 +98,15 @@ void warm_up(int fd, const LoadOptions& o, size_t id) {
 }
 
 }  // namespace
+
+void send_all(int fd, std::string_view bytes, size_t id) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail_client(id, "send: " + errno_text(errno));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
 
 void fail_client(size_t id, const std::string& what) {
   throw StoreError("store_bench: client " + std::to_string(id) + ": " + what);

@@ -55,6 +55,8 @@ class ClosedLoop {
 };
 
 [[noreturn]] void fail_client(size_t id, const std::string& what);
+// Blocking send of every byte on client id's socket (fail_client on an error).
+void send_all(int fd, std::string_view bytes, size_t id);
 
 // The engines (load_epoll.cpp, load_uring.cpp): drive loop until done().
 void run_epoll(ClosedLoop& loop);

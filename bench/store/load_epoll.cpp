@@ -16,15 +16,6 @@ namespace {
 // No reply for this long means the server is stuck: fail instead of hanging the benchmark.
 constexpr int kStallMs = 30'000;
 
-void send_frame(int fd, std::string_view bytes, size_t id) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail_client(id, "send: " + errno_text(errno));
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
 }  // namespace
 
 void run_epoll(ClosedLoop& loop) {
@@ -43,7 +34,7 @@ void run_epoll(ClosedLoop& loop) {
     }
   }
   loop.start();
-  for (size_t i = 0; i < loop.size(); ++i) send_frame(loop.fd(i), loop.next(i), i);
+  for (size_t i = 0; i < loop.size(); ++i) send_all(loop.fd(i), loop.next(i), i);
   std::vector<epoll_event> events(std::min<size_t>(loop.size(), 1024));
   char buffer[4096];
   while (!loop.done()) {
@@ -62,7 +53,7 @@ void run_epoll(ClosedLoop& loop) {
         fail_client(i, got == 0 ? "server closed the connection" : "recv: " + errno_text(errno));
       }
       if (loop.received(i, std::string_view(buffer, static_cast<size_t>(got)))) {
-        send_frame(loop.fd(i), loop.next(i), i);
+        send_all(loop.fd(i), loop.next(i), i);
       }
     }
   }
