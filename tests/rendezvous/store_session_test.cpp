@@ -143,7 +143,7 @@ TEST_CASE("a bad frame closes the session with one line naming the peer", "[sess
 
 TEST_CASE("reading stops past 16 MiB of unsent replies and resumes once they drain", "[session]") {
   Fixture f;
-  const std::string mib(1024 * 1024, 'm');
+  const std::string mib(size_t{1024} * 1024, 'm');
   f.session->received(handshake() + frame(wire::Command::kSet, {"m"}, {mib}));
   f.transport.socket_full = true;  // the client reads nothing
   std::string gets;
@@ -158,7 +158,7 @@ TEST_CASE("reading stops past 16 MiB of unsent replies and resumes once they dra
   f.session->drained();
   f.session->drained();
   CHECK(f.transport.reading == std::vector<bool>{false, true});
-  CHECK(f.transport.sent.size() == 17 * (mib.size() + 8));
+  CHECK(f.transport.sent.size() == size_t{17} * (mib.size() + 8));
 }
 
 TEST_CASE("end of stream: silent between requests, logged mid-frame and mid-wait", "[session]") {
