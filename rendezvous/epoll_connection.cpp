@@ -8,12 +8,6 @@
 #include "common/error.hpp"
 
 namespace ddp::rendezvous {
-namespace {
-
-// A reply buffer this large is released once drained, so one big value does not pin memory.
-constexpr size_t kKeepCapacity = size_t{1024} * 1024;
-
-}  // namespace
 
 EpollConnection::EpollConnection(int fd, ConnectionPoller& poller, std::vector<char>& read_buffer,
                                  OnClosed on_closed)
@@ -70,11 +64,7 @@ void EpollConnection::flush() {
   }
   if (closed_) return;
   out_sent_ = 0;
-  if (out_.capacity() > kKeepCapacity) {
-    std::string().swap(out_);
-  } else {
-    out_.clear();
-  }
+  clear_buffer(out_);
   if (want_writable_) {
     want_writable_ = false;
     update_interest();

@@ -5,8 +5,20 @@
 // implements this interface for what goes out.
 #include <cstddef>
 #include <string_view>
+#include <utility>
 
 namespace ddp::rendezvous {
+
+// Empties a connection's input or reply buffer; one larger than 1 MiB is released instead,
+// so one big value does not pin memory for the connection's lifetime.
+template <class Buffer>
+void clear_buffer(Buffer& buffer) {
+  if (buffer.capacity() > size_t{1024} * 1024) {
+    Buffer().swap(buffer);
+  } else {
+    buffer.clear();
+  }
+}
 
 class SessionTransport {
  public:

@@ -7,8 +7,6 @@
 namespace ddp::rendezvous {
 namespace {
 
-// A buffer this large is released once drained, so one big value does not pin memory.
-constexpr size_t kKeepCapacity = size_t{1024} * 1024;
 // A client that sends requests but does not read the replies stops being read once this
 // much is queued for it, so its replies cannot grow the server's memory without bound.
 constexpr size_t kMaxQueuedReplyBytes = size_t{16} * 1024 * 1024;
@@ -24,9 +22,8 @@ void StoreSession::received(std::string_view bytes) {
   if (in_begin_ == in_.size()) {
     // Nothing buffered (the usual case: whole requests per read): parse straight from the
     // backend's buffer and keep only what is left of an incomplete frame.
-    in_.clear();
+    clear_buffer(in_);
     in_begin_ = 0;
-    if (in_.capacity() > kKeepCapacity) std::vector<char>().swap(in_);
     const size_t used = process(bytes);
     if (closed_) return;
     in_.assign(bytes.begin() + static_cast<std::ptrdiff_t>(used), bytes.end());

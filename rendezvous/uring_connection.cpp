@@ -8,12 +8,6 @@
 #include "common/error.hpp"
 
 namespace ddp::rendezvous {
-namespace {
-
-// A reply buffer this large is released once sent, so one big value does not pin memory.
-constexpr size_t kKeepCapacity = size_t{1024} * 1024;
-
-}  // namespace
 
 UringConnection::UringConnection(int fd, UringRing& ring, OnClosed on_closed)
     : fd_(fd), ring_(ring), on_closed_(std::move(on_closed)) {}
@@ -23,11 +17,7 @@ UringConnection::~UringConnection() {
 }
 
 void UringConnection::arm_recv() {
-  io_uring_sqe* sqe = ring_.sqe();
-  io_uring_prep_recv_multishot(sqe, fd_, nullptr, 0, 0);
-  sqe->flags |= IOSQE_BUFFER_SELECT;
-  sqe->buf_group = UringRing::buffer_group();
-  io_uring_sqe_set_data64(sqe, uring_tag(this, UringOp::kRecv));
+  ring_.arm_multishot_recv(fd_, uring_tag(this, UringOp::kRecv));
   recv_armed_ = true;
   ++in_flight_;
 }
@@ -88,11 +78,7 @@ void UringConnection::on_send(const io_uring_cqe& cqe) {
     return;
   }
   sent_ = 0;
-  if (sending_.capacity() > kKeepCapacity) {
-    std::string().swap(sending_);
-  } else {
-    sending_.clear();
-  }
+  clear_buffer(sending_);
   if (!queued_.empty()) {
     flush();
     return;

@@ -60,7 +60,7 @@ class UringLoop final : public ServerLoop {
   uint64_t wake_value_ = 0;
   __kernel_timespec retry_delay_{0, kAcceptRetryNs};
   bool accept_armed_ = false;
-  bool retry_after_failure_ = false;  // the accept in flight failed: retry after the delay
+
   bool timer_armed_ = false;
   bool poll_armed_ = false;
   bool wake_armed_ = false;
@@ -151,6 +151,7 @@ void UringLoop::dispatch(const io_uring_cqe& cqe) {
 
 void UringLoop::on_accept(const io_uring_cqe& cqe) {
   if ((cqe.flags & IORING_CQE_F_MORE) == 0) accept_armed_ = false;
+  bool failed = false;
   if (cqe.res >= 0) {
     if (stopping_) {
       ::close(cqe.res);
@@ -163,11 +164,10 @@ void UringLoop::on_accept(const io_uring_cqe& cqe) {
     // Out of descriptors or similar (this ends the multishot accept): pause instead of
     // failing at once, again and again.
     accept_log_.failed(-cqe.res, context_.num_connections->load());
-    retry_after_failure_ = true;
+    failed = true;
   }
   if (accept_armed_ || stopping_) return;
-  if (retry_after_failure_) {
-    retry_after_failure_ = false;
+  if (failed) {
     arm_retry_timer();
   } else {
     arm_accept();  // a client that gave up, or a multishot accept the kernel ended

@@ -7,7 +7,7 @@
 // connection keeps one multishot recv armed (the kernel picks a buffer from a provided-buffer
 // ring and posts a completion per arrival), and replies go out as send requests. The ring is
 // DEFER_TASKRUN + SINGLE_ISSUER: arrivals are queued as work for this thread and run in its
-// next io_uring_enter, in one batch, instead of waking it once per socket as epoll does.
+// next io_uring_enter, in one batch, with no recv or send system call per socket.
 // docs/store.md has the measurements.
 //
 // Needs Linux 6.1 (DEFER_TASKRUN, multishot recv and accept, provided-buffer rings); the

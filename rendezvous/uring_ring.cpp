@@ -70,6 +70,14 @@ io_uring_sqe* UringRing::sqe() {
   return entry;
 }
 
+void UringRing::arm_multishot_recv(int fd, uint64_t user_data) {
+  io_uring_sqe* entry = sqe();
+  io_uring_prep_recv_multishot(entry, fd, nullptr, 0, 0);
+  entry->flags |= IOSQE_BUFFER_SELECT;
+  entry->buf_group = buffer_group();
+  io_uring_sqe_set_data64(entry, user_data);
+}
+
 void UringRing::submit() {
   io_uring_submit(&ring_);
 }

@@ -45,6 +45,8 @@ class UringRing {
 
   // A free submission entry; submits what is queued first when the queue is full.
   io_uring_sqe* sqe();
+  // Queues a multishot recv on fd that selects provided buffers; completions carry user_data.
+  void arm_multishot_recv(int fd, uint64_t user_data);
   // Submits what is queued now (for requests that must be issued before the caller goes on).
   void submit();
   // Submits what is queued and waits for at least one completion. 0 or -errno.

@@ -30,11 +30,7 @@ void arm_accept(UringRing& ring, int listener) {
 }
 
 void arm_recv(UringRing& ring, int fd) {
-  io_uring_sqe* sqe = ring.sqe();
-  io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
-  sqe->flags |= IOSQE_BUFFER_SELECT;
-  sqe->buf_group = UringRing::buffer_group();
-  io_uring_sqe_set_data64(sqe, tag(fd, UringOp::kRecv));
+  ring.arm_multishot_recv(fd, tag(fd, UringOp::kRecv));
 }
 
 }  // namespace

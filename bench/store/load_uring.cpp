@@ -25,11 +25,7 @@ uint64_t tag(size_t client, UringOp op) {
 }
 
 void arm_recv(UringRing& ring, ClosedLoop& loop, size_t i) {
-  io_uring_sqe* sqe = ring.sqe();
-  io_uring_prep_recv_multishot(sqe, loop.fd(i), nullptr, 0, 0);
-  sqe->flags |= IOSQE_BUFFER_SELECT;
-  sqe->buf_group = UringRing::buffer_group();
-  io_uring_sqe_set_data64(sqe, tag(i, UringOp::kRecv));
+  ring.arm_multishot_recv(loop.fd(i), tag(i, UringOp::kRecv));
 }
 
 void send_frame(UringRing& ring, size_t i, int fd, std::string_view frame) {
