@@ -38,6 +38,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
 
 Agent::~Agent() {
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
+  if (exit_thread_.joinable()) exit_thread_.join();
 }
 
 int Agent::run() {
@@ -51,6 +52,7 @@ int Agent::run() {
   asio::post(io_, [this] { start_rendezvous(); });
   io_.run();
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
+  if (exit_thread_.joinable()) exit_thread_.join();
   return exit_status_;
 }
 
@@ -65,7 +67,7 @@ void Agent::install_signals() {
 
 void Agent::wait_for_signal() {
   signals_->async_wait([this](boost::system::error_code ec, int sig) {
-    if (ec) return;  // cancelled at finish
+    if (ec) return;  // cancelled when done
     handle_signal(sig);
     if (state_ != State::kDone) wait_for_signal();
   });
@@ -73,9 +75,20 @@ void Agent::wait_for_signal() {
 
 void Agent::handle_signal(int sig) {
   events_.record("signal", {{"signal", sig}, {"name", signal_name(sig)}});
+  if (state_ == State::kExiting) {
+    // The workers are gone; only the exit barrier (or closing the rendezvous) is left.
+    notice("received " + signal_name(sig) + " while leaving the rendezvous; exiting now");
+    if (!agent_signal_) {
+      agent_signal_ = sig;
+      exit_status_ = 128 + sig;
+    }
+    rendezvous_.interrupt();
+    return;
+  }
   if (agent_signal_) {
     // A second signal: the user is done waiting for the grace period.
-    notice("received " + signal_name(sig) + " again; killing the workers now");
+    notice("received " + signal_name(sig) + " again; killing the workers now (pids " +
+           running_pids() + ")");
     for (auto& slot : workers_) {
       if (slot.running) spawner_.signal_group(slot.pid, SIGKILL);
     }
@@ -91,19 +104,31 @@ void Agent::handle_signal(int sig) {
       rendezvous_.shutdown_after_failure();
       break;
     case State::kHealthy:
-      notice("received " + signal_name(sig) + "; forwarding it to the workers");
+      notice("received " + signal_name(sig) + "; forwarding it to the workers (pids " +
+             running_pids() + ")");
       begin_stop(sig, [this, exit_status] { finish(exit_status); });
       break;
     case State::kStopping:
-      notice("received " + signal_name(sig) + " while stopping the workers; forwarding it");
+      notice("received " + signal_name(sig) + " while stopping the workers; forwarding it (pids " +
+             running_pids() + ")");
       for (auto& slot : workers_) {
         if (slot.running) spawner_.signal_group(slot.pid, sig);
       }
       after_stop_ = [this, exit_status] { finish(exit_status); };
       break;
+    case State::kExiting:
     case State::kDone:
       break;
   }
+}
+
+std::string Agent::running_pids() const {
+  std::string pids;
+  for (const auto& slot : workers_) {
+    if (!slot.running) continue;
+    pids += (pids.empty() ? "" : ", ") + std::to_string(slot.pid);
+  }
+  return pids.empty() ? "none running" : pids;
 }
 
 void Agent::start_rendezvous() {
@@ -125,17 +150,41 @@ void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
     finish(128 + *agent_signal_);
     return;
   }
+  const bool same_members = reforming_ && !info.members.empty() && info.members == members_;
+  reforming_ = false;
+  members_ = info.members;
+  if (same_members && !spend_restart_for_same_members()) return;
+  attempt_ = static_cast<int>(info.round);
   events_.record("rendezvous", {{"round", info.round},
                                 {"group_rank", info.group_rank},
                                 {"group_world_size", info.group_world_size},
                                 {"world_size", info.world_size},
                                 {"master_addr", info.master_addr},
                                 {"master_port", info.master_port},
-                                {"restart_count", restart_count_}});
+                                {"restart_count", attempt_},
+                                {"restarts_spent", restart_count_}});
   rendezvous_.watch([this](rendezvous::MembershipChange change) {
     asio::post(io_, [this, change] { on_membership_change(change); });
   });
   spawn_workers(info);
+}
+
+bool Agent::spend_restart_for_same_members() {
+  const std::string why =
+      "the group re-formed after a membership change with the same nodes as before (a "
+      "member's workers failed, or the change was not real)";
+  if (restart_count_ >= options_.config.max_restarts) {
+    notice(why + "; no restart is left (max_restarts " +
+           std::to_string(options_.config.max_restarts) + "); giving up");
+    events_.record("rendezvous_failed", {{"message", why}});
+    finish(1);
+    return false;
+  }
+  ++restart_count_;
+  notice(why + "; counting it as restart " + std::to_string(restart_count_) + " of " +
+         std::to_string(options_.config.max_restarts));
+  events_.record("restart", {{"restarts_spent", restart_count_}, {"reason", "same_members"}});
+  return true;
 }
 
 void Agent::on_rendezvous_error(const std::string& message) {
@@ -152,8 +201,11 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
   events_.record("membership_change", {{"change", change_name(change)}});
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
   notice(std::string("membership changed (") + change_name(change) +
-         "); restarting the workers without spending a restart");
-  begin_stop(SIGTERM, [this] { start_rendezvous(); });
+         "); restarting the workers without spending a restart (pids " + running_pids() + ")");
+  begin_stop(SIGTERM, [this] {
+    reforming_ = true;
+    start_rendezvous();
+  });
 }
 
 void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
@@ -165,7 +217,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   // of a round agrees on it (a membership change re-forms the group on all nodes while only
   // the failing node spends a restart), so /worker/attempt_<n> keys are never shared by two
   // different groups. On one node it equals the restarts spent.
-  const int attempt_number = static_cast<int>(info.round);
+  const int attempt_number = attempt_;
   auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_number));
   AttemptInfo attempt{info, attempt_number, rendezvous_.run_id(), options_.use_agent_store};
 
@@ -209,7 +261,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     events_.record("worker_start", {{"rank", slot.rank},
                                     {"local_rank", slot.local_rank},
                                     {"pid", slot.pid},
-                                    {"restart_count", restart_count_}});
+                                    {"restart_count", attempt_}});
   }
 }
 
@@ -224,7 +276,7 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
                                  {"pid", slot.pid},
                                  {"exit_code", status.exit_code},
                                  {"signal", status.signal},
-                                 {"restart_count", restart_count_}});
+                                 {"restart_count", attempt_}});
   if (state_ == State::kHealthy) {
     if (!status.success()) {
       record_failure(slot, status, /*must_report=*/true);
@@ -303,7 +355,7 @@ void Agent::after_failure() {
     notice("worker group failed (rank " + std::to_string(root.rank) + ": " +
            root.status.describe() + "); restarting, attempt " + std::to_string(restart_count_) +
            " of " + std::to_string(options_.config.max_restarts));
-    events_.record("restart", {{"restart_count", restart_count_},
+    events_.record("restart", {{"restarts_spent", restart_count_},
                                {"failed_rank", root.rank},
                                {"exit_code", root.status.exit_code},
                                {"signal", root.status.signal}});
@@ -317,17 +369,26 @@ void Agent::after_failure() {
 }
 
 void Agent::finish(int exit_status) {
-  if (state_ == State::kDone) return;
-  state_ = State::kDone;
+  if (state_ == State::kExiting || state_ == State::kDone) return;
+  state_ = State::kExiting;
   exit_status_ = exit_status;
-  rendezvous_.watch([](rendezvous::MembershipChange) {});
-  if (exit_status == 0) {
-    rendezvous_.shutdown();
-  } else {
-    rendezvous_.shutdown_after_failure();
-  }
-  events_.record("finish", {{"exit_code", exit_status}, {"restart_count", restart_count_}});
   kill_timer_.cancel();
+  rendezvous_.watch([](rendezvous::MembershipChange) {});
+  if (exit_thread_.joinable()) exit_thread_.join();
+  // The store host may wait here for the other nodes: off the loop, so signals still work.
+  exit_thread_ = std::thread([this, succeeded = exit_status == 0] {
+    if (succeeded) {
+      rendezvous_.shutdown();
+    } else {
+      rendezvous_.shutdown_after_failure();
+    }
+    asio::post(io_, [this] { done(); });
+  });
+}
+
+void Agent::done() {
+  state_ = State::kDone;
+  events_.record("finish", {{"exit_code", exit_status_}, {"restarts_spent", restart_count_}});
   if (signals_) signals_->cancel();
   busy_.reset();
   io_.stop();

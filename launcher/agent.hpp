@@ -1,6 +1,8 @@
 #pragma once
 // The elastic agent's state machine, on one Boost.Asio loop:
-//   INIT -> RENDEZVOUS -> HEALTHY -> (STOPPING -> RENDEZVOUS again | DONE)
+//   INIT -> RENDEZVOUS -> HEALTHY -> (STOPPING -> RENDEZVOUS again | EXITING -> DONE)
+// EXITING leaves the rendezvous on a thread of its own (the store host waits there for the
+// other nodes), so signals are still served: a signal there ends the wait.
 // Child exits, output, signals, membership changes and grace-period timers are all events
 // on the loop; nothing polls. Processes come from a WorkerSpawner (real or fake), nodes meet
 // through a RendezvousHandler, so the whole machine is testable without children or sockets.
@@ -40,7 +42,7 @@ struct AgentOptions {
 
 class Agent {
  public:
-  enum class State { kInit, kRendezvous, kHealthy, kStopping, kDone };
+  enum class State { kInit, kRendezvous, kHealthy, kStopping, kExiting, kDone };
 
   Agent(boost::asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
         rendezvous::RendezvousHandler& rendezvous, LogRouter& logs, EventLog& events);
@@ -78,7 +80,15 @@ class Agent {
   void begin_stop(int sig, std::function<void()> then);
   void complete_stop();
   void after_failure();
+  // Leaves the rendezvous (on exit_thread_) and then ends run() with exit_status.
   void finish(int exit_status);
+  void done();
+  // The worker pids still running, "123, 456", for messages.
+  [[nodiscard]] std::string running_pids() const;
+  // The re-formed group has the same nodes as before the change that re-formed it: count
+  // it as a restart (a stranger's write or a peer's failure, never a real change). False
+  // when no restart is left (the agent is finishing).
+  bool spend_restart_for_same_members();
   void notice(const std::string& message) const;
   void install_signals();
   void wait_for_signal();
@@ -91,7 +101,10 @@ class Agent {
   EventLog& events_;
 
   State state_ = State::kInit;
-  int restart_count_ = 0;
+  int restart_count_ = 0;  // restarts spent by this node
+  int attempt_ = 0;        // TORCHELASTIC_RESTART_COUNT of the current workers (the round)
+  std::string members_;    // RendezvousInfo::members of the current round
+  bool reforming_ = false;  // re-joining because of a membership change, not a failure
   uint64_t generation_ = 0;  // bumps per attempt so late callbacks of old workers are ignored
   std::vector<WorkerSlot> workers_;
   int running_ = 0;
@@ -103,6 +116,7 @@ class Agent {
   boost::asio::steady_timer kill_timer_;
   std::optional<boost::asio::signal_set> signals_;
   std::thread rendezvous_thread_;
+  std::thread exit_thread_;
   // Keeps run() going while the only pending work is a rendezvous on its thread.
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> busy_;
 };

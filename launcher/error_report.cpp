@@ -26,25 +26,38 @@ std::optional<double> json_seconds(const nlohmann::json& value) {
   return std::nullopt;
 }
 
+std::chrono::system_clock::time_point failure_time(const WorkerFailure& failure) {
+  if (failure.error && failure.error->timestamp) {
+    const auto recorded = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(*failure.error->timestamp)));
+    // A worker records its error before it exits; a clock stamp later than the exit the
+    // agent saw is not to be trusted over the agent's own observation.
+    return std::min(recorded, failure.observed);
+  }
+  return failure.observed;
+}
+
 std::string format_time(std::chrono::system_clock::time_point when) {
   std::time_t t = std::chrono::system_clock::to_time_t(when);
   std::tm tm{};
   ::localtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H:%M:%S", &tm);
-  return buf;
+  // Milliseconds: failures of one group are often within the same second.
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      when.time_since_epoch())
+                      .count() %
+                  1000;
+  char frac[8];
+  std::snprintf(frac, sizeof(frac), ".%03d", static_cast<int>(ms));
+  return std::string(buf) + frac;
 }
 
 void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& failure,
                     const std::string& host) {
-  auto when = failure.observed;
-  if (failure.error && failure.error->timestamp) {
-    when = std::chrono::system_clock::time_point(
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::duration<double>(*failure.error->timestamp)));
-  }
   out << "[" << index << "]:\n";
-  out << "  time      : " << format_time(when) << "\n";
+  out << "  time      : " << format_time(failure_time(failure)) << "\n";
   out << "  host      : " << host << "\n";
   out << "  rank      : " << failure.rank << " (local_rank: " << failure.local_rank << ")\n";
   out << "  exitcode  : " << failure.status.shell_status();
@@ -68,6 +81,17 @@ void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& 
   } else {
     out << "  traceback : <N/A> (the worker wrote no error file; see its output above)\n";
   }
+}
+
+// One line saying why failures[root] was chosen, for the summary.
+std::string root_cause_reason(const std::vector<WorkerFailure>& failures, size_t root) {
+  const auto& r = failures[root];
+  std::string how = r.error && r.error->timestamp
+                        ? "its error file was recorded at " + format_time(failure_time(r))
+                        : "the agent saw it exit at " + format_time(failure_time(r));
+  if (failures.size() == 1) return "the only failure; " + how;
+  return "the earliest of " + std::to_string(failures.size()) + " failures: " + how +
+         " (by error-file time where a worker wrote one, else by when its exit was seen)";
 }
 
 }  // namespace
@@ -95,15 +119,7 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
 size_t root_cause_index(const std::vector<WorkerFailure>& failures) {
   size_t best = 0;
   for (size_t i = 1; i < failures.size(); ++i) {
-    const auto& a = failures[i];
-    const auto& b = failures[best];
-    bool a_ts = a.error && a.error->timestamp;
-    bool b_ts = b.error && b.error->timestamp;
-    if (a_ts && (!b_ts || *a.error->timestamp < *b.error->timestamp)) {
-      best = i;
-    } else if (!a_ts && !b_ts && a.observed < b.observed) {
-      best = i;
-    }
+    if (failure_time(failures[i]) < failure_time(failures[best])) best = i;
   }
   return best;
 }
@@ -125,6 +141,7 @@ std::string format_failure_summary(const std::string& program, const std::string
   if (!others) out << "  <NO_OTHER_FAILURES>\n";
   out << thin << "\nRoot Cause (first observed failure):\n";
   append_failure(out, 0, failures[root], host);
+  out << "  why       : " << root_cause_reason(failures, root) << "\n";
   out << rule << "\n";
   return out.str();
 }

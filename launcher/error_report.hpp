@@ -1,7 +1,8 @@
 #pragma once
 // Failure reports: reading TORCHELASTIC_ERROR_FILE (PyTorch's JSON format, written by
 // PyTorch's @record and by this project's worker runtime) and printing a torchrun-style
-// summary whose root cause is the earliest error-file timestamp, else the first exit seen.
+// summary whose root cause is the earliest failure: by its error-file timestamp where the
+// worker wrote one, else by when the agent saw it exit.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -31,7 +32,8 @@ struct WorkerFailure {
 
 // Parses an error file; nullopt when it is missing, empty or not PyTorch's format.
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
-// Index of the root cause: earliest error timestamp, else earliest observed exit.
+// Index of the root cause: the earliest failure, each timed by its error-file timestamp
+// (never later than its observed exit), else by its observed exit.
 size_t root_cause_index(const std::vector<WorkerFailure>& failures);
 // The summary block (torchrun's layout) for failures (non-empty), in observation order.
 std::string format_failure_summary(const std::string& program, const std::string& host,

@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "rendezvous/prefix_store.hpp"
 #include "rendezvous/rdzv_assignment.hpp"
+#include "rendezvous/rdzv_changes.hpp"
 #include "rendezvous/rdzv_exit_barrier.hpp"
 #include "rendezvous/rdzv_keys.hpp"
 #include "rendezvous/rdzv_watcher.hpp"
@@ -97,7 +98,6 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     std::lock_guard<std::mutex> lock(conn_mu_);
     last_info_.reset();
   }
-  member_lost_ = false;
   const auto deadline = Clock::now() + options_.join_timeout;
   bool admitted = false;  // a member re-joining opens its next round itself
   uint64_t round = 0;
@@ -132,15 +132,18 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
                                " is closed: the job has ended; this node (" + node_id_ +
                                ") was not part of it");
       }
-      // Late: ask the running group to re-form when it has room, then wait for the next round.
+      // Late: ask the running group to re-form when it has room and is not finishing, then
+      // wait for the next round.
       const bool room = idx <= options_.max_nodes && closing.count < options_.max_nodes;
-      if (room) store_->compare_set(keys::changed(round), "", "waiting");
+      const bool finishing = room && store_->check({keys::finished(round)});
+      if (room && !finishing) post_change(*store_, round, "waiting");
       rdzv_log(options_.log,
                "rendezvous '" + options_.run_id + "': round " + std::to_string(round) +
                    " closed before this node arrived (arrival " + std::to_string(idx) +
-                   (room ? "); asked the running nodes to re-form"
-                         : "); the group is full (max " + std::to_string(options_.max_nodes) +
-                               " nodes), waiting for the next round"));
+                   (finishing ? "); its nodes are finishing, waiting for the next round"
+                   : room     ? "); asked the running nodes to re-form"
+                          : "); the group is full (max " + std::to_string(options_.max_nodes) +
+                                " nodes), waiting for the next round"));
       throw_if_closed();
       ++round;
       admitted = false;
@@ -149,6 +152,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     RendezvousInfo info = make_info(round, parse_assignment(*assignment));
     last_round_ = round;
     prev_rank_ = info.group_rank;
+    last_info_size_ = info.group_world_size;
     {
       std::lock_guard<std::mutex> lock(conn_mu_);
       last_info_ = info;
@@ -164,9 +168,12 @@ uint64_t DynamicRendezvous::start_round() {
 }
 
 void DynamicRendezvous::open_round(uint64_t round) {
+  // Out of the previous round: its store host no longer waits for this node there.
+  const ExitBarrier previous{*store_, keys::departed(round - 1), last_info_size_};
+  previous.count_out(prev_rank_, "rejoined");
   store_->set(keys::opened(round), "1");
   // Tell the other members of the previous round (if still running) to re-join too.
-  store_->compare_set(keys::changed(round - 1), "", "rejoin");
+  post_change(*store_, round - 1, "rejoin");
   // current_round only moves forward; a stale member must not move it back.
   std::string current = store_->compare_set(keys::kCurrentRound, "", std::to_string(round));
   while (std::stoull(current) < round) {
@@ -303,6 +310,10 @@ void DynamicRendezvous::publish_round(uint64_t round, int64_t count, int64_t clo
     out_keys.push_back(keys::assign(round, static_cast<int64_t>(i) + 1));
     out_values.push_back(format_assignment(*assignments[i]));
   }
+  // The size serves agents that are not members (the store host's exit barrier).
+  out_keys.push_back(keys::size(round));
+  out_values.push_back(std::to_string(std::count_if(
+      assignments.begin(), assignments.end(), [](const auto& a) { return a.has_value(); })));
   // "closed" goes in the same atomic MULTI_SET: whoever sees it finds its assignment.
   out_keys.push_back(keys::closed(round));
   out_values.push_back(std::to_string(count) + " " + std::to_string(closer));
@@ -318,6 +329,7 @@ RendezvousInfo DynamicRendezvous::make_info(uint64_t round, const NodeAssignment
   info.world_size = a.world_size;
   info.master_addr = options_.master_addr;
   info.master_port = options_.master_port;
+  info.members = a.members;
   rdzv_log(options_.log, "rendezvous '" + options_.run_id + "' round " + std::to_string(round) +
                              " complete: " + std::to_string(a.group_world_size) +
                              " nodes, group rank " + std::to_string(a.group_rank) + ", ranks " +
@@ -364,7 +376,6 @@ void DynamicRendezvous::on_change(MembershipChange change, const std::string& re
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_reason_ = reason;
-    if (change == MembershipChange::kNodeLost) member_lost_ = true;
     if (!on_change_) {
       pending_ = change;
       return;
@@ -390,6 +401,7 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   w.group_world_size = info.group_world_size;
   w.heartbeat_interval = options_.heartbeat_interval;
   w.lease_timeout = options_.lease_timeout;
+  w.log = options_.log;
   watcher_ = std::make_unique<RoundWatcher>(
       w, side_connection(), side_connection(),
       [this](MembershipChange change, const std::string& reason) { on_change(change, reason); });
@@ -404,40 +416,134 @@ void DynamicRendezvous::stop_watcher() {
   }
 }
 
-void DynamicRendezvous::shutdown_after_failure() {
-  job_failed_ = true;
-  shutdown();
+void DynamicRendezvous::shutdown() {
+  leave(/*succeeded=*/true);
 }
 
-void DynamicRendezvous::shutdown() {
-  std::lock_guard<std::mutex> lock(conn_mu_);
-  watcher_.reset();  // joins: no heartbeat may follow the close
+void DynamicRendezvous::shutdown_after_failure() {
+  leave(/*succeeded=*/false);
+}
+
+void DynamicRendezvous::leave(bool succeeded) {
+  std::unique_lock<std::mutex> lock(conn_mu_);
   retiring_.reset();
   if (shut_down_) return;
   shut_down_ = true;
   try {
     if (!control_store_) control_store_ = side_connection();
     Store& store = *control_store_;
-    store.set(keys::kClosed, "1");
-    // Wake whoever waits in the current or the next round: they see the rendezvous closed.
-    const auto current = static_cast<uint64_t>(store.add(keys::kCurrentRound, 0));
-    for (uint64_t round : {current, current + 1}) {
-      store.compare_set(keys::closing(round), "", "-1 0");
-      store.compare_set(keys::closed(round), "", "-1 0");
-      store.multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});
-    }
+    // A failed job, or a node that never got into a round (a signal during rendezvous),
+    // ends the rendezvous for everybody, as torchrun's shutdown does.
+    bool job_over = !succeeded || !last_info_;
     if (last_info_) {
-      ExitBarrier barrier{store,
-                          keys::round_key(last_info_->round, "departed"),
-                          last_info_->group_world_size,
-                          options_.exit_barrier_timeout,
-                          options_.progress_interval,
-                          options_.log};
-      // Nobody waits for a node known to be gone, nor after a failed job.
-      barrier.depart(options_.hosts_store && !member_lost_ && !job_failed_);
+      const uint64_t round = last_info_->round;
+      // "finished" first: from now on a late node does not make the others re-form.
+      if (succeeded) store.set(keys::finished(round), "1");
+      const ExitBarrier barrier{store, keys::departed(round), last_info_->group_world_size};
+      job_over = barrier.count_out(last_info_->group_rank, succeeded ? "finished" : "failed") ||
+                 job_over;
     }
+    if (!job_over && options_.hosts_store) {
+      // Keep watching the others (a loss counts them out) but stop beating: this node is out.
+      if (watcher_) watcher_->stop_beating();
+      const RendezvousInfo info = *last_info_;
+      lock.unlock();
+      wait_for_members(store, info);
+      lock.lock();
+      job_over = true;
+    }
+    watcher_.reset();  // joins: no heartbeat may follow
+    if (job_over) close_rendezvous(store);
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.
+    watcher_.reset();
+  }
+}
+
+void DynamicRendezvous::close_rendezvous(Store& store) {
+  store.set(keys::kClosed, "1");
+  // Wake whoever waits in the current or the next round: they see the rendezvous closed.
+  const auto current = static_cast<uint64_t>(store.add(keys::kCurrentRound, 0));
+  for (uint64_t round : {current, current + 1}) {
+    store.compare_set(keys::closing(round), "", "-1 0");
+    store.compare_set(keys::closed(round), "", "-1 0");
+    store.multi_set({keys::min_reached(round), keys::opened(round)}, {"1", "1"});
+  }
+}
+
+void DynamicRendezvous::wait_for_members(Store& store, const RendezvousInfo& info) {
+  const auto deadline = Clock::now() + options_.exit_barrier_timeout;
+  uint64_t round = info.round;
+  int members = info.group_world_size;
+  while (true) {
+    const ExitBarrier barrier{store, keys::departed(round), members};
+    const auto progress = [&] {
+      return "the nodes of round " + std::to_string(round) + " (" +
+             std::to_string(store.add(barrier.key, 0)) + "/" + std::to_string(members) +
+             " out)";
+    };
+    if (!wait_interruptible(store, barrier.all_key(), "interrupted", deadline, progress)) return;
+    if (store.get(barrier.all_key()) == "interrupted") return;
+    // Everyone left that round. Those who re-joined a newer one still need the store.
+    const auto current = static_cast<uint64_t>(store.add(keys::kCurrentRound, 0));
+    if (current <= round) return;
+    round = current;
+    const auto forming = [round] {
+      return "round " + std::to_string(round) + " to form (the others re-joined)";
+    };
+    if (!wait_interruptible(store, keys::closed(round), "-1 0", deadline, forming)) return;
+    const std::string closed = store.get(keys::closed(round));
+    if (closed.rfind("-1", 0) == 0) return;  // the rendezvous was shut down
+    members = std::stoi(store.get(keys::size(round)));
+    rdzv_log(options_.log, "exit barrier: the other nodes re-formed into round " +
+                               std::to_string(round) + " (" + std::to_string(members) +
+                               " nodes); this node hosts the store and keeps serving it");
+  }
+}
+
+bool DynamicRendezvous::wait_interruptible(Store& store, const std::string& key,
+                                           const std::string& wake_value,
+                                           Clock::time_point deadline,
+                                           const std::function<std::string()>& what) {
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    if (interrupted_) return false;
+    wake_key_ = key;
+    wake_value_ = wake_value;
+  }
+  const auto started = Clock::now();
+  while (true) {
+    try {
+      store.wait({key}, std::min(remaining(deadline), options_.progress_interval));
+      return true;
+    } catch (const StoreTimeout&) {
+    }
+    const auto waited = std::chrono::duration_cast<Duration>(Clock::now() - started);
+    if (passed(deadline)) {
+      rdzv_log(options_.log, "exit barrier: still waiting for " + what() + " after " +
+                                 seconds_text(options_.exit_barrier_timeout) +
+                                 " (exit_barrier_timeout); closing the store anyway");
+      return false;
+    }
+    rdzv_log(options_.log, "exit barrier: waiting " + seconds_text(waited) + " for " + what() +
+                               "; this node hosts the store");
+  }
+}
+
+void DynamicRendezvous::interrupt() {
+  std::string key;
+  std::string value;
+  {
+    std::lock_guard<std::mutex> lock(wake_mu_);
+    interrupted_ = true;
+    key = wake_key_;
+    value = wake_value_;
+  }
+  if (key.empty()) return;
+  try {
+    // control_store_ is set before any wait starts and never replaced after.
+    control_store_->compare_set(key, "", value);
+  } catch (const StoreError&) {
   }
 }
 

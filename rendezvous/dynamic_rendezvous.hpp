@@ -43,7 +43,9 @@ struct DynamicRendezvousOptions {
   // Start heartbeats and change watching after each round (benchmarks turn it off).
   bool watch_membership = true;
   // This agent hosts the store: shutdown() then waits (up to exit_barrier_timeout) until
-  // every member of the last round has shut down, so nobody loses the store mid-exit.
+  // every member of the last round has finished, failed or been lost (and, when the others
+  // re-formed without this node, every member of their newer rounds), so nobody loses the
+  // store mid-run.
   bool hosts_store = false;
   Duration exit_barrier_timeout = std::chrono::seconds(300);
   LogSink log;
@@ -64,10 +66,14 @@ class DynamicRendezvous final : public RendezvousHandler {
 
   RendezvousInfo next_rendezvous() override;
   void watch(std::function<void(MembershipChange)> on_change) override;
-  // Closes the rendezvous for every node of the job; safe to call from another thread
-  // while next_rendezvous() blocks (which then throws RendezvousClosed).
+  // This node finished: counts it out of its round; the last member out closes the
+  // rendezvous. When this node never completed a round (a signal during rendezvous) it
+  // closes the rendezvous at once; safe to call from another thread while next_rendezvous()
+  // blocks (which then throws RendezvousClosed).
   void shutdown() override;
+  // Closes the rendezvous for every node of the job (torchrun's shutdown) without waiting.
   void shutdown_after_failure() override;
+  void interrupt() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
 
   // Unique id of this agent in the records ("<addr>:<pid>:<random>").
@@ -102,6 +108,16 @@ class DynamicRendezvous final : public RendezvousHandler {
   // A new connection (prefixed) from connect_: each watcher thread blocks in its own.
   std::shared_ptr<Store> side_connection();
   void on_change(MembershipChange change, const std::string& reason);
+  // shutdown() and shutdown_after_failure().
+  void leave(bool succeeded);
+  // Sets "closed" and shuts the current and the next round, waking every waiter.
+  void close_rendezvous(Store& store);
+  // The store host's exit barrier: members of info's round, then of any newer round the
+  // others re-formed into, until all are out, exit_barrier_timeout passes or interrupt().
+  void wait_for_members(Store& store, const RendezvousInfo& info);
+  // Blocks on key (interrupt() sets it to wake_value) with progress lines; false on timeout.
+  bool wait_interruptible(Store& store, const std::string& key, const std::string& wake_value,
+                          Clock::time_point deadline, const std::function<std::string()>& what);
 
   DynamicRendezvousOptions options_;
   std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>
@@ -109,6 +125,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   std::string node_id_;
   std::optional<uint64_t> last_round_;  // last round this node was a member of
   int prev_rank_ = -1;
+  int last_info_size_ = 1;  // group size of last_round_
 
   // shutdown() may come from another thread while next_rendezvous() blocks on store_, so
   // it talks through a connection of its own; conn_mu_ guards these.
@@ -119,9 +136,13 @@ class DynamicRendezvous final : public RendezvousHandler {
   // re-joining must not wait up to a heartbeat interval for its threads to notice.
   std::unique_ptr<RoundWatcher> retiring_;
   bool shut_down_ = false;
-  std::atomic<bool> job_failed_{false};      // set before shutdown(): skip the exit barrier wait
   std::optional<RendezvousInfo> last_info_;  // the round the workers run in (exit barrier)
-  std::atomic<bool> member_lost_{false};     // a member of that round was reported lost
+
+  // What the exit barrier waits on now, for interrupt() (from another thread).
+  std::mutex wake_mu_;
+  std::string wake_key_;
+  std::string wake_value_;
+  bool interrupted_ = false;
 
   mutable std::mutex mu_;  // guards the callback and the pending change
   std::function<void(MembershipChange)> on_change_;

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdint>
 #include <random>
 
@@ -56,7 +58,7 @@ NodeRecord parse_record(const std::string& text) {
 
 std::string format_assignment(const NodeAssignment& a) {
   return std::to_string(a.group_rank) + " " + std::to_string(a.group_world_size) + " " +
-         std::to_string(a.rank_offset) + " " + std::to_string(a.world_size);
+         std::to_string(a.rank_offset) + " " + std::to_string(a.world_size) + " " + a.members;
 }
 
 NodeAssignment parse_assignment(const std::string& text) {
@@ -64,11 +66,13 @@ NodeAssignment parse_assignment(const std::string& text) {
   size_t pos = 0;
   if (!next_int(text, pos, a.group_rank) || !next_int(text, pos, a.group_world_size) ||
       !next_int(text, pos, a.rank_offset) || !next_int(text, pos, a.world_size) ||
-      pos != text.size() || a.group_rank < 0 || a.group_rank >= a.group_world_size) {
+      text.size() - pos != 16 || text.find(' ', pos) != std::string::npos || a.group_rank < 0 ||
+      a.group_rank >= a.group_world_size) {
     throw ProtocolError("rendezvous assignment '" + text +
                         "' does not parse; expected '<group_rank> <group_world_size> "
-                        "<rank_offset> <world_size>'");
+                        "<rank_offset> <world_size> <16 hex digit member digest>'");
   }
+  a.members = text.substr(pos);
   return a;
 }
 
@@ -84,7 +88,7 @@ std::vector<std::optional<NodeAssignment>> assign_ranks(
     const int prev = arrivals[i]->prev_rank;
     if (prev >= 0 && prev < members && holder[static_cast<size_t>(prev)] < 0) {
       holder[static_cast<size_t>(prev)] = static_cast<int>(i);
-      out[i] = NodeAssignment{prev, members, 0, 0};
+      out[i] = NodeAssignment{prev, members, 0, 0, ""};
     }
   }
   // Pass 2: the rest fill the holes, lowest rank first, in arrival order.
@@ -93,7 +97,7 @@ std::vector<std::optional<NodeAssignment>> assign_ranks(
     if (!arrivals[i] || out[i]) continue;
     while (holder[next_free] >= 0) ++next_free;
     holder[next_free] = static_cast<int>(i);
-    out[i] = NodeAssignment{static_cast<int>(next_free), members, 0, 0};
+    out[i] = NodeAssignment{static_cast<int>(next_free), members, 0, 0, ""};
   }
   // RANK offsets: prefix sums of nproc in group-rank order.
   int offset = 0;
@@ -101,8 +105,25 @@ std::vector<std::optional<NodeAssignment>> assign_ranks(
     out[static_cast<size_t>(slot)]->rank_offset = offset;
     offset += arrivals[static_cast<size_t>(slot)]->nproc;
   }
+  // Membership digest: FNV-1a over the sorted node ids, so arrival order does not matter.
+  std::vector<std::string> ids;
+  for (const auto& a : arrivals) {
+    if (a) ids.push_back(a->node_id);
+  }
+  std::sort(ids.begin(), ids.end());
+  uint64_t hash = 1469598103934665603ULL;
+  for (const auto& id : ids) {
+    for (char ch : id + '\n') {
+      hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ULL;
+    }
+  }
+  char digest[17];
+  std::snprintf(digest, sizeof(digest), "%016llx", static_cast<unsigned long long>(hash));
   for (auto& a : out) {
-    if (a) a->world_size = offset;
+    if (a) {
+      a->world_size = offset;
+      a->members = digest;
+    }
   }
   return out;
 }

@@ -21,6 +21,9 @@ struct NodeAssignment {
   int group_world_size = 1;
   int rank_offset = 0;  // sum of nproc over lower group ranks
   int world_size = 0;   // sum of nproc over every member
+  // Digest of the members' node ids (16 hex digits): equal digests in two rounds mean the
+  // group re-formed with the same nodes.
+  std::string members;
 };
 
 // A new id for one agent: "<addr or 'node'>:<pid>:<8 random hex digits>".
@@ -31,7 +34,7 @@ std::string format_record(const NodeRecord& record);
 // Inverse of format_record; throws ProtocolError naming the text when it does not parse.
 NodeRecord parse_record(const std::string& text);
 
-// "<group_rank> <group_world_size> <rank_offset> <world_size>".
+// "<group_rank> <group_world_size> <rank_offset> <world_size> <members>".
 std::string format_assignment(const NodeAssignment& assignment);
 // Inverse of format_assignment; throws ProtocolError naming the text when it does not parse.
 NodeAssignment parse_assignment(const std::string& text);

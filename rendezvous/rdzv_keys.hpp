@@ -36,9 +36,27 @@ inline std::string closed(uint64_t round) {
 inline std::string opened(uint64_t round) {
   return round_key(round, "open");
 }
-// First membership change of a running round: "waiting", "rejoin" or "lost <group_rank>".
-inline std::string changed(uint64_t round) {
-  return round_key(round, "changed");
+// Membership changes of a running round, one write-once slot each (slot 1 is "changed",
+// later ones "changed/<slot>"): "waiting", "rejoin" or "lost <group_rank>", or the same text
+// after "refuted " once the members found the claim false (see rdzv_changes.hpp).
+inline std::string changed(uint64_t round, int slot = 1) {
+  return slot <= 1 ? round_key(round, "changed")
+                   : round_key(round, "changed/" + std::to_string(slot));
+}
+// Set by the first member whose workers all succeeded: the round is finishing, so a late
+// node no longer makes it re-form.
+inline std::string finished(uint64_t round) {
+  return round_key(round, "finished");
+}
+// The round's exit barrier (rdzv_exit_barrier.hpp): an ADD counter of members counted out,
+// "<key>/out/<group_rank>" saying why each left (finished, failed, rejoined, lost), and
+// "<key>/all" set by the last one.
+inline std::string departed(uint64_t round) {
+  return round_key(round, "departed");
+}
+// Number of members of the round (written with "closed"), for agents that are not members.
+inline std::string size(uint64_t round) {
+  return round_key(round, "size");
 }
 // The record of arrival idx (NodeRecord), empty when that node withdrew.
 inline std::string node(uint64_t round, int64_t idx) {

@@ -1,8 +1,11 @@
 #include "rendezvous/rdzv_watcher.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include "common/error.hpp"
+#include "rendezvous/rdzv_changes.hpp"
+#include "rendezvous/rdzv_exit_barrier.hpp"
 #include "rendezvous/rdzv_keys.hpp"
 
 namespace ddp::rendezvous {
@@ -15,24 +18,30 @@ namespace {
 // Heartbeat ticks kept per node: the watcher may lag a little behind the writer.
 constexpr uint64_t kTicksKept = 3;
 
-// Maps the value of a round's "changed" key to what the agent must do.
-std::pair<MembershipChange, std::string> decode_change(const std::string& value, uint64_t round) {
-  const std::string where = " (round " + std::to_string(round) + ")";
-  if (value.rfind("lost", 0) == 0) {
-    return {MembershipChange::kNodeLost,
-            "node with group rank" + value.substr(4) + " stopped heartbeating" + where};
-  }
-  if (value == "rejoin") {
-    return {MembershipChange::kNodeWaiting, "a member node is re-joining" + where};
-  }
-  return {MembershipChange::kNodeWaiting, "a new node is waiting to join" + where};
+// What read_or_empty() returns for a missing key is "" (no key here is ever set to "").
+std::string read_or_empty(Store& store, const std::string& key) {
+  static const std::string kMissing("\0ddp-missing\0", 13);
+  const std::string value = store.compare_set(key, kMissing, kMissing);
+  return value == kMissing ? std::string() : value;
+}
+
+// The latest heartbeat tick group rank g wrote, -1 when none.
+int64_t latest_tick(Store& store, uint64_t round, int g) {
+  const std::string text = read_or_empty(store, keys::heartbeat_latest(round, g));
+  int64_t tick = -1;
+  std::from_chars(text.data(), text.data() + text.size(), tick);
+  return tick;
+}
+
+std::string in_round(uint64_t round) {
+  return " (round " + std::to_string(round) + ")";
 }
 
 }  // namespace
 
 RoundWatcher::RoundWatcher(RoundWatcherOptions options, std::shared_ptr<Store> events_store,
                            std::shared_ptr<Store> monitor_store, ChangeCallback on_change)
-    : options_(options),
+    : options_(std::move(options)),
       events_store_(std::move(events_store)),
       monitor_store_(std::move(monitor_store)),
       on_change_(std::move(on_change)) {
@@ -51,47 +60,155 @@ void RoundWatcher::stop() {
 }
 
 void RoundWatcher::fire(MembershipChange change, const std::string& reason) {
-  // After stop was requested the round is being left on purpose (this node re-joining sets
-  // "changed" itself): nothing to report.
+  // After stop was requested the round is being left on purpose (this node re-joining posts
+  // a claim itself): nothing to report.
   if (stop_ || fired_.exchange(true)) return;
   on_change_(change, reason);
+}
+
+void RoundWatcher::beat(Store& store) {
+  const uint64_t round = options_.round;
+  const int me = options_.group_rank;
+  store.multi_set({keys::heartbeat(round, me, tick_), keys::heartbeat_latest(round, me)},
+                  {"", std::to_string(tick_)});
+  if (tick_ >= kTicksKept) store.delete_key(keys::heartbeat(round, me, tick_ - kTicksKept));
+  ++tick_;
+  next_beat_ = Clock::now() + options_.heartbeat_interval;
 }
 
 void RoundWatcher::events_loop() {
   Store& store = *events_store_;
   const uint64_t round = options_.round;
-  const int me = options_.group_rank;
-  const std::string changed = keys::changed(round);
+  int slot = 1;
   try {
-    for (uint64_t tick = 0; !stop_; ++tick) {
-      store.multi_set({keys::heartbeat(round, me, tick), keys::heartbeat_latest(round, me)},
-                      {"", std::to_string(tick)});
-      if (tick >= kTicksKept) store.delete_key(keys::heartbeat(round, me, tick - kTicksKept));
+    while (!stop_ && beating_ && !fired_) {
+      if (Clock::now() >= next_beat_) beat(store);
+      const auto until_beat = std::chrono::duration_cast<Duration>(next_beat_ - Clock::now());
+      if (slot > kMaxChangeSlots) {
+        // Every slot was used up by claims found false: beat on, monitor on, listen no more.
+        std::this_thread::sleep_for(std::max(until_beat, Duration(1)));
+        continue;
+      }
       try {
-        // Blocks until someone reports a change, or until the next beat is due.
-        store.wait({changed}, options_.heartbeat_interval);
+        // Blocks until someone claims a change, or until the next beat is due.
+        store.wait({keys::changed(round, slot)}, std::max(until_beat, Duration(1)));
       } catch (const StoreTimeout&) {
         continue;
       }
-      auto [change, reason] = decode_change(store.get(changed), round);
-      fire(change, reason);
-      return;  // the round is over for everybody; the agent re-joins
+      const std::string value = store.get(keys::changed(round, slot));
+      if (value.rfind(kRefutedPrefix, 0) == 0) {
+        ++slot;
+        continue;
+      }
+      const std::string why_false = refutation(store, value);
+      if (why_false.empty()) {
+        const ChangeClaim claim = parse_change(value);
+        if (claim.kind == ChangeClaim::Kind::kLost) {
+          fire(MembershipChange::kNodeLost, "node with group rank " + std::to_string(claim.rank) +
+                                                " stopped heartbeating" + in_round(round));
+        } else if (claim.kind == ChangeClaim::Kind::kRejoin) {
+          fire(MembershipChange::kNodeWaiting, "a member node is re-joining" + in_round(round));
+        } else {
+          fire(MembershipChange::kNodeWaiting, "a new node is waiting to join" + in_round(round));
+        }
+        return;  // the round is over for everybody; the agent re-joins
+      }
+      refute_change(store, round, slot, value);
+      rdzv_log(options_.log, "rendezvous round " + std::to_string(round) +
+                                 ": ignoring the membership claim '" + value + "': " + why_false);
+      ++slot;
     }
   } catch (const std::exception& e) {
     if (!stop_) {
-      fire(MembershipChange::kNodeLost, std::string("lost the rendezvous store: ") + e.what() +
-                                            " (round " + std::to_string(round) + ")");
+      fire(MembershipChange::kNodeLost,
+           std::string("lost the rendezvous store: ") + e.what() + in_round(round));
     }
   }
+}
+
+std::string RoundWatcher::refutation(Store& store, const std::string& value) {
+  const uint64_t round = options_.round;
+  const ChangeClaim claim = parse_change(value);
+  switch (claim.kind) {
+    case ChangeClaim::Kind::kWaiting: {
+      if (store.check({keys::finished(round)})) {
+        return "a member already finished, so the round admits nobody new";
+      }
+      // A waiting node arrived after the round closed: more arrivals than members.
+      const std::string closed = read_or_empty(store, keys::closed(round));
+      int64_t members = 0;
+      std::from_chars(closed.data(), closed.data() + closed.size(), members);
+      const int64_t arrivals = store.add(keys::arrived(round), 0);
+      if (arrivals <= members) {
+        return "no node arrived after the round closed (" + std::to_string(arrivals) +
+               " arrivals, " + std::to_string(members) + " members)";
+      }
+      return "";
+    }
+    case ChangeClaim::Kind::kRejoin:
+      if (!store.check({keys::opened(round + 1)})) {
+        return "no member opened round " + std::to_string(round + 1);
+      }
+      return "";
+    case ChangeClaim::Kind::kLost: {
+      if (claim.rank == options_.group_rank) return "";  // the others moved on without us
+      if (claim.rank >= options_.group_world_size) {
+        return "the round has no group rank " + std::to_string(claim.rank);
+      }
+      const ExitBarrier barrier{store, keys::departed(round), options_.group_world_size};
+      if (barrier.out_reason(claim.rank) == "finished") {
+        return "group rank " + std::to_string(claim.rank) + " finished its work";
+      }
+      if (still_beating(store, claim.rank)) {
+        return "group rank " + std::to_string(claim.rank) + " is still heartbeating";
+      }
+      return "";
+    }
+    case ChangeClaim::Kind::kInvalid:
+      break;
+  }
+  return "expected 'waiting', 'rejoin' or 'lost <group rank>'";
+}
+
+bool RoundWatcher::still_beating(Store& store, int g) {
+  const uint64_t round = options_.round;
+  const std::string next = keys::heartbeat(round, g, static_cast<uint64_t>(latest_tick(store, round, g) + 1));
+  const auto deadline = Clock::now() + options_.heartbeat_interval * 3 / 2;
+  while (Clock::now() < deadline && !stop_) {
+    if (Clock::now() >= next_beat_) beat(store);  // checking must not make us look lost
+    const auto until = std::min(deadline, next_beat_);
+    try {
+      store.wait({next},
+                 std::max(std::chrono::duration_cast<Duration>(until - Clock::now()), Duration(1)));
+      return true;
+    } catch (const StoreTimeout&) {
+    }
+  }
+  return false;
 }
 
 void RoundWatcher::monitor_loop() {
   Store& store = *monitor_store_;
   const uint64_t round = options_.round;
-  const int watched = (options_.group_rank + 1) % options_.group_world_size;
+  const int me = options_.group_rank;
+  const int size = options_.group_world_size;
+  const ExitBarrier barrier{store, keys::departed(round), size};
+  int watched = me;
   uint64_t next_tick = 0;
   auto last_beat = Clock::now();
+  // Moves to the next rank of the ring still in the round; false when none is left.
+  auto advance = [&] {
+    while (true) {
+      watched = (watched + 1) % size;
+      if (watched == me) return false;
+      if (barrier.out_reason(watched).empty()) break;
+    }
+    next_tick = static_cast<uint64_t>(latest_tick(store, round, watched) + 1);
+    last_beat = Clock::now();
+    return true;
+  };
   try {
+    if (!advance()) return;
     while (!stop_) {
       try {
         store.wait({keys::heartbeat(round, watched, next_tick)}, options_.heartbeat_interval);
@@ -102,25 +219,28 @@ void RoundWatcher::monitor_loop() {
       }
       if (stop_) return;
       // Behind the writer (its old ticks are deleted)? Catch up from its latest tick.
-      const std::string latest_key = keys::heartbeat_latest(round, watched);
-      if (store.check({latest_key})) {
-        const uint64_t latest = std::stoull(store.get(latest_key));
-        if (latest >= next_tick) {
-          next_tick = latest + 1;
-          last_beat = Clock::now();
-          continue;
-        }
+      const int64_t latest = latest_tick(store, round, watched);
+      if (latest >= 0 && static_cast<uint64_t>(latest) >= next_tick) {
+        next_tick = static_cast<uint64_t>(latest) + 1;
+        last_beat = Clock::now();
+        continue;
       }
       if (Clock::now() - last_beat < options_.lease_timeout) continue;
-      // Only the first change of a round counts; later ones are moot.
-      const std::string value = "lost " + std::to_string(watched);
-      store.compare_set(keys::changed(round), "", value);
-      return;  // the events thread wakes on "changed" and reports it
+      // Silent: left on its own (finished, failed, re-joined), or lost.
+      if (!barrier.out_reason(watched).empty()) {
+        if (!advance()) return;
+        continue;
+      }
+      barrier.count_out(watched, "lost");
+      post_change(store, round, "lost " + std::to_string(watched));
+      fire(MembershipChange::kNodeLost, "node with group rank " + std::to_string(watched) +
+                                            " stopped heartbeating" + in_round(round));
+      return;
     }
   } catch (const std::exception& e) {
     if (!stop_) {
-      fire(MembershipChange::kNodeLost, std::string("lost the rendezvous store: ") + e.what() +
-                                            " (round " + std::to_string(round) + ")");
+      fire(MembershipChange::kNodeLost,
+           std::string("lost the rendezvous store: ") + e.what() + in_round(round));
     }
   }
 }

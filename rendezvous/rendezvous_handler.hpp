@@ -21,6 +21,9 @@ struct RendezvousInfo {
   int world_size = 0;        // WORLD_SIZE: sum of every node's nproc
   std::string master_addr;   // store endpoint handed to workers (MASTER_ADDR)
   uint16_t master_port = 0;  // (MASTER_PORT)
+  // Identifies the set of member nodes (equal in two rounds: the same nodes re-formed);
+  // empty where membership never changes.
+  std::string members;
 };
 
 // Why the running group must re-form without it being a worker failure.
@@ -42,13 +45,20 @@ class RendezvousHandler {
   // each next_rendezvous(). Implementations that never change (single node) never call it.
   virtual void watch(std::function<void(MembershipChange)> on_change) = 0;
 
-  // Marks the rendezvous closed (job finished or gave up) so late nodes exit at once.
+  // This node's workers all succeeded. It counts itself out of the job: the other nodes keep
+  // running, and once the last member is out the rendezvous is closed, so late nodes exit at
+  // once. The node hosting the store blocks here until every member finished, failed or was
+  // lost (the exit barrier), or until interrupt().
   virtual void shutdown() = 0;
 
   // shutdown() after a failed job (restarts exhausted, a rendezvous error, a signal): the
   // store host does not wait at the exit barrier for nodes that may be dead (torchrun runs
   // its exit barrier only after success). Default: shutdown().
   virtual void shutdown_after_failure() { shutdown(); }
+
+  // Ends a shutdown() blocked in the exit barrier on another thread (the agent was told to
+  // stop). Safe from any thread; a no-op when nothing waits.
+  virtual void interrupt() {}
 
   // Identifier of the job (TORCHELASTIC_RUN_ID).
   [[nodiscard]] virtual std::string run_id() const = 0;

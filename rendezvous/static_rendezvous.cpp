@@ -19,6 +19,12 @@ std::string node_key(int node_rank) {
   return "node/" + std::to_string(node_rank);
 }
 
+// Each node waits on a key of its own: the last node to join sets them all, and shutdown()
+// sets them too, so a node told to stop is never left waiting for the others.
+std::string go_key(int node_rank) {
+  return "go/" + std::to_string(node_rank);
+}
+
 // Record "<nproc> <node_id>" -> nproc; throws ProtocolError naming the text.
 int record_nproc(const std::string& text, int node_rank) {
   int nproc = 0;
@@ -53,6 +59,8 @@ StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options, std::shared_
   }
   store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + o.run_id + "/static", std::move(store));
   node_id_ = make_node_id(o.node_addr);
+  barrier_.emplace(*store_, "departed", o.nnodes, o.exit_barrier_timeout, o.progress_interval,
+                   o.log);
 }
 
 RendezvousInfo StaticRendezvous::next_rendezvous() {
@@ -80,14 +88,21 @@ void StaticRendezvous::join() {
                       "; give each node a distinct node_rank (or a new --rdzv_id)");
   }
   std::vector<std::string> node_keys;
-  for (int r = 0; r < o.nnodes; ++r) node_keys.push_back(node_key(r));
+  std::vector<std::string> go_keys;
+  for (int r = 0; r < o.nnodes; ++r) {
+    node_keys.push_back(node_key(r));
+    go_keys.push_back(go_key(r));
+  }
+  if (store_->add("joined", 1) == o.nnodes) {
+    store_->multi_set(go_keys, std::vector<std::string>(go_keys.size(), "1"));
+  }
 
   const auto started = Clock::now();
   const auto deadline = started + o.join_timeout;
   while (true) {
     const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
     try {
-      store_->wait(node_keys, std::clamp(left, Duration(1), o.progress_interval));
+      store_->wait({go_key(o.node_rank)}, std::clamp(left, Duration(1), o.progress_interval));
       break;
     } catch (const StoreTimeout&) {
     }
@@ -97,6 +112,10 @@ void StaticRendezvous::join() {
                             describe_timeout(o.join_timeout));
     }
     rdzv_log(o.log, "static rendezvous '" + o.run_id + "': " + progress(node_keys));
+  }
+  if (store_->check({kClosedKey})) {
+    throw RendezvousClosed("static rendezvous '" + o.run_id + "' on " + store_->describe() +
+                           " was closed while this node waited: another node stopped the job");
   }
 
   const auto records = store_->multi_get(node_keys);
@@ -143,17 +162,25 @@ void StaticRendezvous::shutdown() {
   shut_down_ = true;
   try {
     store_->set(kClosedKey, "1");
-    if (info_) {
-      ExitBarrier barrier{*store_,
-                          "departed",
-                          options_.nnodes,
-                          options_.exit_barrier_timeout,
-                          options_.progress_interval,
-                          options_.log};
-      barrier.depart(options_.hosts_store && !job_failed_);
+    if (!info_) {
+      // Stopped before every node joined: wake the nodes still waiting to join.
+      std::vector<std::string> go_keys;
+      for (int r = 0; r < options_.nnodes; ++r) go_keys.push_back(go_key(r));
+      store_->multi_set(go_keys, std::vector<std::string>(go_keys.size(), "closed"));
+      return;
     }
+    barrier_->depart(options_.node_rank, job_failed_ ? "failed" : "finished",
+                     options_.hosts_store && !job_failed_);
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.
+  }
+}
+
+void StaticRendezvous::interrupt() {
+  // Only the store host waits on the barrier: waking it early harms nobody.
+  try {
+    barrier_->interrupt();
+  } catch (const StoreError&) {
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Static multi-node rendezvous (--nnodes N --node_rank R): every node writes its record
 // under its node_rank, then waits until all N are there, printing "k/N nodes joined" every
-// progress_interval. Ranks follow node_rank; RANK offsets are prefix sums of each node's
+// progress_interval (each on a key of its own that the last joiner, or a shutdown, sets).
+// Ranks follow node_rank; RANK offsets are prefix sums of each node's
 // nproc. Later rounds (worker restarts) return the same ranks without a barrier, as
 // torchrun's static rendezvous does; membership never changes, so watch() never calls back.
 #include <atomic>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "rendezvous/rdzv_exit_barrier.hpp"
 #include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store.hpp"
@@ -41,8 +43,11 @@ class StaticRendezvous final : public RendezvousHandler {
   RendezvousInfo next_rendezvous() override;
   void watch(std::function<void(MembershipChange)> on_change) override;
   // Closes the rendezvous and counts this node out; the store host waits for all nodes.
+  // Before every node joined, it wakes the nodes waiting to join (RendezvousClosed).
   void shutdown() override;
   void shutdown_after_failure() override;
+  // Ends the store host's exit barrier wait early.
+  void interrupt() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
 
  private:
@@ -55,6 +60,7 @@ class StaticRendezvous final : public RendezvousHandler {
   std::optional<RendezvousInfo> info_;
   bool shut_down_ = false;
   std::atomic<bool> job_failed_{false};  // set before shutdown(): skip the exit barrier wait
+  std::optional<ExitBarrier> barrier_;   // over store_, made once
 };
 
 }  // namespace ddp::rendezvous

@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 
 #include "tests/launcher/fake_workers.hpp"
 
@@ -37,7 +39,7 @@ struct Harness {
   }
   int run() {
     LogRouter logs(log_options);
-    EventLog events(std::nullopt);
+    EventLog events(events_path);
     Agent agent(io, options, spawner, rendezvous, logs, events);
     agent_ptr = &agent;
     int status = agent.run();
@@ -53,6 +55,7 @@ struct Harness {
   FakeRendezvous rendezvous;
   AgentOptions options;
   LogRouterOptions log_options;
+  std::optional<std::string> events_path;
   Agent* agent_ptr = nullptr;
   int restarts = -1;
   std::vector<WorkerFailure> failures;
@@ -193,4 +196,67 @@ TEST_CASE("a failure report reads the worker's error file", "[agent]") {
   REQUIRE(h.failures[0].error.has_value());
   CHECK(h.failures[0].error->message == "ValueError: bad batch");
   CHECK(h.failures[0].error->traceback == "Traceback: line 3");
+}
+
+TEST_CASE("a re-form that brings back the same nodes spends a restart", "[agent]") {
+  // A stranger's write (or a peer's failure) made the group re-form, but nothing changed.
+  Harness h(1, /*max_restarts=*/1);
+  h.rendezvous.members = "0123456789abcdef";
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.rendezvous.calls == 1) {
+      h.rendezvous.change(MembershipChange::kNodeWaiting);
+    } else {
+      h.spawner.exit(i, ExitStatus{});
+    }
+  };
+  CHECK(h.run() == 0);
+  CHECK(h.restarts == 1);
+  CHECK(h.rendezvous.calls == 2);
+}
+
+TEST_CASE("same-node re-forms with no restart left end the job instead of looping", "[agent]") {
+  Harness h(1, /*max_restarts=*/2);
+  h.rendezvous.members = "0123456789abcdef";
+  // Every round is disturbed again: without a bound this would restart forever.
+  h.spawner.on_spawn = [&](size_t) { h.rendezvous.change(MembershipChange::kNodeLost); };
+  CHECK(h.run() == 1);
+  CHECK(h.restarts == 2);
+  CHECK(h.rendezvous.calls == 4);  // the first round and three same-node re-forms
+  CHECK(h.rendezvous.after_failure);
+}
+
+TEST_CASE("a signal while the store host waits in the exit barrier ends the wait", "[agent]") {
+  Harness h(2);
+  h.rendezvous.block_exit_until_interrupt = true;
+  h.spawner.on_spawn = [&](size_t i) { h.spawner.exit(i, ExitStatus{}); };
+  h.rendezvous.on_shutdown = [&] {
+    boost::asio::post(h.io, [&] { h.agent_ptr->handle_signal(SIGTERM); });
+  };
+  CHECK(h.run() == 128 + SIGTERM);
+  CHECK(h.rendezvous.interrupted);
+}
+
+TEST_CASE("events carry the restart count the workers were given", "[agent]") {
+  Harness h(1, /*max_restarts=*/0);
+  h.events_path = (h.options.run_dir.string() + ".events");
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.rendezvous.calls == 1) {
+      h.rendezvous.change(MembershipChange::kNodeWaiting);  // new round, no restart spent
+    } else {
+      h.spawner.exit(i, ExitStatus{});
+    }
+  };
+  REQUIRE(h.run() == 0);
+  std::ifstream in(*h.events_path);
+  std::vector<std::string> starts;
+  const std::regex count("\"restart_count\":(\\d+)");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (line.find("\"worker_start\"") != std::string::npos && std::regex_search(line, m, count)) {
+      starts.push_back(m[1]);
+    }
+  }
+  std::filesystem::remove(*h.events_path);
+  CHECK(starts == std::vector<std::string>{"0", "1"});
+  CHECK(h.spawner.env(1, "TORCHELASTIC_RESTART_COUNT") == "1");
 }

@@ -99,6 +99,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     info.world_size = nproc_;
     info.master_addr = "127.0.0.1";
     info.master_port = 29999;
+    info.members = members;
     return info;
   }
   void watch(std::function<void(rendezvous::MembershipChange)> on_change) override {
@@ -106,8 +107,18 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     on_change_ = std::move(on_change);
   }
   void shutdown() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     shut_down = true;
+    cv_.notify_all();
+    if (on_shutdown) on_shutdown();
+    // Like the store host's exit barrier: only interrupt() ends it.
+    if (block_exit_until_interrupt && !after_failure) {
+      cv_.wait(lock, [this] { return interrupted.load(); });
+    }
+  }
+  void interrupt() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    interrupted = true;
     cv_.notify_all();
   }
   void shutdown_after_failure() override {
@@ -128,6 +139,10 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::atomic<bool> after_failure{false};  // closed by shutdown_after_failure()
   std::atomic<bool> block_until_shutdown{false};
   std::function<void()> on_call;  // runs on the rendezvous thread at each call
+  std::function<void()> on_shutdown;  // runs in shutdown(), on the agent's exit thread
+  std::atomic<bool> block_exit_until_interrupt{false};
+  std::atomic<bool> interrupted{false};
+  std::string members;  // RendezvousInfo::members of every round
 
  private:
   int nproc_;

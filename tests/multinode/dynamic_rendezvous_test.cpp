@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "common/error.hpp"
 #include "rendezvous/memory_store.hpp"
@@ -231,6 +232,9 @@ TEST_CASE("dynamic: after shutdown, new and waiting nodes get RendezvousClosed",
   auto waiting = c.node(o);  // the group is full: waits for a next round
   auto waiting_join = join_async(*waiting);
   a->shutdown();
+  // One node finished: the job goes on for the other, and the waiting node still waits.
+  CHECK(waiting_join.wait_for(300ms) == std::future_status::timeout);
+  b->shutdown();  // the last member out closes the rendezvous
   REQUIRE_THROWS_AS(waiting_join.get(), ddp::RendezvousClosed);
   auto fresh = c.node(o);
   REQUIRE_THROWS_WITH(fresh->next_rendezvous(), Catch::Contains("closed"));
@@ -313,4 +317,125 @@ TEST_CASE("dynamic: the store host's exit barrier waits for members, not for los
   REQUIRE(log.first() == MembershipChange::kNodeLost);
   auto done = std::async(std::launch::async, [&] { host->shutdown(); });
   REQUIRE(done.wait_for(kGuard) == std::future_status::ready);
+}
+
+TEST_CASE("dynamic: a member that finished is not lost; the others run on, nobody re-forms",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  a->shutdown();  // a's workers all succeeded first; it leaves
+  // Several leases pass without a beat from a: b must not call it lost.
+  std::this_thread::sleep_for(o.lease_timeout * 4);
+  CHECK(log_b.count() == 0);
+  CHECK_FALSE(c.store->check({"/ddp_rdzv/job/closed"}));  // b still runs
+  b->shutdown();
+  CHECK(c.store->check({"/ddp_rdzv/job/closed"}));
+}
+
+TEST_CASE("dynamic: the store host finishing first serves until the others finish",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto host_options = o;
+  host_options.hosts_store = true;
+  host_options.exit_barrier_timeout = 60s;
+  auto host = c.node(host_options);
+  auto b = c.node(o);
+  join_all({host.get(), b.get()});
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
+  CHECK(host_done.wait_for(o.lease_timeout * 4) == std::future_status::timeout);
+  CHECK(log_b.count() == 0);
+  b->shutdown();
+  REQUIRE(host_done.wait_for(kGuard) == std::future_status::ready);
+}
+
+TEST_CASE("dynamic: a store host that finished still notices a member lost afterwards",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto host_options = o;
+  host_options.hosts_store = true;
+  host_options.exit_barrier_timeout = 60s;  // waiting for the lost node would hit the guard
+  auto host = c.node(host_options);
+  auto b = c.node(o);
+  join_all({host.get(), b.get()});
+  auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
+  b.reset();  // killed while the host waits: its beats stop and it never counts itself out
+  REQUIRE(host_done.wait_for(kGuard) == std::future_status::ready);
+  CHECK(c.store->get("/ddp_rdzv/job/r0/departed/out/1") == "lost");
+}
+
+TEST_CASE("dynamic: the exit barrier wait ends at once on interrupt()", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto host_options = o;
+  host_options.hosts_store = true;
+  host_options.exit_barrier_timeout = 60s;
+  auto host = c.node(host_options);
+  auto b = c.node(o);
+  join_all({host.get(), b.get()});
+  auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
+  CHECK(host_done.wait_for(200ms) == std::future_status::timeout);
+  host->interrupt();
+  REQUIRE(host_done.wait_for(kGuard) == std::future_status::ready);
+}
+
+TEST_CASE("dynamic: a late node does not make a finishing group re-form", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  a->shutdown();  // finished
+  auto late_options = o;
+  late_options.join_timeout = 60s;
+  auto late = c.node(late_options);
+  auto late_join = join_async(*late);
+  CHECK(late_join.wait_for(o.lease_timeout * 3) == std::future_status::timeout);
+  CHECK(log_b.count() == 0);
+  b->shutdown();  // the job is over: the late node is told so
+  REQUIRE_THROWS_AS(late_join.get(), ddp::RendezvousClosed);
+}
+
+TEST_CASE("dynamic: false membership claims in the store are refuted; the group runs on",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+  // A stranger with store access writes each kind of claim into the next free slot.
+  const std::vector<std::pair<std::string, std::string>> claims{
+      {"/ddp_rdzv/job/r0/changed", "lost 1"},      // b is alive and beating
+      {"/ddp_rdzv/job/r0/changed/2", "waiting"},   // nobody arrived after the close
+      {"/ddp_rdzv/job/r0/changed/3", "rejoin"},    // nobody opened round 1
+      {"/ddp_rdzv/job/r0/changed/4", "restart!"},  // not a claim at all
+  };
+  for (const auto& [key, value] : claims) {
+    c.store->set(key, value);
+    // The members refute it (the first one to check marks it) before the next one comes.
+    const auto deadline = std::chrono::steady_clock::now() + kGuard;
+    while (c.store->get(key) == value && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    CHECK(c.store->get(key) == "refuted " + value);
+  }
+  CHECK(log_a.count() == 0);
+  CHECK(log_b.count() == 0);
+  // A real change after them is still seen: a third node joins.
+  auto d = c.node(o);
+  auto jd = join_async(*d);
+  REQUIRE(log_a.first() == MembershipChange::kNodeWaiting);
+  REQUIRE(log_b.first() == MembershipChange::kNodeWaiting);
+  const auto infos = join_all({a.get(), b.get()});
+  check_consistent({infos[0], infos[1], jd.get()}, {1, 1, 1});
 }

@@ -71,13 +71,25 @@ TEST_CASE("records and assignments round-trip and reject garbage", "[rdzv]") {
   CHECK(back.nproc == 8);
   CHECK(back.prev_rank == 3);
   CHECK(back.node_id == "10.0.0.2:123:abc def");
-  const NodeAssignment a{1, 4, 8, 32};
+  const NodeAssignment a{1, 4, 8, 32, "0123456789abcdef"};
   const NodeAssignment a2 = parse_assignment(format_assignment(a));
   CHECK(a2.group_rank == 1);
   CHECK(a2.world_size == 32);
+  CHECK(a2.members == "0123456789abcdef");
   CHECK_THROWS_AS(parse_record("x 1 id"), ddp::ProtocolError);
   CHECK_THROWS_AS(parse_record("0 -1 id"), ddp::ProtocolError);
   CHECK_THROWS_AS(parse_record("2 -1"), ddp::ProtocolError);
   CHECK_THROWS_WITH(parse_assignment("1 2 3"), Catch::Contains("'1 2 3'"));
-  CHECK_THROWS_AS(parse_assignment("5 2 0 4"), ddp::ProtocolError);
+  CHECK_THROWS_AS(parse_assignment("5 2 0 4 0123456789abcdef"), ddp::ProtocolError);
+  CHECK_THROWS_AS(parse_assignment("1 2 0 4"), ddp::ProtocolError);  // no digest
+}
+
+TEST_CASE("assign_ranks: the member digest names the set of nodes, not their order", "[rdzv]") {
+  const auto ab = assign_ranks({node(1, -1, "a"), node(1, -1, "b")});
+  const auto ba = assign_ranks({node(1, 1, "b"), node(1, 0, "a")});
+  const auto abc = assign_ranks({node(1, -1, "a"), node(1, -1, "b"), node(1, -1, "c")});
+  REQUIRE(ab[0]->members.size() == 16);
+  CHECK(ab[0]->members == ab[1]->members);
+  CHECK(ab[0]->members == ba[0]->members);
+  CHECK(ab[0]->members != abc[0]->members);
 }

@@ -1,4 +1,4 @@
-// --rdzv_conf, --rdzv_endpoint and the exit barrier.
+// --rdzv_conf and --rdzv_endpoint.
 #include "rendezvous/rdzv_conf.hpp"
 
 #include <catch2/catch.hpp>
@@ -6,7 +6,6 @@
 
 #include "common/error.hpp"
 #include "rendezvous/memory_store.hpp"
-#include "rendezvous/rdzv_exit_barrier.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
@@ -47,24 +46,4 @@ TEST_CASE("rdzv_endpoint: host:port, host, [v6]:port", "[rdzv][conf]") {
     INFO(bad);
     CHECK_THROWS_AS(parse_endpoint(bad, 29400), ddp::ConfigError);
   }
-}
-
-TEST_CASE("exit barrier: the store host waits until every node is out", "[rdzv]") {
-  MemoryStore store;
-  ExitBarrier barrier{store, "departed", 3, 10s, 1s, [](const std::string&) {}};
-  auto host = std::async(std::launch::async, [&] { barrier.depart(true); });
-  barrier.depart(false);
-  CHECK(host.wait_for(50ms) == std::future_status::timeout);  // 2/3: still waiting
-  barrier.depart(false);
-  host.get();
-  CHECK(store.get("departed") == "3");
-}
-
-TEST_CASE("exit barrier: gives up after its timeout, saying how many finished", "[rdzv]") {
-  MemoryStore store;
-  std::string said;
-  ExitBarrier barrier{store, "departed", 2,
-                      200ms, 100ms,      [&](const std::string& line) { said = line; }};
-  barrier.depart(true);
-  CHECK_THAT(said, Catch::Contains("1/2 nodes finished"));
 }
