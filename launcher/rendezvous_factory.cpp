@@ -120,6 +120,7 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
   o.master_addr = master.host;
   o.master_port = master.port;
   o.join_timeout = conf.join_timeout.value_or(o.join_timeout);
+  o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
   o.hosts_store = *config.node_rank == 0;
   o.log = rdzv_line;
 
@@ -173,6 +174,7 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
   o.join_timeout = conf.join_timeout.value_or(o.join_timeout);
   o.last_call_timeout = conf.last_call_timeout.value_or(o.last_call_timeout);
   o.close_timeout = conf.close_timeout.value_or(o.close_timeout);
+  o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
   o.heartbeat_interval = conf.heartbeat_interval.value_or(o.heartbeat_interval);
   o.lease_timeout =
       conf.lease_timeout.value_or(std::max(o.lease_timeout, o.heartbeat_interval * 2));

@@ -69,6 +69,8 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
       conf.heartbeat_interval = parse_duration(key, value);
     } else if (key == "lease_timeout") {
       conf.lease_timeout = parse_duration(key, value);
+    } else if (key == "exit_barrier_timeout") {
+      conf.exit_barrier_timeout = parse_duration(key, value);
     } else if (key == "keep_alive_interval") {
       keep_alive_interval = parse_duration(key, value);
     } else if (key == "keep_alive_max_attempt") {
@@ -87,7 +89,7 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
       throw ConfigError("--rdzv_conf key '" + key +
                         "' is unknown; expected join_timeout, last_call_timeout, "
                         "close_timeout, is_host, keep_alive_interval, keep_alive_max_attempt, "
-                        "heartbeat_interval or lease_timeout");
+                        "heartbeat_interval, lease_timeout or exit_barrier_timeout");
     }
   }
   // torchrun's keep-alive pair maps onto the heartbeat ring unless given directly.

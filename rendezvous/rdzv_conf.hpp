@@ -16,6 +16,8 @@ struct RdzvConf {
   std::optional<Duration> close_timeout;
   std::optional<Duration> heartbeat_interval;  // also torch's keep_alive_interval
   std::optional<Duration> lease_timeout;       // or keep_alive_interval * keep_alive_max_attempt
+  // How long the store host serves, after its own workers finished, for the others to.
+  std::optional<Duration> exit_barrier_timeout;
   std::optional<bool> is_host;
   // Keys torchrun accepts for other backends (read_timeout, store_type, ...): ignored, and
   // listed here so the agent can say so.

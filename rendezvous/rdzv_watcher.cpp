@@ -231,10 +231,12 @@ void RoundWatcher::monitor_loop() {
         if (!advance()) return;
         continue;
       }
-      barrier.count_out(watched, "lost");
-      post_change(store, round, "lost " + std::to_string(watched));
+      // Report first: counting the last member out ends a store host's exit barrier, which
+      // then stops this watcher.
       fire(MembershipChange::kNodeLost, "node with group rank " + std::to_string(watched) +
                                             " stopped heartbeating" + in_round(round));
+      post_change(store, round, "lost " + std::to_string(watched));
+      barrier.count_out(watched, "lost");
       return;
     }
   } catch (const std::exception& e) {
