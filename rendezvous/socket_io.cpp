@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "rendezvous/host_address.hpp"
 #include "rendezvous/wire_codec.hpp"
 
 namespace ddp::rendezvous {
@@ -36,7 +37,8 @@ std::string address_text(const sockaddr* sa) {
                   sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
     return "?";
   }
-  return std::string(host) + ":" + serv;
+  const std::string text = host;
+  return (sa->sa_family == AF_INET6 ? "[" + text + "]" : text) + ":" + serv;
 }
 
 // One non-blocking connect attempt bounded by deadline; returns fd or -1 with err set.
@@ -110,9 +112,10 @@ void SocketConn::shutdown() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
-SocketConn SocketConn::connect(const std::string& host, uint16_t port,
+SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
                                std::chrono::milliseconds connect_timeout) {
-  const std::string endpoint = host + ":" + std::to_string(port);
+  const std::string host = normalize_host(given_host);  // "[::1]" -> "::1" for getaddrinfo
+  const std::string endpoint = join_host_port(host, port);
   const SteadyTime deadline = deadline_after(connect_timeout);
   auto backoff = std::chrono::milliseconds(10);
   int attempts = 0;
