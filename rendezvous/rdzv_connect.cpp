@@ -18,6 +18,11 @@ std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
   const auto started = Clock::now();
   const auto deadline = started + o.patience;
   const std::string endpoint = join_host_port(o.host, o.port);
+  if (is_ipv6_literal(o.host) && !ipv6_available()) {
+    // Waiting would not help: this machine cannot open an IPv6 connection at all.
+    throw StoreError("cannot reach the rendezvous store of " + o.who + " at " + endpoint +
+                     ": that is an IPv6 address and this machine has no IPv6");
+  }
   while (true) {
     const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
     TcpStoreOptions tcp;

@@ -24,7 +24,8 @@ struct StoreConnectOptions {
 };
 
 // Connects to host:port, retrying until patience runs out (StoreError naming the endpoint,
-// who hosts it, the time waited and the last error).
+// who hosts it, the time waited and the last error); at once for an IPv6 address on a
+// machine without IPv6.
 std::shared_ptr<Store> connect_store(const StoreConnectOptions& options);
 
 // The host agent's own client of the store it just started, connected the way every other

@@ -135,6 +135,9 @@ SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
       tried = {std::string("resolve '") + host + "': " + gai_strerror(gai)};
     } else {
       tried.clear();
+      // Addresses of a family this machine lacks (IPv6 on a kernel without it) never
+      // become reachable by waiting.
+      bool family_missing = true;
       for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
         int err = 0;
         int fd = try_connect(ai, deadline, err);
@@ -143,9 +146,11 @@ SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
           return SocketConn(fd);
         }
         last_err = err;
+        family_missing = family_missing && err == EAFNOSUPPORT;
         tried.push_back(address_text(ai->ai_addr));
       }
       ::freeaddrinfo(res);
+      if (family_missing) break;
     }
     if (remaining_ms(deadline) == 0) break;
     auto left =
