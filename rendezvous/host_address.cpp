@@ -67,7 +67,7 @@ bool ipv6_available() {
 }
 
 std::string listen_host_for(const std::string& dial_host, bool have_ipv6) {
-  const std::string host = normalize_host(dial_host);
+  std::string host = normalize_host(dial_host);
   if (is_ipv6_literal(host) && !have_ipv6) {
     throw ConfigError("the store address " + host +
                       " is IPv6, but this machine has no IPv6 (it refuses IPv6 sockets): nothing "

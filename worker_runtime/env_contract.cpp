@@ -64,7 +64,7 @@ std::string first_slurm_host(const std::string& nodelist) {
   // A bracketed IPv6 address as first item is that address ("[fd00::1],n2" -> fd00::1).
   if (!nodelist.empty() && nodelist.front() == '[') {
     const size_t close = nodelist.find(']');
-    const std::string inside = close == std::string::npos ? "" : nodelist.substr(1, close - 1);
+    std::string inside = close == std::string::npos ? "" : nodelist.substr(1, close - 1);
     if (inside.find(':') != std::string::npos) return inside;
   }
   std::string prefix;
