@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <optional>
 
 #include "common/error.hpp"
 
@@ -18,6 +19,7 @@ class HostlistParser {
     while (true) {
       const size_t item_start = pos_;
       std::vector<std::string> item{""};
+      if (auto address = bracketed_address()) item = {*address};
       while (pos_ < text_.size() && text_[pos_] != ',') {
         if (text_[pos_] == '[') {
           item = product(item, bracket());
@@ -38,6 +40,21 @@ class HostlistParser {
   }
 
  private:
+  // A whole item "[fd00::1]" is an IPv6 address, not a range (ranges hold no ':'): returns
+  // it without brackets and moves past it; nullopt for anything else.
+  std::optional<std::string> bracketed_address() {
+    if (pos_ >= text_.size() || text_[pos_] != '[') return std::nullopt;
+    const size_t close = text_.find(']', pos_);
+    if (close == std::string_view::npos) return std::nullopt;
+    const std::string_view inside = text_.substr(pos_ + 1, close - pos_ - 1);
+    if (inside.find(':') == std::string_view::npos) return std::nullopt;
+    if (close + 1 < text_.size() && text_[close + 1] != ',') {
+      fail(close + 1, "',' after the IPv6 address");
+    }
+    pos_ = close + 1;
+    return std::string(inside);
+  }
+
   // Parses "[a-b,c,...]" at pos_; returns the suffixes in order.
   std::vector<std::string> bracket() {
     const size_t open = pos_++;

@@ -2,6 +2,7 @@
 // SLURM hostlist expressions: "gpu[01-04,07],cpu-a[1-2]" -> gpu01 gpu02 gpu03 gpu04 gpu07
 // cpu-a1 cpu-a2. Zero padding of a range's lower bound is kept ("[08-10]" -> 08 09 10);
 // several bracket groups in one name expand as a product ("r[1-2]n[1-2]" -> r1n1 r1n2 ...).
+// An item that is a bracketed IPv6 address is that address: "[fd00::1],n1" -> fd00::1 n1.
 #include <cstddef>
 #include <string>
 #include <string_view>

@@ -4,13 +4,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "common/error.hpp"
 #include "launcher/local_rendezvous.hpp"
 #include "launcher/slurm_env.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
+#include "rendezvous/host_address.hpp"
+#include "rendezvous/listener.hpp"
 #include "rendezvous/rdzv_conf.hpp"
 #include "rendezvous/rdzv_connect.hpp"
 #include "rendezvous/static_rendezvous.hpp"
@@ -32,23 +36,38 @@ std::string random_run_id() {
 }
 
 // Only for the no-agent-store mode, where worker rank 0 binds the port itself: asks the
-// kernel for a free port. (The agent-store mode never does this; it keeps the socket bound.)
-uint16_t pick_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// kernel for a free port of master_addr's family. (The agent-store mode never does this; it
+// keeps the socket bound.)
+uint16_t pick_free_port(const std::string& master_addr) {
+  const bool v6 = rendezvous::is_ipv6_literal(master_addr);
+  const char* loopback = v6 ? "::1" : "127.0.0.1";
+  int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw StoreError("socket() for a free port failed: " + errno_text(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  uint16_t port = 0;
-  // NOLINTNEXTLINE: the sockets API takes sockaddr*.
-  auto* raw = reinterpret_cast<sockaddr*>(&addr);
-  if (::bind(fd, raw, sizeof(addr)) == 0 && ::getsockname(fd, raw, &len) == 0) {
-    port = ntohs(addr.sin_port);
+  sockaddr_storage addr{};
+  socklen_t len = v6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  // NOLINTBEGIN: the sockets API takes sockaddr*.
+  if (v6) {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_addr = in6addr_loopback;
+  } else {
+    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   }
+  auto* raw = reinterpret_cast<sockaddr*>(&addr);
+  uint16_t port = 0;
+  if (::bind(fd, raw, len) == 0 && ::getsockname(fd, raw, &len) == 0) {
+    port = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                    : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  }
+  // NOLINTEND
   int err = errno;
   ::close(fd);
-  if (port == 0) throw StoreError("could not find a free port on 127.0.0.1: " + errno_text(err));
+  if (port == 0) {
+    throw StoreError(std::string("could not find a free port on ") + loopback + ": " +
+                     errno_text(err));
+  }
   return port;
 }
 
@@ -58,16 +77,29 @@ constexpr uint16_t kDefaultRdzvPort = 29400;  // torchrun's c10d default
 // Side connections (watchers, shutdown) are opened while the store is known to be up; a
 // short connect deadline keeps shutdown quick when the store host is already gone.
 constexpr auto kSideConnectTimeout = std::chrono::seconds(3);
+// The host agent's own connection to the store it just bound: nothing to wait for, so a
+// failure (nothing listens where clients will dial) is reported at once.
+constexpr auto kOwnStoreConnectTimeout = std::chrono::seconds(5);
+// The store's log lines carry this program's name, like the agent's own lines.
+constexpr const char* kProgram = "ddplaunch";
 
 void rdzv_line(const std::string& line) {
   std::cerr << "ddplaunch: " + line + "\n" << std::flush;
 }
 
-// Address to bind the store on: exactly the loopback address named, else every interface.
-std::string bind_host(const std::string& addr) {
-  if (addr == "localhost") return "127.0.0.1";
-  if (addr.rfind("127.", 0) == 0) return addr;
-  return "0.0.0.0";
+// The store server this agent hosts, listening where clients dialling dial_host reach it:
+// the loopback address named, else every interface (IPv6 and IPv4 where there is IPv6).
+std::unique_ptr<rendezvous::StoreServer> host_store(const std::string& dial_host, uint16_t port) {
+  rendezvous::StoreServerOptions server;
+  server.host = rendezvous::listen_host_for(dial_host, rendezvous::ipv6_available());
+  server.port = port;
+  server.log_name = kProgram;
+  return std::make_unique<rendezvous::StoreServer>(server);
+}
+
+std::optional<std::string> normalized(const std::optional<std::string>& host) {
+  if (!host) return std::nullopt;
+  return rendezvous::normalize_host(*host);
 }
 
 void require_agent_store(const LaunchConfig& config) {
@@ -104,7 +136,7 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
   }
   const auto conf = rendezvous::parse_rdzv_conf(config.rdzv_conf.value_or(""));
   rendezvous::Endpoint master{
-      config.master_addr.value_or(kDefaultMasterAddr),
+      rendezvous::normalize_host(config.master_addr.value_or(kDefaultMasterAddr)),
       static_cast<uint16_t>(config.master_port.value_or(kDefaultMasterPort))};
   if (config.rdzv_endpoint) master = rendezvous::parse_endpoint(*config.rdzv_endpoint, master.port);
 
@@ -116,7 +148,7 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
   o.nnodes = config.max_nodes;
   o.node_rank = *config.node_rank;
   o.local_world_size = config.nproc_per_node;
-  o.node_addr = config.local_addr.value_or("");
+  o.node_addr = normalized(config.local_addr).value_or("");
   o.master_addr = master.host;
   o.master_port = master.port;
   o.join_timeout = conf.join_timeout.value_or(o.join_timeout);
@@ -126,14 +158,9 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
 
   std::shared_ptr<rendezvous::Store> store;
   if (o.hosts_store) {
-    rendezvous::StoreServerOptions server;
-    server.host = bind_host(master.host);
-    server.port = master.port;
-    setup.store_server = std::make_unique<rendezvous::StoreServer>(server);
-    rendezvous::TcpStoreOptions self;
-    self.host = server.host == "0.0.0.0" ? "127.0.0.1" : server.host;
-    self.port = setup.store_server->port();
-    store = std::make_shared<rendezvous::TcpStore>(self);
+    setup.store_server = host_store(master.host, master.port);
+    store =
+        rendezvous::connect_own_store(master.host, *setup.store_server, kOwnStoreConnectTimeout);
   } else {
     store = rendezvous::connect_store({master.host, master.port, "node_rank 0", o.join_timeout,
                                        rendezvous::kDefaultStoreTimeout, std::chrono::seconds(5),
@@ -168,7 +195,8 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
   o.min_nodes = config.min_nodes;
   o.max_nodes = config.max_nodes;
   o.local_world_size = config.nproc_per_node;
-  o.node_addr = config.local_addr.value_or("");
+  const auto local_addr = normalized(config.local_addr);
+  o.node_addr = local_addr.value_or("");
   o.master_addr = endpoint.host;
   o.master_port = endpoint.port;
   o.join_timeout = conf.join_timeout.value_or(o.join_timeout);
@@ -182,25 +210,29 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
 
   // is_host: explicit, else "the endpoint is my --local_addr", else "it is this machine".
   const bool explicit_host = conf.is_host.has_value();
-  bool host = explicit_host       ? *conf.is_host
-              : config.local_addr ? *config.local_addr == endpoint.host
-                                  : rendezvous::is_local_address(endpoint.host);
+  bool host = explicit_host ? *conf.is_host
+              : local_addr  ? *local_addr == endpoint.host
+                            : rendezvous::is_local_address(endpoint.host);
   if (host) {
-    rendezvous::StoreServerOptions server;
-    server.host = bind_host(endpoint.host);
-    server.port = endpoint.port;
     try {
-      setup.store_server = std::make_unique<rendezvous::StoreServer>(server);
-    } catch (const StoreError&) {
-      // Several agents on one machine all match; the first one to bind hosts the store.
-      if (explicit_host) throw;
+      setup.store_server = host_store(endpoint.host, endpoint.port);
+    } catch (const rendezvous::BindError& e) {
+      // Several agents on one machine all match; the first one to bind hosts the store. Any
+      // other bind failure would leave everybody waiting for a store nobody hosts.
+      if (explicit_host || e.err() != EADDRINUSE) throw;
       host = false;
     }
   }
   o.hosts_store = host;
-  auto store = rendezvous::connect_store({endpoint.host, endpoint.port, "the c10d endpoint",
-                                          o.join_timeout, rendezvous::kDefaultStoreTimeout,
-                                          std::chrono::seconds(5), rdzv_line});
+  std::shared_ptr<rendezvous::Store> store;
+  if (host) {
+    store =
+        rendezvous::connect_own_store(endpoint.host, *setup.store_server, kOwnStoreConnectTimeout);
+  } else {
+    store = rendezvous::connect_store({endpoint.host, endpoint.port, "the c10d endpoint",
+                                       o.join_timeout, rendezvous::kDefaultStoreTimeout,
+                                       std::chrono::seconds(5), rdzv_line});
+  }
   setup.handler = std::make_unique<rendezvous::DynamicRendezvous>(
       o, std::move(store), connector(endpoint.host, endpoint.port));
   return setup;
@@ -213,21 +245,19 @@ RendezvousSetup make_local(const LaunchConfig& config) {
   LocalRendezvousOptions local;
   local.run_id = setup.run_id;
   local.nproc_per_node = config.nproc_per_node;
-  local.master_addr = config.master_addr.value_or(kDefaultMasterAddr);
+  // Workers get the bare address ("[::1]" -> "::1"), as torchrun hands it.
+  local.master_addr = rendezvous::normalize_host(config.master_addr.value_or(kDefaultMasterAddr));
   int port = config.standalone ? 0 : config.master_port.value_or(kDefaultMasterPort);
 
   if (config.agent_store) {
-    rendezvous::StoreServerOptions server;
     // A single-node job only needs loopback unless the user named another address.
-    server.host = (local.master_addr == "127.0.0.1" || local.master_addr == "localhost")
-                      ? "127.0.0.1"
-                      : "0.0.0.0";
-    server.port = static_cast<uint16_t>(port);
-    setup.store_server = std::make_unique<rendezvous::StoreServer>(server);
+    setup.store_server = host_store(local.master_addr, static_cast<uint16_t>(port));
     local.master_port = setup.store_server->port();
+    // The workers dial master_addr: a store they could not reach there fails now.
+    rendezvous::connect_own_store(local.master_addr, *setup.store_server, kOwnStoreConnectTimeout);
     setup.workers_use_agent_store = true;
   } else {
-    local.master_port = port == 0 ? pick_free_port() : static_cast<uint16_t>(port);
+    local.master_port = port == 0 ? pick_free_port(local.master_addr) : static_cast<uint16_t>(port);
   }
   setup.handler = std::make_unique<LocalRendezvous>(local);
   return setup;

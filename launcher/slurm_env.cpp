@@ -5,12 +5,13 @@
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "launcher/hostlist.hpp"
+#include "rendezvous/host_address.hpp"
 
 namespace ddp::launcher {
 namespace {
 
 // torchrun's default c10d port, used when SLURM supplies the endpoint's host.
-constexpr int kDefaultRdzvPort = 29400;
+constexpr uint16_t kDefaultRdzvPort = 29400;
 
 std::optional<std::string> lookup(const Environment& env, const char* name) {
   auto it = env.find(name);
@@ -77,7 +78,7 @@ bool apply_slurm_defaults(LaunchConfig& config, const Environment& env) {
   if (!slurm->first_host.empty() && config.max_nodes > 1) {
     if (!config.master_addr) config.master_addr = slurm->first_host;
     if (dynamic && !config.rdzv_endpoint) {
-      config.rdzv_endpoint = slurm->first_host + ":" + std::to_string(kDefaultRdzvPort);
+      config.rdzv_endpoint = rendezvous::join_host_port(slurm->first_host, kDefaultRdzvPort);
     }
   }
   if (!config.run_id) config.run_id = slurm->run_id;

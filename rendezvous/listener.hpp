@@ -8,13 +8,28 @@
 #include <cstdint>
 #include <string>
 
+#include "common/error.hpp"
+
 namespace ddp::rendezvous {
+
+// The listening socket could not be set up; err() is the errno (EADDRINUSE: another server
+// holds the port).
+class BindError : public StoreError {
+ public:
+  BindError(const std::string& what, int err) : StoreError(what), err_(err) {}
+  [[nodiscard]] int err() const { return err_; }
+
+ private:
+  int err_;
+};
 
 // A bound, listening TCP socket (non-blocking, close-on-exec); closed on destruction.
 class Listener {
  public:
-  // host is an address or a name (resolved, passive); port 0 lets the kernel pick. Throws
-  // StoreError naming host:port, the step that failed and the errno text.
+  // host is an address (IPv6 bracketed or not) or a name (resolved, passive); kAnyHost ("")
+  // is every interface, dual-stack where the machine has IPv6, else 0.0.0.0; "::" is
+  // dual-stack, 0.0.0.0 IPv4 only. Port 0 lets the kernel pick. Throws BindError naming
+  // host:port, the step that failed and the errno text.
   Listener(const std::string& host, uint16_t port);
   ~Listener();
   Listener(const Listener&) = delete;
@@ -25,13 +40,21 @@ class Listener {
   [[nodiscard]] int fd() const { return fd_; }
   // The bound port (the real one when 0 was asked for).
   [[nodiscard]] uint16_t port() const { return port_; }
+  // Where it listens, for messages: "127.0.0.1:29500", "[::1]:29500",
+  // "[::]:29500 (IPv6 and IPv4)", "0.0.0.0:29500 (IPv4 only)".
+  [[nodiscard]] const std::string& address() const { return address_; }
 
  private:
+  // Opens, binds and listens on endpoint (dual_stack: IPV6_V6ONLY off); BindError on failure.
+  void open(const sockaddr* address, socklen_t length, bool dual_stack, const std::string& where);
+
   int fd_ = -1;
   uint16_t port_ = 0;
+  std::string address_;
 };
 
-// "127.0.0.1:41234" for a socket address; "unknown peer" when it is not an IP address.
+// "127.0.0.1:41234" or "[::1]:41234" for a socket address (an IPv4 client of a dual-stack
+// socket shows as IPv4); "unknown peer" when it is not an IP address.
 std::string peer_name(const sockaddr_storage& address, socklen_t length);
 // The same for a connected socket (getpeername).
 std::string peer_name(int fd);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "rendezvous/host_address.hpp"
 
 namespace ddp::rendezvous {
 namespace {
@@ -104,33 +105,41 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
 }
 
 Endpoint parse_endpoint(const std::string& text, uint16_t default_port) {
-  auto bad = [&] {
-    return ConfigError("--rdzv_endpoint '" + text +
-                       "': expected host:port, host or [ipv6]:port with a port in 1-65535");
+  auto bad = [&](const std::string& why = "") {
+    return ConfigError("--rdzv_endpoint '" + text + "': " + (why.empty() ? "" : why + "; ") +
+                       "expected host:port, host, [ipv6]:port or ipv6, with a port in 1-65535");
   };
   Endpoint ep;
-  std::string port_text;
+  std::optional<std::string> port_text;
   if (!text.empty() && text.front() == '[') {
     const auto close = text.find(']');
-    if (close == std::string::npos) throw bad();
+    if (close == std::string::npos) throw bad("'[' without ']'");
     ep.host = text.substr(1, close - 1);
     if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') throw bad();
+      if (text[close + 1] != ':') throw bad("expected ':port' after ']'");
       port_text = text.substr(close + 2);
     }
+  } else if (std::count(text.begin(), text.end(), ':') > 1) {
+    // A bare IPv6 address is all host: "::1" is not host ":" port 1.
+    if (!is_ipv6_literal(text)) {
+      throw bad("an IPv6 address with a port is written in brackets, e.g. [fd00::1]:29400");
+    }
+    ep.host = text;
   } else {
     const auto colon = text.rfind(':');
     ep.host = text.substr(0, colon);
     if (colon != std::string::npos) port_text = text.substr(colon + 1);
   }
-  if (ep.host.empty()) throw bad();
-  if (port_text.empty()) {
+  if (ep.host.empty()) throw bad("no host");
+  ep.host = normalize_host(ep.host);
+  if (!port_text) {
     ep.port = default_port;
     return ep;
   }
   int port = 0;
-  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port < 1 || port > 65535) {
+  auto [ptr, ec] = std::from_chars(port_text->data(), port_text->data() + port_text->size(), port);
+  if (port_text->empty() || ec != std::errc() || ptr != port_text->data() + port_text->size() ||
+      port < 1 || port > 65535) {
     throw bad();
   }
   ep.port = static_cast<uint16_t>(port);

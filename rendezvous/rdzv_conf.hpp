@@ -36,7 +36,8 @@ struct Endpoint {
   uint16_t port = 0;
 };
 
-// "host:port", "host" (default_port), "[::1]:port"; ConfigError naming the text.
+// "host:port", "host" (default_port), "[::1]:port", "[::1]" or "::1" (default_port); the
+// host comes back bare ("::1"). ConfigError naming the text ("fd00::1:29400" needs brackets).
 Endpoint parse_endpoint(const std::string& text, uint16_t default_port);
 
 }  // namespace ddp::rendezvous

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
-#include "rendezvous/tcp_store.hpp"
+#include "rendezvous/host_address.hpp"
 
 namespace ddp::rendezvous {
 
@@ -17,7 +17,12 @@ std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
   const auto deadline = started + o.patience;
-  const std::string endpoint = o.host + ":" + std::to_string(o.port);
+  const std::string endpoint = join_host_port(o.host, o.port);
+  if (is_ipv6_literal(o.host) && !ipv6_available()) {
+    // Waiting would not help: this machine cannot open an IPv6 connection at all.
+    throw StoreError("cannot reach the rendezvous store of " + o.who + " at " + endpoint +
+                     ": that is an IPv6 address and this machine has no IPv6");
+  }
   while (true) {
     const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
     TcpStoreOptions tcp;
@@ -39,27 +44,49 @@ std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
   }
 }
 
-bool is_local_address(const std::string& host) {
-  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
+std::shared_ptr<TcpStore> connect_own_store(const std::string& dial_host, const StoreServer& server,
+                                            Duration connect_timeout, Duration timeout) {
+  TcpStoreOptions tcp;
+  tcp.host = normalize_host(dial_host);
+  tcp.port = server.port();
+  tcp.timeout = timeout;
+  tcp.connect_timeout = connect_timeout;
+  try {
+    auto store = std::make_shared<TcpStore>(tcp);
+    store->ping();
+    return store;
+  } catch (const StoreError& e) {
+    throw StoreError("the store this agent hosts listens on " + server.address() +
+                     ", but does not answer at " + join_host_port(tcp.host, tcp.port) +
+                     ", where the other clients will connect: " + e.what());
+  }
+}
+
+bool is_local_address(const std::string& given) {
+  const std::string host = normalize_host(given);
+  if (is_loopback_host(host)) return true;
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) == 0 && host == name) return true;
+  // Compared as addresses, not text, so any spelling of an IPv6 address matches.
+  in_addr v4{};
+  in6_addr v6{};
+  const std::string address = host.substr(0, host.find('%'));
+  const bool is_v4 = ::inet_pton(AF_INET, address.c_str(), &v4) == 1;
+  const bool is_v6 = !is_v4 && ::inet_pton(AF_INET6, address.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6) return false;
   ifaddrs* addrs = nullptr;
   if (::getifaddrs(&addrs) != 0) return false;
   bool found = false;
   for (ifaddrs* a = addrs; a != nullptr && !found; a = a->ifa_next) {
     if (a->ifa_addr == nullptr) continue;
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* raw = nullptr;
-    if (a->ifa_addr->sa_family == AF_INET) {
+    if (is_v4 && a->ifa_addr->sa_family == AF_INET) {
       sockaddr_in in{};
       std::memcpy(&in, a->ifa_addr, sizeof(in));
-      raw = &in.sin_addr;
-      found = ::inet_ntop(AF_INET, raw, text, sizeof(text)) != nullptr && host == text;
-    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      found = in.sin_addr.s_addr == v4.s_addr;
+    } else if (is_v6 && a->ifa_addr->sa_family == AF_INET6) {
       sockaddr_in6 in6{};
       std::memcpy(&in6, a->ifa_addr, sizeof(in6));
-      raw = &in6.sin6_addr;
-      found = ::inet_ntop(AF_INET6, raw, text, sizeof(text)) != nullptr && host == text;
+      found = std::memcmp(&in6.sin6_addr, &v6, sizeof(v6)) == 0;
     }
   }
   ::freeifaddrs(addrs);

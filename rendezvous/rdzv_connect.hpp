@@ -8,6 +8,8 @@
 
 #include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/store.hpp"
+#include "rendezvous/store_server.hpp"
+#include "rendezvous/tcp_store.hpp"
 
 namespace ddp::rendezvous {
 
@@ -22,11 +24,20 @@ struct StoreConnectOptions {
 };
 
 // Connects to host:port, retrying until patience runs out (StoreError naming the endpoint,
-// who hosts it, the time waited and the last error).
+// who hosts it, the time waited and the last error); at once for an IPv6 address on a
+// machine without IPv6.
 std::shared_ptr<Store> connect_store(const StoreConnectOptions& options);
 
+// The host agent's own client of the store it just started, connected the way every other
+// client will connect: to dial_host at the server's port, so a store that cannot be reached
+// there (bound to IPv4 only, dialled at an IPv6 address...) fails now instead of leaving
+// everybody waiting. StoreError within connect_timeout naming both addresses and the error.
+std::shared_ptr<TcpStore> connect_own_store(const std::string& dial_host, const StoreServer& server,
+                                            Duration connect_timeout,
+                                            Duration timeout = kDefaultStoreTimeout);
+
 // True when host is a loopback name/address, this machine's host name, or one of its
-// interface addresses (numeric, as given).
+// interface addresses (IPv6 bracketed or not, in any spelling).
 bool is_local_address(const std::string& host);
 
 }  // namespace ddp::rendezvous

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "rendezvous/host_address.hpp"
 #include "rendezvous/wire_codec.hpp"
 
 namespace ddp::rendezvous {
@@ -36,7 +37,8 @@ std::string address_text(const sockaddr* sa) {
                   sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
     return "?";
   }
-  return std::string(host) + ":" + serv;
+  const std::string text = host;
+  return (sa->sa_family == AF_INET6 ? "[" + text + "]" : text) + ":" + serv;
 }
 
 // One non-blocking connect attempt bounded by deadline; returns fd or -1 with err set.
@@ -110,9 +112,10 @@ void SocketConn::shutdown() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
-SocketConn SocketConn::connect(const std::string& host, uint16_t port,
+SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
                                std::chrono::milliseconds connect_timeout) {
-  const std::string endpoint = host + ":" + std::to_string(port);
+  const std::string host = normalize_host(given_host);  // "[::1]" -> "::1" for getaddrinfo
+  const std::string endpoint = join_host_port(host, port);
   const SteadyTime deadline = deadline_after(connect_timeout);
   auto backoff = std::chrono::milliseconds(10);
   int attempts = 0;
@@ -132,6 +135,9 @@ SocketConn SocketConn::connect(const std::string& host, uint16_t port,
       tried = {std::string("resolve '") + host + "': " + gai_strerror(gai)};
     } else {
       tried.clear();
+      // Addresses of a family this machine lacks (IPv6 on a kernel without it) never
+      // become reachable by waiting.
+      bool family_missing = true;
       for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
         int err = 0;
         int fd = try_connect(ai, deadline, err);
@@ -140,9 +146,11 @@ SocketConn SocketConn::connect(const std::string& host, uint16_t port,
           return SocketConn(fd);
         }
         last_err = err;
+        family_missing = family_missing && err == EAFNOSUPPORT;
         tried.push_back(address_text(ai->ai_addr));
       }
       ::freeaddrinfo(res);
+      if (family_missing) break;
     }
     if (remaining_ms(deadline) == 0) break;
     auto left =

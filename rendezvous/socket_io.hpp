@@ -22,8 +22,10 @@ class SocketConn {
   SocketConn(const SocketConn&) = delete;
   SocketConn& operator=(const SocketConn&) = delete;
 
-  // Connects, retrying refused/unreachable with backoff (10 ms doubling to 1 s) until
-  // connect_timeout; StoreError names host:port, every address tried, attempts and errno text.
+  // Connects to every address host resolves to (IPv6 and IPv4; "[::1]" is ::1), retrying
+  // refused/unreachable with backoff (10 ms doubling to 1 s) until connect_timeout, but not
+  // addresses of a family the machine lacks (IPv6 without IPv6: at once); StoreError names
+  // host:port, every address tried, attempts and errno text.
   static SocketConn connect(const std::string& host, uint16_t port,
                             std::chrono::milliseconds connect_timeout);
 

@@ -1,6 +1,7 @@
 #include "rendezvous/store_server.hpp"
 
 #include <atomic>
+#include <cerrno>  // program_invocation_short_name
 #include <cstdlib>
 #include <future>
 #include <mutex>
@@ -52,6 +53,10 @@ std::unique_ptr<ServerLoop> make_loop(StoreIo requested, const LoopContext& cont
 }
 
 }  // namespace
+
+std::string program_name() {
+  return program_invocation_short_name;
+}
 
 std::optional<StoreIo> parse_store_io(const std::string& text) {
   if (text == "auto") return StoreIo::kAuto;
@@ -122,6 +127,10 @@ uint16_t StoreServer::port() const {
 
 const std::string& StoreServer::host() const {
   return impl_->options.host;
+}
+
+const std::string& StoreServer::address() const {
+  return impl_->listener.address();
 }
 
 const std::string& StoreServer::io_backend() const {

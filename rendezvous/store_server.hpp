@@ -21,14 +21,21 @@ enum class StoreIo : uint8_t {
 // "auto", "epoll" or "io_uring" -> StoreIo; nullopt for anything else.
 std::optional<StoreIo> parse_store_io(const std::string& text);
 
+// The running program's name ("ddplaunch", "train"): the default first word of the
+// server's log lines, so a store inside another program does not call itself ddpstore.
+std::string program_name();
+
 struct StoreServerOptions {
-  std::string host = "0.0.0.0";  // address to bind
-  uint16_t port = 0;             // 0: the kernel picks a free port (see StoreServer::port())
+  // Address to bind: kAnyHost ("", every interface: dual-stack IPv6 and IPv4 where the
+  // machine has IPv6, else 0.0.0.0), "::" (dual-stack), 0.0.0.0 (IPv4 only), an address
+  // ("127.0.0.1", "::1" or "[::1]") or a name (Listener).
+  std::string host;
+  uint16_t port = 0;  // 0: the kernel picks a free port (see StoreServer::port())
   size_t max_key_bytes = size_t{64} * 1024;
   size_t max_value_bytes = size_t{64} * 1024 * 1024;
   size_t max_keys_per_request = size_t{128} * 1024;
   // First word of the server's stderr lines ("<log_name>: closing connection from ...").
-  std::string log_name = "ddpstore";
+  std::string log_name = program_name();
   StoreIo io = StoreIo::kAuto;
   // io_uring only: provided receive buffers of 2 KiB (a power of two up to 32768, the
   // kernel's limit; 2 MiB by default,
@@ -38,8 +45,9 @@ struct StoreServerOptions {
 
 class StoreServer {
  public:
-  // Binds and listens in the constructor (throws StoreError naming host:port on failure),
-  // so port() is valid and connectable as soon as it returns; serves on a background thread.
+  // Binds and listens in the constructor (throws BindError, a StoreError, naming host:port on
+  // failure), so port() is valid and connectable as soon as it returns; serves on a
+  // background thread.
   // Throws ConfigError for a bad DDPLAUNCH_STORE_IO, and StoreError when io_uring was asked
   // for explicitly and is unavailable.
   explicit StoreServer(StoreServerOptions options);
@@ -50,6 +58,8 @@ class StoreServer {
   // The bound port (the real one when options.port was 0).
   [[nodiscard]] uint16_t port() const;
   [[nodiscard]] const std::string& host() const;
+  // Where it listens, for messages: "[::1]:29500", "[::]:29500 (IPv6 and IPv4)" (Listener).
+  [[nodiscard]] const std::string& address() const;
   // The backend serving: "io_uring", "epoll", or "epoll (io_uring unavailable: <why>)" when
   // kAuto fell back.
   [[nodiscard]] const std::string& io_backend() const;

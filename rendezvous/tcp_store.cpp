@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "rendezvous/host_address.hpp"
 #include "rendezvous/socket_io.hpp"
 #include "rendezvous/wire_codec.hpp"
 
@@ -48,8 +49,7 @@ int64_t recv_i64(SocketConn& conn, SteadyTime deadline) {
 
 struct TcpStore::Impl {
   explicit Impl(TcpStoreOptions opts)
-      : options(std::move(opts)),
-        endpoint("tcp://" + options.host + ":" + std::to_string(options.port)) {}
+      : options(std::move(opts)), endpoint("tcp://" + join_host_port(options.host, options.port)) {}
 
   // (Re)connects c and sends the VALIDATE handshake (the caller owns c: holds mu for conn).
   void ensure_connected(SocketConn& c) const {

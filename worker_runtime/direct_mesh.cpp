@@ -176,7 +176,9 @@ DirectMesh::DirectMesh(rendezvous::Store& store, const DirectMeshOptions& option
       }
       set_socket_options(fd);  // non-blocking: the connect below is bounded by the deadline
       connect_before(fd, peer_ai, deadline,
-                     me + ": connect to rank " + std::to_string(peer) + " at " + host + ":" + port);
+                     me + ": connect to rank " + std::to_string(peer) + " at " +
+                         (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                         port);
       int32_t id = rank_;
       io_all(fd, &id, sizeof(id), true, deadline, me + ": hello to rank " + std::to_string(peer));
     }

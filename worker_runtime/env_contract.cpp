@@ -7,6 +7,7 @@
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
+#include "rendezvous/host_address.hpp"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -60,6 +61,12 @@ constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 std::string first_slurm_host(const std::string& nodelist) {
   // The first host ends at the first ',' outside brackets; a bracket range expands to its
   // first number with the range's zero padding ("node[07-09]" -> "node07").
+  // A bracketed IPv6 address as first item is that address ("[fd00::1],n2" -> fd00::1).
+  if (!nodelist.empty() && nodelist.front() == '[') {
+    const size_t close = nodelist.find(']');
+    std::string inside = close == std::string::npos ? "" : nodelist.substr(1, close - 1);
+    if (inside.find(':') != std::string::npos) return inside;
+  }
   std::string prefix;
   size_t i = 0;
   while (i < nodelist.size() && nodelist[i] != ',' && nodelist[i] != '[') {
@@ -140,7 +147,7 @@ EnvContract parse_env(const EnvMap& env) {
     if (addr->empty()) {
       throw ConfigError(std::string(env::kMasterAddr) + " is empty (expected a host name or IP)");
     }
-    out.master_addr = *addr;
+    out.master_addr = rendezvous::normalize_host(*addr);  // "[::1]" -> "::1"
   } else if (out.source == EnvSource::kSlurm) {
     auto nodelist = lookup(env, env::kSlurmJobNodelist);
     if (!nodelist) {

@@ -17,7 +17,7 @@ struct EnvContract {
   int local_rank = 0;
   int world_size = 1;
   int local_world_size = 1;
-  std::string master_addr = "127.0.0.1";
+  std::string master_addr = "127.0.0.1";  // bare: MASTER_ADDR=[::1] gives ::1
   uint16_t master_port = 29500;
   int restart_count = 0;
   std::string error_file;    // TORCHELASTIC_ERROR_FILE ("" when unset)
@@ -37,7 +37,8 @@ EnvContract parse_env(const EnvMap& env);
 // The current process environment as an EnvMap.
 EnvMap current_env();
 
-// First host of a SLURM hostlist: "node[01-04,07],gpu2" -> "node01". ConfigError when malformed.
+// First host of a SLURM hostlist: "node[01-04,07],gpu2" -> "node01", "[fd00::1],n2" ->
+// "fd00::1". ConfigError when malformed.
 std::string first_slurm_host(const std::string& nodelist);
 
 }  // namespace ddp::worker_runtime

@@ -1,5 +1,6 @@
 // ddpstore: a standalone rendezvous store server (PyTorch TCPStore protocol, both dialects).
-//   ddpstore --host 0.0.0.0 --port 29400     # port 0: the kernel picks; printed on line 1
+//   ddpstore --port 29400                    # every interface, IPv6 and IPv4
+//   ddpstore --host ::1 --port 0             # port 0: the kernel picks; printed on line 1
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -8,8 +9,12 @@
 
 int main(int argc, char** argv) {
   ddp::rendezvous::StoreServerOptions options;
+  options.log_name = "ddpstore";
   CLI::App app{"ddpstore: a standalone TCP store server for ddplaunch / torchrun rendezvous"};
-  app.add_option("--host", options.host, "address to listen on")->capture_default_str();
+  app.add_option("--host", options.host,
+                 "address to listen on: 127.0.0.1, ::1 or [::1], 0.0.0.0 (every IPv4 "
+                 "interface), :: (every interface); default: every interface, IPv6 and IPv4 "
+                 "(IPv4 only on a machine without IPv6)");
   app.add_option("--port", options.port, "port to listen on (0: any free port, printed first)")
       ->capture_default_str();
   app.add_option("--max-key-bytes", options.max_key_bytes, "longest key accepted")

@@ -24,13 +24,13 @@ void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
   }
   StoreServer server(options);
   out << server.port() << std::endl;
-  std::cerr << "ddpstore: serving on " << options.host << ":" << server.port() << " with "
+  std::cerr << options.log_name << ": serving on " << server.address() << " with "
             << server.io_backend() << std::endl;
   int received = 0;
   while (sigwait(&stop_signals, &received) != 0) {
   }
-  std::cerr << "ddpstore: " << (received == SIGINT ? "SIGINT" : "SIGTERM") << ", stopping ("
-            << server.num_connections() << " connections open)" << std::endl;
+  std::cerr << options.log_name << ": " << (received == SIGINT ? "SIGINT" : "SIGTERM")
+            << ", stopping (" << server.num_connections() << " connections open)" << std::endl;
   server.stop();
 }
 

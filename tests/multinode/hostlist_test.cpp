@@ -28,6 +28,10 @@ TEST_CASE("hostlist: expansion table", "[hostlist]") {
       {"[1-2]", {"1", "2"}},
       {"host-1.example.com,h[2-3].example.com",
        {"host-1.example.com", "h2.example.com", "h3.example.com"}},
+      // IPv6 addresses: bracketed ones are addresses, not ranges; bare ones are left alone.
+      {"[fd00::1],[fd00::2]", {"fd00::1", "fd00::2"}},
+      {"[::1],n[1-2]", {"::1", "n1", "n2"}},
+      {"fd00::1,fd00::2", {"fd00::1", "fd00::2"}},
   };
   for (const auto& row : table) {
     INFO(row.text);
@@ -54,6 +58,7 @@ TEST_CASE("hostlist: malformed expressions name the text, position and expectati
       {"n[1-2;3]", "',', '-' or ']'"},
       {"n[1-99999999]", "more than"},
       {"a[1-1024]b[1-1024]c[1-2]", "more than"},
+      {"[fd00::1]x", "',' after the IPv6 address"},
   };
   for (const auto& row : table) {
     INFO(row.text);
@@ -109,6 +114,20 @@ TEST_CASE("slurm: c10d gets its endpoint from the first node; no node_rank", "[s
   apply_slurm_defaults(config, env);
   CHECK(config.rdzv_endpoint == "gpu01:29400");
   CHECK_FALSE(config.node_rank.has_value());
+}
+
+TEST_CASE("slurm: an IPv6 first node is bracketed in the endpoint, bare in MASTER_ADDR",
+          "[slurm][ipv6]") {
+  auto env = step_env();
+  env.erase("SLURM_STEP_NODELIST");
+  env["SLURM_JOB_NODELIST"] = "[fd00::1],[fd00::2],[fd00::3],[fd00::4]";
+  LaunchConfig elastic;
+  elastic.rdzv_backend = "c10d";
+  apply_slurm_defaults(elastic, env);
+  CHECK(elastic.rdzv_endpoint == "[fd00::1]:29400");
+  LaunchConfig fixed;
+  apply_slurm_defaults(fixed, env);
+  CHECK(fixed.master_addr == "fd00::1");
 }
 
 TEST_CASE("slurm: a one-node step keeps the store on loopback", "[slurm]") {

@@ -42,8 +42,39 @@ TEST_CASE("rdzv_endpoint: host:port, host, [v6]:port", "[rdzv][conf]") {
   CHECK(parse_endpoint("node1", 29400).port == 29400);
   CHECK(parse_endpoint("[::1]:5", 29400).host == "::1");
   CHECK(parse_endpoint("[::1]:5", 29400).port == 5);
-  for (const char* bad : {"", ":29400", "h:0", "h:70000", "h:12x", "[::1", "[::1]x"}) {
+  for (const char* bad : {"", ":29400", "h:0", "h:70000", "h:12x", "[::1", "[::1]x",
+                          "h:", "[::1]:", "[]:5", "[::1]:0"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse_endpoint(bad, 29400), ddp::ConfigError);
   }
+}
+
+TEST_CASE("rdzv_endpoint: IPv6 with and without brackets and port", "[rdzv][conf][ipv6]") {
+  struct Row {
+    std::string text;
+    std::string host;
+    uint16_t port;
+  };
+  const std::vector<Row> table{
+      {"[::1]:29401", "::1", 29401},
+      {"[::1]", "::1", 29400},                  // no port: the default, not an error
+      {"::1", "::1", 29400},                    // bare: all host (not host ':' port 1)
+      {"fd00::2", "fd00::2", 29400},            //
+      {"[0:0:0:0:0:0:0:1]:5", "::1", 5},        // canonical form, as workers get it
+      {"[fe80::1%eth0]:7", "fe80::1%eth0", 7},  // a link-local scope survives
+      {"127.0.0.1:29401", "127.0.0.1", 29401},  //
+      {"node1", "node1", 29400},                //
+  };
+  for (const auto& row : table) {
+    INFO(row.text);
+    const auto ep = parse_endpoint(row.text, 29400);
+    CHECK(ep.host == row.host);
+    CHECK(ep.port == row.port);
+  }
+  // A port after an unbracketed IPv6 address cannot be told apart from the address.
+  CHECK_THROWS_WITH(parse_endpoint("fd00::1:29400", 29400),
+                    Catch::Contains("'fd00::1:29400'") && Catch::Contains("[fd00::1]:29400"));
+  CHECK_THROWS_WITH(parse_endpoint("[::1]x", 29400),
+                    Catch::Contains("'[::1]x'") && Catch::Contains("after ']'"));
+  CHECK_THROWS_WITH(parse_endpoint("[::1", 29400), Catch::Contains("'[::1'"));
 }

@@ -251,7 +251,7 @@ void run_cell(const Cell& cell) {
 void run_row(Kind kind, Fault fault) {
   const auto timing = GENERATE(Timing::kTogether, Timing::kHostFirst, Timing::kHostLast,
                                Timing::kOtherMuchLater);
-  const auto family = GENERATE(Family::kV4);  // MATRIX_V6
+  const auto family = GENERATE(Family::kV4, Family::kV6);
   CAPTURE(name(kind), name(timing), family == Family::kV6 ? "IPv6" : "IPv4");
   run_cell(Cell{kind, timing, fault, family});
 }

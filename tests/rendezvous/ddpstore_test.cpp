@@ -71,6 +71,27 @@ TEST_CASE("ddpstore --io picks the backend and says which one serves", "[ddpstor
              Catch::Contains("serving on 127.0.0.1:" + std::to_string(port) + " with epoll\n"));
 }
 
+TEST_CASE("ddpstore --host ::1 or [::1] serves IPv6 loopback; by default IPv6 and IPv4",
+          "[ddpstore][ipv6]") {
+  const std::string host = GENERATE(as<std::string>{}, "::1", "[::1]", "");
+  INFO("--host '" << host << "'");
+  std::vector<std::string> argv{kDdpstore, "--port", "0"};
+  if (!host.empty()) argv.insert(argv.end(), {"--host", host});
+  ddp::test::ChildProcess daemon(merged(argv));
+  const int port = std::stoi(daemon.first_line(10s));
+  TcpStoreOptions o;
+  o.host = "::1";
+  o.port = static_cast<uint16_t>(port);
+  TcpStore store(o);
+  store.set("k", "v6");
+  CHECK(store.get("k") == "v6");
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait(10s) == 0);
+  const std::string listening = host.empty() ? "[::]:" + std::to_string(port) + " (IPv6 and IPv4)"
+                                             : "[::1]:" + std::to_string(port);
+  CHECK_THAT(daemon.out(), Catch::Contains("ddpstore: serving on " + listening + " with "));
+}
+
 TEST_CASE("ddpstore rejects a bad port, --io value and an address it cannot bind", "[ddpstore]") {
   {
     ddp::test::ChildProcess bad_port(merged({kDdpstore, "--port", "70000"}));

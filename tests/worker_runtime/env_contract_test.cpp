@@ -145,6 +145,19 @@ TEST_CASE("first_slurm_host takes the first host of a hostlist", "[env][slurm]")
   CHECK_THROWS_AS(first_slurm_host(""), ddp::ConfigError);
 }
 
+TEST_CASE("IPv6: MASTER_ADDR comes bare, and a bracketed first SLURM host is an address",
+          "[env][ipv6]") {
+  for (const char* addr : {"::1", "[::1]"}) {
+    EnvMap env = good_env();
+    env["MASTER_ADDR"] = addr;
+    INFO(addr);
+    CHECK(parse_env(env).master_addr == "::1");  // what getaddrinfo and Gloo accept
+  }
+  CHECK(first_slurm_host("[fd00::1],[fd00::2]") == "fd00::1");
+  CHECK(first_slurm_host("fd00::1,fd00::2") == "fd00::1");
+  CHECK(first_slurm_host("[::1]") == "::1");
+}
+
 TEST_CASE("backend choice: auto, overrides and NCCL without a GPU", "[env]") {
   CHECK(resolve_backend("gloo", "") == "gloo");
   CHECK(resolve_backend("nccl", "gloo") == "gloo");  // DDPLAUNCH_BACKEND wins

@@ -1,0 +1,81 @@
+#include "rendezvous/host_address.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+std::string strip_brackets(const std::string& host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    return host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+// The address part of "fe80::1%eth0" parsed; false when it is not an IPv6 literal.
+bool parse_ipv6(const std::string& bare, in6_addr& out, std::string& scope) {
+  const auto percent = bare.find('%');
+  const std::string address = bare.substr(0, percent);
+  scope = percent == std::string::npos ? "" : bare.substr(percent);
+  return ::inet_pton(AF_INET6, address.c_str(), &out) == 1;
+}
+
+}  // namespace
+
+std::string normalize_host(const std::string& host) {
+  std::string bare = strip_brackets(host);
+  in6_addr address{};
+  std::string scope;
+  if (!parse_ipv6(bare, address, scope)) return bare;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (::inet_ntop(AF_INET6, &address, text, sizeof(text)) == nullptr) return bare;
+  return text + scope;
+}
+
+bool is_ipv6_literal(const std::string& host) {
+  in6_addr address{};
+  std::string scope;
+  return parse_ipv6(strip_brackets(host), address, scope);
+}
+
+bool is_loopback_host(const std::string& host) {
+  const std::string bare = normalize_host(host);
+  if (bare == "localhost" || bare == "::1") return true;
+  in_addr v4{};
+  return ::inet_pton(AF_INET, bare.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+std::string join_host_port(const std::string& host, uint16_t port) {
+  const std::string bare = strip_brackets(host);
+  const std::string port_text = std::to_string(port);
+  return is_ipv6_literal(bare) ? "[" + bare + "]:" + port_text : bare + ":" + port_text;
+}
+
+bool ipv6_available() {
+  static const bool available = [] {
+    const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    ::close(fd);
+    return true;
+  }();
+  return available;
+}
+
+std::string listen_host_for(const std::string& dial_host, bool have_ipv6) {
+  std::string host = normalize_host(dial_host);
+  if (is_ipv6_literal(host) && !have_ipv6) {
+    throw ConfigError("the store address " + host +
+                      " is IPv6, but this machine has no IPv6 (it refuses IPv6 sockets): nothing "
+                      "can listen where clients would dial; use an IPv4 address or a host name");
+  }
+  if (host == "localhost") return "127.0.0.1";
+  if (is_loopback_host(host)) return host;
+  return kAnyHost;
+}
+
+}  // namespace ddp::rendezvous
