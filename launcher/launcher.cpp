@@ -12,6 +12,7 @@
 #include "common/error.hpp"
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
+#include "launcher/console.hpp"
 #include "launcher/event_log.hpp"
 #include "launcher/log_router.hpp"
 #include "launcher/orphan_guardian.hpp"
@@ -83,12 +84,28 @@ int launch(const LaunchConfig& config, const Environment& env) {
   auto setup = make_rendezvous(config, env);
   RunDirectory run_dir(config, setup.run_id, env);
 
+  // Redirected streams need files even without --log_dir (torchrun does the same in a
+  // temporary directory); say where they are then.
+  bool wants_files = config.redirects.default_mode != 0 || !config.redirects.per_rank.empty() ||
+                     config.tee.default_mode != 0 || !config.tee.per_rank.empty();
+  std::string hint = !wants_files ? "-t 3 --log_dir DIR would keep everything in files"
+                     : config.log_dir
+                         ? "the log files under " + run_dir.path().string() + " keep everything"
+                         : "the -r/-t log files keep everything";
+  Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint);
+  if (wants_files && run_dir.temporary()) {
+    consoles.err().write("ddplaunch: no --log_dir given; redirected output goes to " +
+                         run_dir.path().string() + " (removed at exit)\n");
+  }
+
   LogRouterOptions log_options;
   log_options.prefix_template = config.log_line_prefix_template;
   log_options.role_name = config.role;
   log_options.redirects = config.redirects;
   log_options.tee = config.tee;
   log_options.local_ranks_filter = config.local_ranks_filter;
+  log_options.stdout_console = &consoles.out();
+  log_options.stderr_console = &consoles.err();
   LogRouter logs(log_options);
   EventLog events(config.events_file);
 
@@ -97,20 +114,15 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.env = env;
   agent_options.use_agent_store = setup.workers_use_agent_store;
   agent_options.run_dir = run_dir.path();
-  // Redirected streams need files even without --log_dir (torchrun does the same in a
-  // temporary directory); say where they are then.
-  bool wants_files = config.redirects.default_mode != 0 || !config.redirects.per_rank.empty() ||
-                     config.tee.default_mode != 0 || !config.tee.per_rank.empty();
-  if (wants_files && run_dir.temporary()) {
-    std::cerr << "ddplaunch: no --log_dir given; redirected output goes to " << run_dir.path()
-              << " (removed at exit)\n";
-  }
   agent_options.host = host_name();
 
   boost::asio::io_context io;
   ProcessSpawner spawner(io, &guardian);
   Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
-  return agent.run();
+  int status = agent.run();
+  logs.end_attempt();  // a last line without its newline
+  consoles.close();
+  return status;
 }
 
 }  // namespace
