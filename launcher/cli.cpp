@@ -85,8 +85,9 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_option("--role", raw.role, "Worker role name (ROLE_NAME)");
   app.add_flag("-m,--module", raw.module, "Run the program as a python module (python -m)");
   app.add_flag("--no_python,--no-python", raw.no_python, "Execute the program directly");
-  app.add_option("--log_dir,--log-dir", raw.log_dir,
-                 "Write DIR/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json");
+  app.add_option(
+      "--log_dir,--log-dir", raw.log_dir,
+      "Write DIR/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json");
   app.add_option("-r,--redirects", raw.redirects,
                  "Streams written to log files only: 0 none, 1 out, 2 err, 3 both, or 0:1,1:2");
   app.add_option("-t,--tee", raw.tee, "Streams written to log files and the console (as -r)");

@@ -18,6 +18,7 @@
 #include "launcher/orphan_guardian.hpp"
 #include "launcher/process_spawner.hpp"
 #include "launcher/rendezvous_factory.hpp"
+#include "launcher/run_directory.hpp"
 #include "rendezvous/fd_limit.hpp"
 
 namespace ddp::launcher {
@@ -30,38 +31,6 @@ std::string host_name() {
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
   return buf;
 }
-
-// Without --log_dir the error files still need a home: a private temporary directory,
-// removed when the agent ends.
-class RunDirectory {
- public:
-  RunDirectory(const LaunchConfig& config, const std::string& run_id, const Environment& env) {
-    if (config.log_dir) {
-      path_ = std::filesystem::path(*config.log_dir) / run_id;
-      std::filesystem::create_directories(path_);
-      return;
-    }
-    auto tmp = env.count("TMPDIR") != 0 ? env.at("TMPDIR") : std::string("/tmp");
-    std::string templ = (std::filesystem::path(tmp) / "ddplaunch_XXXXXX").string();
-    if (::mkdtemp(templ.data()) == nullptr) {
-      throw Error("cannot create a temporary directory " + templ + ": " + errno_text(errno));
-    }
-    path_ = templ;
-    temporary_ = true;
-  }
-  ~RunDirectory() {
-    std::error_code ec;
-    if (temporary_) std::filesystem::remove_all(path_, ec);
-  }
-  RunDirectory(const RunDirectory&) = delete;
-  RunDirectory& operator=(const RunDirectory&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-  [[nodiscard]] bool temporary() const { return temporary_; }
-
- private:
-  std::filesystem::path path_;
-  bool temporary_ = false;
-};
 
 // `ddplaunch ... | head` closes the agent's stdout early; the job must not die of SIGPIPE
 // for that. A no-op handler (not SIG_IGN, which workers would inherit through exec) turns
@@ -93,9 +62,11 @@ int launch(const LaunchConfig& config, const Environment& env) {
                          ? "the log files under " + run_dir.path().string() + " keep everything"
                          : "the -r/-t log files keep everything";
   Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint);
-  if (wants_files && run_dir.temporary()) {
+  if (!run_dir.temporary()) {
+    consoles.err().write("ddplaunch: log directory set to: " + run_dir.path().string() + "\n");
+  } else if (wants_files) {
     consoles.err().write("ddplaunch: no --log_dir given; redirected output goes to " +
-                         run_dir.path().string() + " (removed at exit)\n");
+                         run_dir.path().string() + " (removed at exit unless the job fails)\n");
   }
 
   LogRouterOptions log_options;
@@ -121,6 +92,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
   int status = agent.run();
   logs.end_attempt();  // a last line without its newline
+  consoles.err().write(run_dir.finish(status));
   consoles.close();
   return status;
 }

@@ -36,8 +36,8 @@ TEST_CASE("a console nobody reads does not stop the agent from reacting", "[proc
   auto events = dir.path() / "events.jsonl";
   auto rc_file = dir.path() / "rc";
   // stdout is a pipe into `sleep`, which never reads it.
-  std::string command = "{ " + kDdplaunch + " --nproc_per_node 2 --log_dir " + logs.string() +
-                        " -t 3 --events_file " + events.string() + " --no_python " +
+  std::string command = "{ " + kDdplaunch + " --nproc_per_node 2 --standalone --log_dir " +
+                        logs.string() + " -t 3 --events_file " + events.string() + " --no_python " +
                         source_path("tests/launcher/workers/flood_then_fail.sh") + "; echo $? > " +
                         rc_file.string() + "; } | sleep 120";
   ChildOptions options;
