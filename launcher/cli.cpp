@@ -51,6 +51,7 @@ struct RawOptions {
   std::string role = "default";
   bool module = false;
   bool no_python = false;
+  bool run_path = false;
   std::string log_dir;
   std::string redirects = "0";
   std::string tee = "0";
@@ -85,6 +86,8 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_option("--role", raw.role, "Worker role name (ROLE_NAME)");
   app.add_flag("-m,--module", raw.module, "Run the program as a python module (python -m)");
   app.add_flag("--no_python,--no-python", raw.no_python, "Execute the program directly");
+  app.add_flag("--run_path,--run-path", raw.run_path,
+               "Run the program with runpy.run_path in python (wins over --no_python and -m)");
   app.add_option(
       "--log_dir,--log-dir", raw.log_dir,
       "Write DIR/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json");
@@ -135,7 +138,11 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
                        const Environment& env) {
   auto given = [&](const char* name) { return app.get_option(name)->count() != 0; };
   LaunchConfig config;
-  if (!rest.empty() && rest.front().starts_with("-") && rest.front() != "-") {
+  // `ddplaunch [OPTIONS] -- PROGRAM [ARGS...]`, as torchrun (argparse) accepts: everything
+  // after `--` is the program and its arguments, even what looks like an option.
+  if (!rest.empty() && rest.front() == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest.front().starts_with("-") && rest.front() != "-") {
     throw ConfigError("unknown option '" + rest.front() + "' (see --help)");
   }
   if (rest.empty())
@@ -158,6 +165,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   config.role = raw.role;
   config.module = raw.module;
   config.no_python = raw.no_python;
+  config.run_path = raw.run_path;
   if (!raw.log_dir.empty()) config.log_dir = raw.log_dir;
   config.redirects = parse_stream_selection("--redirects", raw.redirects);
   config.tee = parse_stream_selection("--tee", raw.tee);

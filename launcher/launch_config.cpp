@@ -30,12 +30,13 @@ int cpu_count() {
   return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
 
-bool is_python_program(const LaunchConfig& config) {
+}  // namespace
+
+bool runs_python(const LaunchConfig& config) {
+  if (config.run_path) return true;  // torchrun: "Takes precedence over --no_python"
   if (config.no_python) return false;
   return config.module || config.program.ends_with(".py");
 }
-
-}  // namespace
 
 int StreamSelection::mode_for(int local_rank) const {
   auto it = per_rank.find(local_rank);
@@ -173,20 +174,23 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
   if (config.stop_timeout.count() < 0) {
     throw ConfigError("--stop_timeout: expected a non-negative number of seconds");
   }
-  if (config.module && config.no_python) {
+  if (config.module && config.no_python && !config.run_path) {
     throw ConfigError("-m/--module and --no_python cannot be used together");
   }
   if (config.program.empty()) throw ConfigError("no training program given");
-  if (is_python_program(config)) {
+  if (runs_python(config)) {
     if (!find_executable(config.python_exec, env)) {
       throw ConfigError("python interpreter '" + config.python_exec +
                         "' (PYTHON_EXEC) was not found or is not executable");
     }
-    if (!config.module) {
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(config.program, ec)) {
-        throw ConfigError("training script '" + config.program + "' does not exist");
-      }
+    std::error_code ec;
+    if (config.run_path && !std::filesystem::exists(config.program, ec)) {
+      // runpy.run_path also takes a directory or zip file with a __main__.py.
+      throw ConfigError("--run_path: '" + config.program + "' does not exist");
+    }
+    if (!config.run_path && !config.module &&
+        !std::filesystem::is_regular_file(config.program, ec)) {
+      throw ConfigError("training script '" + config.program + "' does not exist");
     }
   } else if (!find_executable(config.program, env)) {
     throw ConfigError("program '" + config.program +

@@ -51,9 +51,10 @@ struct LaunchConfig {
   // --- program ---
   std::string program;  // script, module or executable as given
   std::vector<std::string> program_args;
-  bool module = false;                  // -m: python -m program
-  bool no_python = false;               // --no_python: execute program directly even if .py
-  std::string python_exec = "python3";  // PYTHON_EXEC overrides
+  bool module = false;     // -m: python -m program
+  bool no_python = false;  // --no_python: execute program directly even if .py
+  bool run_path = false;  // --run_path: runpy.run_path(program) in python (wins over -m, no_python)
+  std::string python_exec = "python3";             // PYTHON_EXEC overrides
   std::optional<std::string> pass_local_rank_arg;  // "local_rank" or "local-rank"
 
   // --- logs and reports ---
@@ -73,6 +74,9 @@ std::pair<int, int> parse_nnodes(const std::string& value);
 int resolve_nproc_per_node(const std::string& spec, const Environment& env);
 // Number of visible NVIDIA GPUs (CUDA_VISIBLE_DEVICES, then /dev/nvidia<N>); 0 without any.
 int count_visible_gpus(const Environment& env);
+// True when the workers run under python_exec: --run_path, -m, or a .py program (unless
+// --no_python).
+bool runs_python(const LaunchConfig& config);
 // Checks everything that can be checked before spawning (ports, program, ranges).
 void validate_config(const LaunchConfig& config, const Environment& env);
 // Full path of an executable: as given when it contains '/', else searched on PATH.

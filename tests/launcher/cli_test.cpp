@@ -50,6 +50,33 @@ TEST_CASE("everything after the program goes to the program untouched", "[cli]")
   CHECK(config.nproc_per_node == 2);
 }
 
+TEST_CASE("a -- before the program: everything after it is the program and its arguments",
+          "[cli]") {
+  auto config = parse({"--nproc_per_node", "2", "--", "/bin/echo", "--lr", "1", "--"});
+  CHECK(config.nproc_per_node == 2);
+  CHECK(config.program == "/bin/echo");
+  CHECK(config.program_args == std::vector<std::string>{"--lr", "1", "--"});
+  // After the program, -- is one of its arguments like any other.
+  CHECK(parse({"/bin/echo", "--", "x"}).program_args == std::vector<std::string>{"--", "x"});
+  CHECK_THAT(error_of({"--nproc_per_node=2", "--"}), Contains("no training program"));
+}
+
+TEST_CASE("run_path: a script path for runpy.run_path, also from PET_RUN_PATH", "[cli]") {
+  auto script = std::filesystem::temp_directory_path() / "ddp_cli_test_run_path.py";
+  std::ofstream(script) << "print('hi')\n";
+  Environment env = kEnv;
+  env["PYTHON_EXEC"] = "/usr/bin/python3";
+  auto config = parse({"--run_path", "--no_python", script.string(), "--lr", "1"}, env);
+  CHECK(config.run_path);
+  CHECK(config.program == script.string());
+  CHECK(config.program_args == std::vector<std::string>{"--lr", "1"});
+  env["PET_RUN_PATH"] = "1";
+  CHECK(parse({script.string()}, env).run_path);
+  std::filesystem::remove(script);
+  CHECK_THAT(error_of({"--run_path", script.string()}, env),
+             Contains("--run_path: '" + script.string() + "' does not exist"));
+}
+
 TEST_CASE("rendezvous fields not given stay unset for the factory's defaults", "[cli]") {
   auto config = parse({"/bin/true"});
   CHECK_FALSE(config.nnodes.has_value());
