@@ -135,7 +135,7 @@ void apply_environment(CLI::App& app, const Environment& env) {
 }
 
 LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, const CLI::App& app,
-                       const Environment& env) {
+                       const Environment& env, const GpuProbe& gpus) {
   auto given = [&](const char* name) { return app.get_option(name)->count() != 0; };
   LaunchConfig config;
   // `ddplaunch [OPTIONS] -- PROGRAM [ARGS...]`, as torchrun (argparse) accepts: everything
@@ -151,7 +151,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   config.program_args.assign(rest.begin() + 1, rest.end());
 
   config.nproc_per_node_spec = raw.nproc_per_node;
-  config.nproc_per_node = resolve_nproc_per_node(raw.nproc_per_node, env);
+  config.nproc_per_node = resolve_nproc_per_node(raw.nproc_per_node, env, gpus);
   if (given("--nnodes")) {
     config.nnodes = raw.nnodes;
     std::tie(config.min_nodes, config.max_nodes) = parse_nnodes(raw.nnodes);
@@ -199,7 +199,8 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
 
 }  // namespace
 
-CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
+CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env,
+                               const GpuProbe& gpus) {
   CLI::App app{
       "ddplaunch: a native torchrun. Starts PROGRAM once per worker with the torchrun "
       "environment contract, hosts the store, restarts and reports failures.",
@@ -222,7 +223,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
     throw ConfigError(e.what());
   }
   apply_environment(app, env);
-  return CommandLine{to_config(raw, app.remaining(), app, env), {}};
+  return CommandLine{to_config(raw, app.remaining(), app, env, gpus), {}};
 }
 
 }  // namespace ddp::launcher

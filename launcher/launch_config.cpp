@@ -87,34 +87,74 @@ std::pair<int, int> parse_nnodes(const std::string& value) {
   return {*min, *max};
 }
 
-int count_visible_gpus(const Environment& env) {
-  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) {
-    if (it->second.empty() || it->second == "-1" || it->second == "NoDevFiles") return 0;
-    return static_cast<int>(std::count(it->second.begin(), it->second.end(), ',')) + 1;
-  }
-  int count = 0;
+int probe_nvidia_gpus(const std::filesystem::path& root) {
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
-    auto name = entry.path().filename().string();
-    if (name.size() > 6 && name.starts_with("nvidia") && to_int(name.substr(6))) ++count;
+  int nodes = 0;
+  for (auto it = std::filesystem::directory_iterator(root / "dev", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    auto name = it->path().filename().string();
+    if (name.size() > 6 && name.starts_with("nvidia") && to_int(name.substr(6))) ++nodes;
   }
-  return count;
+  // A device node the driver does not know (a stale node in an image) cannot run CUDA; a
+  // GPU the driver knows without a node (a container not given it) cannot either.
+  int known = 0;
+  for (auto it = std::filesystem::directory_iterator(root / "proc/driver/nvidia/gpus", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++known;
+  }
+  return std::min(nodes, known);
 }
 
-int resolve_nproc_per_node(const std::string& spec, const Environment& env) {
+int count_visible_gpus(const Environment& env, int present) {
+  auto it = env.find("CUDA_VISIBLE_DEVICES");
+  if (it == env.end()) return present;
+  // CUDA's reading: comma-separated indices or GPU-/MIG- UUIDs; the first entry that is
+  // neither (or an index out of range) ends the list, so "" and "-1" hide every GPU.
+  std::vector<int> indices;
+  int uuids = 0;
+  std::stringstream items(it->second);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item.starts_with("GPU-") || item.starts_with("MIG-")) {
+      ++uuids;  // which GPU it names is NVML's to say; count it as one that exists
+      continue;
+    }
+    auto index = to_int(item);
+    if (!index || *index < 0 || *index >= present) break;
+    if (std::find(indices.begin(), indices.end(), *index) == indices.end()) {
+      indices.push_back(*index);
+    }
+  }
+  return std::min(present, static_cast<int>(indices.size()) + uuids);
+}
+
+int resolve_nproc_per_node(const std::string& spec, const Environment& env, const GpuProbe& gpus) {
   if (spec == "cpu") return cpu_count();
   if (spec == "gpu") {
-    int gpus = count_visible_gpus(env);
-    if (gpus == 0) {
+    int present = gpus();
+    int visible = count_visible_gpus(env, present);
+    if (visible == 0) {
+      auto cvd = env.find("CUDA_VISIBLE_DEVICES");
+      if (present > 0) {  // then CUDA_VISIBLE_DEVICES is set, or every GPU would be visible
+        throw ConfigError("--nproc_per_node=gpu: no usable GPU: " + std::to_string(present) +
+                          " present, CUDA_VISIBLE_DEVICES='" + cvd->second +
+                          "' selects none of them; use a number or 'cpu'");
+      }
+      std::string named = cvd == env.end() ? std::string()
+                                           : " (CUDA_VISIBLE_DEVICES='" + cvd->second +
+                                                 "' names devices that do not exist)";
       throw ConfigError(
-          "--nproc_per_node=gpu: no GPU is visible (checked CUDA_VISIBLE_DEVICES and "
-          "/dev/nvidia<N>); use a number or 'cpu'");
+          "--nproc_per_node=gpu: CUDA is not available: no NVIDIA GPU found (no /dev/nvidia<N> "
+          "device that the driver lists in /proc/driver/nvidia/gpus)" +
+          named + "; use a number or 'cpu'");
     }
-    return gpus;
+    return visible;
   }
   if (spec == "auto") {
-    int gpus = count_visible_gpus(env);
-    return gpus > 0 ? gpus : cpu_count();
+    int visible = count_visible_gpus(env, gpus());
+    return visible > 0 ? visible : cpu_count();
   }
   auto n = to_int(spec);
   if (!n || *n < 1) {

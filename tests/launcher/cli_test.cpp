@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "common/error.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace ddp::launcher;
 using Catch::Matchers::Contains;
@@ -128,7 +130,6 @@ TEST_CASE("the legacy --local_rank flag and python programs", "[cli]") {
 TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
   CHECK_THAT(error_of({"--nproc_per_node=0", "/bin/true"}), Contains("--nproc_per_node=0"));
   CHECK_THAT(error_of({"--nproc_per_node=two", "/bin/true"}), Contains("'gpu'"));
-  CHECK_THAT(error_of({"--nproc_per_node=gpu", "/bin/true"}), Contains("no GPU is visible"));
   CHECK_THAT(error_of({"--master_port=70000", "/bin/true"}), Contains("--master_port=70000"));
   CHECK_THAT(error_of({"--master_port=-1", "/bin/true"}), Contains("0-65535"));
   CHECK_THAT(error_of({"--nnodes=4:2", "/bin/true"}), Contains("MIN 4 is greater than MAX 2"));
@@ -150,13 +151,69 @@ TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
   CHECK_THAT(error_of({}), Contains("no training program"));
 }
 
-TEST_CASE("gpu and auto count the visible GPUs", "[cli]") {
-  Environment env = kEnv;
-  env["CUDA_VISIBLE_DEVICES"] = "0,3";
-  CHECK(parse({"--nproc_per_node=gpu", "/bin/true"}, env).nproc_per_node == 2);
-  CHECK(parse({"--nproc_per_node=auto", "/bin/true"}, env).nproc_per_node == 2);
-  CHECK(parse({"--nproc_per_node=auto", "/bin/true"}).nproc_per_node >= 1);  // no GPU: CPUs
-  CHECK(parse({"--nproc_per_node=cpu", "/bin/true"}).nproc_per_node >= 1);
+TEST_CASE("gpu and auto count the GPUs present, narrowed by CUDA_VISIBLE_DEVICES", "[cli]") {
+  auto gpus = [](int n) { return GpuProbe([n] { return n; }); };
+  auto nproc = [&](const std::string& spec, int present, std::optional<std::string> cvd) {
+    Environment env = {{"PATH", "/usr/bin:/bin"}};
+    if (cvd) env["CUDA_VISIBLE_DEVICES"] = *cvd;
+    auto command_line =
+        parse_command_line({"--nproc_per_node=" + spec, "/bin/true"}, env, gpus(present));
+    return command_line.config->nproc_per_node;
+  };
+  CHECK(nproc("gpu", 2, std::nullopt) == 2);
+  CHECK(nproc("gpu", 2, "1") == 1);
+  CHECK(nproc("gpu", 4, "0,3") == 2);
+  CHECK(nproc("auto", 2, "1") == 1);
+  CHECK(nproc("auto", 0, "0,1") >= 1);  // no GPU: one per CPU
+  CHECK(nproc("cpu", 2, std::nullopt) >= 1);
+
+  // No GPU (this machine): an error naming what was found, whatever CUDA_VISIBLE_DEVICES says.
+  Environment env = {{"PATH", "/usr/bin:/bin"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
+  std::string error;
+  try {
+    parse_command_line({"--nproc_per_node", "gpu", "/bin/true"}, env, gpus(0));
+  } catch (const ddp::ConfigError& e) {
+    error = e.what();
+  }
+  CHECK_THAT(error, Contains("--nproc_per_node=gpu: CUDA is not available") &&
+                        Contains("CUDA_VISIBLE_DEVICES='0,1' names devices that do not exist"));
+  env["CUDA_VISIBLE_DEVICES"] = "";
+  CHECK_THROWS_WITH(parse_command_line({"--nproc_per_node=gpu", "/bin/true"}, env, gpus(2)),
+                    Contains("2 present, CUDA_VISIBLE_DEVICES='' selects none of them"));
+}
+
+TEST_CASE("CUDA_VISIBLE_DEVICES is read as CUDA reads it", "[cli]") {
+  auto visible = [](const char* cvd, int present) {
+    return count_visible_gpus({{"CUDA_VISIBLE_DEVICES", cvd}}, present);
+  };
+  CHECK(count_visible_gpus({}, 3) == 3);  // unset: every GPU present
+  CHECK(visible("", 2) == 0);
+  CHECK(visible("-1", 2) == 0);
+  CHECK(visible("NoDevFiles", 2) == 0);
+  CHECK(visible("1", 2) == 1);
+  CHECK(visible("1, 0", 2) == 2);
+  CHECK(visible("0,1", 0) == 0);    // indices of GPUs that do not exist
+  CHECK(visible("0,5,1", 2) == 1);  // an invalid index ends the list
+  CHECK(visible("0,0", 2) == 1);
+  CHECK(visible("GPU-8f6e1a2b-0000-0000-0000-000000000000", 1) == 1);
+  CHECK(visible("GPU-8f6e1a2b-0000-0000-0000-000000000000", 0) == 0);
+}
+
+TEST_CASE("GPUs are counted from device nodes the driver knows, without CUDA", "[cli]") {
+  ddp::test::TempDir root;
+  CHECK(probe_nvidia_gpus(root.path()) == 0);
+  for (const char* node : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia2"}) {
+    std::filesystem::create_directories(root.path() / "dev");
+    root.write(std::string("dev/") + node, "");
+  }
+  CHECK(probe_nvidia_gpus(root.path()) == 0);  // no driver loaded: nodes alone do not count
+  auto gpus = root.path() / "proc/driver/nvidia/gpus";
+  std::filesystem::create_directories(gpus / "0000:3b:00.0");
+  std::filesystem::create_directories(gpus / "0000:5e:00.0");
+  CHECK(probe_nvidia_gpus(root.path()) == 2);
+  std::filesystem::create_directories(gpus / "0000:86:00.0");
+  std::filesystem::create_directories(gpus / "0000:af:00.0");
+  CHECK(probe_nvidia_gpus(root.path()) == 3);  // a GPU without a node is not this container's
 }
 
 TEST_CASE("help prints the options and runs nothing", "[cli]") {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "launcher/launch_config.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/python.hpp"
@@ -59,4 +60,19 @@ TEST_CASE("torchrun command lines: --run_path, and -- before the program", "[pro
       launch({"--nproc_per_node=1", "--standalone", "--", "/bin/echo", "--nproc_per_node=5"}));
   REQUIRE(plain.wait_for(kRunTimeout) == 0);
   CHECK_THAT(plain.out(), Contains("[default0]:--nproc_per_node=5"));
+}
+
+TEST_CASE("nproc_per_node gpu without a GPU: a clear error, exit 2, nothing run", "[process]") {
+  if (ddp::launcher::probe_nvidia_gpus() > 0) {
+    SUCCEED("this machine has a GPU; the no-GPU case is covered by the unit tests");
+    return;
+  }
+  TempDir dir;
+  auto marker = dir.file("ran");
+  // CUDA_VISIBLE_DEVICES names two devices; there are none (it used to start 2 workers).
+  ChildProcess agent(launch({"--nproc_per_node", "gpu", "--standalone", "/usr/bin/touch", marker},
+                            {{"CUDA_VISIBLE_DEVICES", "0,1"}}));
+  CHECK(agent.wait_for(kRunTimeout) == 2);
+  CHECK_THAT(agent.err(), Contains("--nproc_per_node=gpu: CUDA is not available"));
+  CHECK_FALSE(std::filesystem::exists(marker));
 }
