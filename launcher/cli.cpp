@@ -38,6 +38,27 @@ std::vector<int> parse_rank_list(const std::string& value) {
   return ranks;
 }
 
+// CLI11's help with the usage line ddplaunch really has (CLI11 lists only options, since the
+// program is parsed as "the rest"), and a flag's optional value written after its names as
+// [=VALUE] instead of CLI11's --name{default}, which reads as part of the name.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* /*app*/, std::string name) const override {
+    return get_label("Usage") + ": " + name + " [OPTIONS] PROGRAM [ARGS...]\n";
+  }
+  std::string make_option_name(const CLI::Option* option, bool is_positional) const override {
+    std::string names = CLI::Formatter::make_option_name(option, is_positional);
+    std::string value;
+    for (auto open = names.find('{'); open != std::string::npos; open = names.find('{')) {
+      auto close = names.find('}', open);
+      if (close == std::string::npos) break;
+      value = names.substr(open + 1, close - open - 1);
+      names.erase(open, close - open + 1);
+    }
+    return value.empty() ? names : names + "[=" + value + "]";
+  }
+};
+
 // Raw option values as given (strings), converted and checked after parsing.
 struct RawOptions {
   std::string nproc_per_node = "1";
@@ -110,7 +131,7 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "Console line prefix; ${role_name}, ${rank}, ${local_rank} are replaced");
   app.add_flag("--pass_local_rank_arg{local_rank},--pass-local-rank-arg{local_rank}",
                raw.pass_local_rank_arg,
-               "Append --local_rank=N (or =local-rank: --local-rank=N) for legacy scripts");
+               "Add --local_rank=N (=local-rank: --local-rank=N) for legacy scripts");
   app.add_flag("--no_agent_store,--no-agent-store", raw.no_agent_store,
                "Worker rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False)");
   app.add_option("--events_file,--events-file", raw.events_file, "Append JSON-lines events here");
@@ -206,6 +227,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
       "environment contract, hosts the store, restarts and reports failures.",
       "ddplaunch"};
   app.prefix_command();  // everything from the program name on belongs to the program
+  app.formatter(std::make_shared<HelpFormatter>());
   app.footer(
       "Then: PROGRAM [ARGS...]. A .py file (or -m MODULE) runs under python3 -u (PYTHON_EXEC "
       "overrides); anything else is executed directly. ${local_rank} in ARGS is replaced.\n"

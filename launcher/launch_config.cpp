@@ -236,6 +236,21 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
     throw ConfigError("program '" + config.program +
                       "' does not exist or is not executable (searched PATH when it has no '/')");
   }
+  if (config.local_ranks_filter) {
+    std::string given;
+    for (int rank : *config.local_ranks_filter) {
+      given += (given.empty() ? "" : ",") + std::to_string(rank);
+    }
+    for (int rank : *config.local_ranks_filter) {
+      if (rank >= config.nproc_per_node) {
+        // Silently showing nothing would look like a hung job.
+        throw ConfigError("--local_ranks_filter=" + given + ": local rank " + std::to_string(rank) +
+                          " does not exist; valid local ranks are 0.." +
+                          std::to_string(config.nproc_per_node - 1) +
+                          " (--nproc_per_node=" + std::to_string(config.nproc_per_node) + ")");
+      }
+    }
+  }
   if (config.pass_local_rank_arg && *config.pass_local_rank_arg != "local_rank" &&
       *config.pass_local_rank_arg != "local-rank") {
     throw ConfigError("--pass_local_rank_arg=" + *config.pass_local_rank_arg +

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 
 #include "common/error.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -148,6 +149,13 @@ TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
   CHECK_THAT(error_of({"--max_restarts=-1", "/bin/true"}), Contains("--max_restarts=-1"));
   CHECK_THAT(error_of({"--stop_timeout=-3", "/bin/true"}), Contains("--stop_timeout"));
   CHECK_THAT(error_of({"--local_ranks_filter=0,x", "/bin/true"}), Contains("'x'"));
+  CHECK_THAT(error_of({"--nproc_per_node=2", "--local_ranks_filter=5", "/bin/true"}),
+             Contains("--local_ranks_filter=5: local rank 5 does not exist; valid local ranks "
+                      "are 0..1 (--nproc_per_node=2)"));
+  CHECK_THAT(error_of({"--nproc_per_node=3", "--local_ranks_filter=0,3", "/bin/true"}),
+             Contains("0..2"));
+  CHECK(parse({"--nproc_per_node=2", "--local_ranks_filter=1", "/bin/true"}).local_ranks_filter ==
+        std::vector<int>{1});
   CHECK_THAT(error_of({}), Contains("no training program"));
 }
 
@@ -221,4 +229,18 @@ TEST_CASE("help prints the options and runs nothing", "[cli]") {
   CHECK_FALSE(command_line.config.has_value());
   CHECK_THAT(command_line.help, Contains("--nproc_per_node"));
   CHECK_THAT(command_line.help, Contains("--stop_timeout"));
+  CHECK_THAT(command_line.help, Contains("--run_path"));
+  // The usage line names the program; no option name runs into other text.
+  CHECK_THAT(command_line.help, Contains("\nUsage: ddplaunch [OPTIONS] PROGRAM [ARGS...]\n"));
+  CHECK_THAT(command_line.help,
+             Contains("--pass_local_rank_arg,--pass-local-rank-arg[=local_rank]\n"));
+  std::regex option_name(R"(--[a-z_-]+)");
+  for (auto it =
+           std::sregex_iterator(command_line.help.begin(), command_line.help.end(), option_name);
+       it != std::sregex_iterator(); ++it) {
+    auto end = static_cast<size_t>(it->position() + it->length());
+    char next = end < command_line.help.size() ? command_line.help[end] : '\n';
+    INFO(it->str() << " is followed by '" << next << "'");
+    CHECK(std::string(" ,=[\n.)").find(next) != std::string::npos);
+  }
 }

@@ -76,3 +76,14 @@ TEST_CASE("nproc_per_node gpu without a GPU: a clear error, exit 2, nothing run"
   CHECK_THAT(agent.err(), Contains("--nproc_per_node=gpu: CUDA is not available"));
   CHECK_FALSE(std::filesystem::exists(marker));
 }
+
+TEST_CASE("local_ranks_filter naming a rank that does not exist: exit 2, the valid range",
+          "[process]") {
+  TempDir dir;
+  auto marker = dir.file("ran");
+  ChildProcess agent(launch({"--nproc_per_node", "2", "--standalone", "--local_ranks_filter", "5",
+                             "/usr/bin/touch", marker}));
+  CHECK(agent.wait_for(kRunTimeout) == 2);
+  CHECK_THAT(agent.err(), Contains("--local_ranks_filter=5") && Contains("0..1"));
+  CHECK_FALSE(std::filesystem::exists(marker));
+}
