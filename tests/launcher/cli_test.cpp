@@ -93,7 +93,7 @@ TEST_CASE("rendezvous fields not given stay unset for the factory's defaults", "
   CHECK(given.master_port == 0);
 }
 
-TEST_CASE("PET_<NAME> sets an option; the flag wins", "[cli]") {
+TEST_CASE("PET_<NAME> sets an option, the flag wins", "[cli]") {
   Environment env = kEnv;
   env["PET_NPROC_PER_NODE"] = "4";
   env["PET_MAX_RESTARTS"] = "3";

@@ -188,7 +188,7 @@ TEST_CASE("a text longer than the whole queue is dropped with a notice at once",
 }
 
 TEST_CASE(
-    "stdout and stderr on one destination share a console; a stuck stdout's notice goes "
+    "stdout and stderr on one destination share a console, a stuck stdout's notice goes "
     "to stderr",
     "[console]") {
   Pipe shared;

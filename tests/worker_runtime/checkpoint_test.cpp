@@ -240,7 +240,7 @@ std::string this_host() {
 
 }  // namespace
 
-TEST_CASE("temp files of killed writers go at the next save or load; live ones stay",
+TEST_CASE("temp files of killed writers go at the next save or load, live ones stay",
           "[checkpoint]") {
   TempDir dir;
   const auto path = (dir.path() / "ckpt.safetensors").string();
