@@ -57,10 +57,11 @@ int launch(const LaunchConfig& config, const Environment& env) {
   // temporary directory); say where they are then.
   bool wants_files = config.redirects.default_mode != 0 || !config.redirects.per_rank.empty() ||
                      config.tee.default_mode != 0 || !config.tee.per_rank.empty();
-  std::string hint = !wants_files ? "-t 3 --log_dir DIR would keep everything in files"
-                     : config.log_dir
-                         ? "the log files under " + run_dir.path().string() + " keep everything"
-                         : "the -r/-t log files keep everything";
+  // The end of the console's drop notice: where the dropped lines can still be read.
+  std::string hint =
+      !wants_files     ? "-t 3 --log_dir DIR would keep everything in files"
+      : config.log_dir ? "the -r/-t log files under " + run_dir.path().string() + " keep every line"
+                       : "the -r/-t log files keep every line";
   Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint);
   if (!run_dir.temporary()) {
     consoles.err().write("ddplaunch: log directory set to: " + run_dir.path().string() + "\n");
