@@ -78,3 +78,26 @@ TEST_CASE("a console nobody reads does not stop the agent from reacting", "[proc
   CHECK(text.size() == kFloodLines * expected_line.size());
   CHECK(text.find_first_not_of("0\n") == std::string::npos);
 }
+
+// Hidden ([.]) until Agent::notice and the failure summary write through the Console
+// (AgentOptions::notice_console, see this branch's hand-over): today the summary's write(2)
+// to a stderr nobody reads blocks the agent. Then the tags become "[process]".
+TEST_CASE("a stderr nobody reads does not hold the failure summary (or the agent)",
+          "[.][process][agent_console]") {
+  TempDir dir;
+  auto events = dir.path() / "events.jsonl";
+  auto rc_file = dir.path() / "rc";
+  // stdout to a file; stderr (worker stderr lines, notices, the summary) a pipe into sleep.
+  std::string command = "{ " + kDdplaunch + " --nproc_per_node 2 --standalone --events_file " +
+                        events.string() + " --no_python " +
+                        source_path("tests/launcher/workers/flood_then_fail.sh") + " 2>&1 >" +
+                        dir.file("out") + "; echo $? > " + rc_file.string() + "; } | sleep 120";
+  ChildOptions options;
+  options.argv = {"/bin/sh", "-c", command};
+  options.env = {{"OUT_DIR", dir.path().string()}, {"FLOOD_LINES", "80000"}, {"FLOOD_FD", "2"}};
+  options.own_process_group = true;
+  ChildProcess pipeline(options);
+  REQUIRE(wait_until([&] { return read_file(rc_file).ends_with("\n"); }, 60s));
+  CHECK(read_file(rc_file) == "5\n");
+  CHECK_THAT(read_file(events), Contains("\"event\":\"finish\""));
+}
