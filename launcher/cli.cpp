@@ -38,6 +38,27 @@ std::vector<int> parse_rank_list(const std::string& value) {
   return ranks;
 }
 
+// CLI11's help with the usage line ddplaunch really has (CLI11 lists only options, since the
+// program is parsed as "the rest"), and a flag's optional value written after its names as
+// [=VALUE] instead of CLI11's --name{default}, which reads as part of the name.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* /*app*/, std::string name) const override {
+    return get_label("Usage") + ": " + name + " [OPTIONS] PROGRAM [ARGS...]\n";
+  }
+  std::string make_option_name(const CLI::Option* option, bool is_positional) const override {
+    std::string names = CLI::Formatter::make_option_name(option, is_positional);
+    std::string value;
+    for (auto open = names.find('{'); open != std::string::npos; open = names.find('{')) {
+      auto close = names.find('}', open);
+      if (close == std::string::npos) break;
+      value = names.substr(open + 1, close - open - 1);
+      names.erase(open, close - open + 1);
+    }
+    return value.empty() ? names : names + "[=" + value + "]";
+  }
+};
+
 // Raw option values as given (strings), converted and checked after parsing.
 struct RawOptions {
   std::string nproc_per_node = "1";
@@ -51,6 +72,7 @@ struct RawOptions {
   std::string role = "default";
   bool module = false;
   bool no_python = false;
+  bool run_path = false;
   std::string log_dir;
   std::string redirects = "0";
   std::string tee = "0";
@@ -85,8 +107,11 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_option("--role", raw.role, "Worker role name (ROLE_NAME)");
   app.add_flag("-m,--module", raw.module, "Run the program as a python module (python -m)");
   app.add_flag("--no_python,--no-python", raw.no_python, "Execute the program directly");
-  app.add_option("--log_dir,--log-dir", raw.log_dir,
-                 "Write DIR/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json");
+  app.add_flag("--run_path,--run-path", raw.run_path,
+               "Run the program with runpy.run_path in python (wins over --no_python and -m)");
+  app.add_option(
+      "--log_dir,--log-dir", raw.log_dir,
+      "Write DIR/<run_id>_<random>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json");
   app.add_option("-r,--redirects", raw.redirects,
                  "Streams written to log files only: 0 none, 1 out, 2 err, 3 both, or 0:1,1:2");
   app.add_option("-t,--tee", raw.tee, "Streams written to log files and the console (as -r)");
@@ -106,7 +131,7 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "Console line prefix; ${role_name}, ${rank}, ${local_rank} are replaced");
   app.add_flag("--pass_local_rank_arg{local_rank},--pass-local-rank-arg{local_rank}",
                raw.pass_local_rank_arg,
-               "Append --local_rank=N (or =local-rank: --local-rank=N) for legacy scripts");
+               "Add --local_rank=N (=local-rank: --local-rank=N) for legacy scripts");
   app.add_flag("--no_agent_store,--no-agent-store", raw.no_agent_store,
                "Worker rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False)");
   app.add_option("--events_file,--events-file", raw.events_file, "Append JSON-lines events here");
@@ -131,10 +156,14 @@ void apply_environment(CLI::App& app, const Environment& env) {
 }
 
 LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, const CLI::App& app,
-                       const Environment& env) {
+                       const Environment& env, const GpuProbe& gpus) {
   auto given = [&](const char* name) { return app.get_option(name)->count() != 0; };
   LaunchConfig config;
-  if (!rest.empty() && rest.front().starts_with("-") && rest.front() != "-") {
+  // `ddplaunch [OPTIONS] -- PROGRAM [ARGS...]`, as torchrun (argparse) accepts: everything
+  // after `--` is the program and its arguments, even what looks like an option.
+  if (!rest.empty() && rest.front() == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest.front().starts_with("-") && rest.front() != "-") {
     throw ConfigError("unknown option '" + rest.front() + "' (see --help)");
   }
   if (rest.empty())
@@ -143,7 +172,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   config.program_args.assign(rest.begin() + 1, rest.end());
 
   config.nproc_per_node_spec = raw.nproc_per_node;
-  config.nproc_per_node = resolve_nproc_per_node(raw.nproc_per_node, env);
+  config.nproc_per_node = resolve_nproc_per_node(raw.nproc_per_node, env, gpus);
   if (given("--nnodes")) {
     config.nnodes = raw.nnodes;
     std::tie(config.min_nodes, config.max_nodes) = parse_nnodes(raw.nnodes);
@@ -157,6 +186,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   config.role = raw.role;
   config.module = raw.module;
   config.no_python = raw.no_python;
+  config.run_path = raw.run_path;
   if (!raw.log_dir.empty()) config.log_dir = raw.log_dir;
   config.redirects = parse_stream_selection("--redirects", raw.redirects);
   config.tee = parse_stream_selection("--tee", raw.tee);
@@ -190,12 +220,14 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
 
 }  // namespace
 
-CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env) {
+CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env,
+                               const GpuProbe& gpus) {
   CLI::App app{
       "ddplaunch: a native torchrun. Starts PROGRAM once per worker with the torchrun "
       "environment contract, hosts the store, restarts and reports failures.",
       "ddplaunch"};
   app.prefix_command();  // everything from the program name on belongs to the program
+  app.formatter(std::make_shared<HelpFormatter>());
   app.footer(
       "Then: PROGRAM [ARGS...]. A .py file (or -m MODULE) runs under python3 -u (PYTHON_EXEC "
       "overrides); anything else is executed directly. ${local_rank} in ARGS is replaced.\n"
@@ -213,7 +245,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
     throw ConfigError(e.what());
   }
   apply_environment(app, env);
-  return CommandLine{to_config(raw, app.remaining(), app, env), {}};
+  return CommandLine{to_config(raw, app.remaining(), app, env, gpus), {}};
 }
 
 }  // namespace ddp::launcher

@@ -15,8 +15,11 @@ struct CommandLine {
   std::string help;                    // the help text when config is nullopt
 };
 
-// Parses args (argv without argv[0]) with env's PET_* defaults into a validated config.
+// Parses args (argv without argv[0]) with env's PET_* defaults into a validated config;
+// gpus counts the GPUs present for --nproc_per_node gpu/auto (tests inject a fake).
 // Throws ConfigError naming the bad value and what was expected.
-CommandLine parse_command_line(const std::vector<std::string>& args, const Environment& env);
+CommandLine parse_command_line(
+    const std::vector<std::string>& args, const Environment& env,
+    const GpuProbe& gpus = [] { return probe_nvidia_gpus(); });
 
 }  // namespace ddp::launcher

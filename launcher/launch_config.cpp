@@ -30,12 +30,13 @@ int cpu_count() {
   return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
 
-bool is_python_program(const LaunchConfig& config) {
+}  // namespace
+
+bool runs_python(const LaunchConfig& config) {
+  if (config.run_path) return true;  // torchrun: "Takes precedence over --no_python"
   if (config.no_python) return false;
   return config.module || config.program.ends_with(".py");
 }
-
-}  // namespace
 
 int StreamSelection::mode_for(int local_rank) const {
   auto it = per_rank.find(local_rank);
@@ -86,34 +87,74 @@ std::pair<int, int> parse_nnodes(const std::string& value) {
   return {*min, *max};
 }
 
-int count_visible_gpus(const Environment& env) {
-  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) {
-    if (it->second.empty() || it->second == "-1" || it->second == "NoDevFiles") return 0;
-    return static_cast<int>(std::count(it->second.begin(), it->second.end(), ',')) + 1;
-  }
-  int count = 0;
+int probe_nvidia_gpus(const std::filesystem::path& root) {
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
-    auto name = entry.path().filename().string();
-    if (name.size() > 6 && name.starts_with("nvidia") && to_int(name.substr(6))) ++count;
+  int nodes = 0;
+  for (auto it = std::filesystem::directory_iterator(root / "dev", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    auto name = it->path().filename().string();
+    if (name.size() > 6 && name.starts_with("nvidia") && to_int(name.substr(6))) ++nodes;
   }
-  return count;
+  // A device node the driver does not know (a stale node in an image) cannot run CUDA; a
+  // GPU the driver knows without a node (a container not given it) cannot either.
+  int known = 0;
+  for (auto it = std::filesystem::directory_iterator(root / "proc/driver/nvidia/gpus", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++known;
+  }
+  return std::min(nodes, known);
 }
 
-int resolve_nproc_per_node(const std::string& spec, const Environment& env) {
+int count_visible_gpus(const Environment& env, int present) {
+  auto it = env.find("CUDA_VISIBLE_DEVICES");
+  if (it == env.end()) return present;
+  // CUDA's reading: comma-separated indices or GPU-/MIG- UUIDs; the first entry that is
+  // neither (or an index out of range) ends the list, so "" and "-1" hide every GPU.
+  std::vector<int> indices;
+  int uuids = 0;
+  std::stringstream items(it->second);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    if (item.starts_with("GPU-") || item.starts_with("MIG-")) {
+      ++uuids;  // which GPU it names is NVML's to say; count it as one that exists
+      continue;
+    }
+    auto index = to_int(item);
+    if (!index || *index < 0 || *index >= present) break;
+    if (std::find(indices.begin(), indices.end(), *index) == indices.end()) {
+      indices.push_back(*index);
+    }
+  }
+  return std::min(present, static_cast<int>(indices.size()) + uuids);
+}
+
+int resolve_nproc_per_node(const std::string& spec, const Environment& env, const GpuProbe& gpus) {
   if (spec == "cpu") return cpu_count();
   if (spec == "gpu") {
-    int gpus = count_visible_gpus(env);
-    if (gpus == 0) {
+    int present = gpus();
+    int visible = count_visible_gpus(env, present);
+    if (visible == 0) {
+      auto cvd = env.find("CUDA_VISIBLE_DEVICES");
+      if (present > 0) {  // then CUDA_VISIBLE_DEVICES is set, or every GPU would be visible
+        throw ConfigError("--nproc_per_node=gpu: no usable GPU: " + std::to_string(present) +
+                          " present, CUDA_VISIBLE_DEVICES='" + cvd->second +
+                          "' selects none of them; use a number or 'cpu'");
+      }
+      std::string named = cvd == env.end() ? std::string()
+                                           : " (CUDA_VISIBLE_DEVICES='" + cvd->second +
+                                                 "' names devices that do not exist)";
       throw ConfigError(
-          "--nproc_per_node=gpu: no GPU is visible (checked CUDA_VISIBLE_DEVICES and "
-          "/dev/nvidia<N>); use a number or 'cpu'");
+          "--nproc_per_node=gpu: CUDA is not available: no NVIDIA GPU found (no /dev/nvidia<N> "
+          "device that the driver lists in /proc/driver/nvidia/gpus)" +
+          named + "; use a number or 'cpu'");
     }
-    return gpus;
+    return visible;
   }
   if (spec == "auto") {
-    int gpus = count_visible_gpus(env);
-    return gpus > 0 ? gpus : cpu_count();
+    int visible = count_visible_gpus(env, gpus());
+    return visible > 0 ? visible : cpu_count();
   }
   auto n = to_int(spec);
   if (!n || *n < 1) {
@@ -173,24 +214,42 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
   if (config.stop_timeout.count() < 0) {
     throw ConfigError("--stop_timeout: expected a non-negative number of seconds");
   }
-  if (config.module && config.no_python) {
+  if (config.module && config.no_python && !config.run_path) {
     throw ConfigError("-m/--module and --no_python cannot be used together");
   }
   if (config.program.empty()) throw ConfigError("no training program given");
-  if (is_python_program(config)) {
+  if (runs_python(config)) {
     if (!find_executable(config.python_exec, env)) {
       throw ConfigError("python interpreter '" + config.python_exec +
                         "' (PYTHON_EXEC) was not found or is not executable");
     }
-    if (!config.module) {
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(config.program, ec)) {
-        throw ConfigError("training script '" + config.program + "' does not exist");
-      }
+    std::error_code ec;
+    if (config.run_path && !std::filesystem::exists(config.program, ec)) {
+      // runpy.run_path also takes a directory or zip file with a __main__.py.
+      throw ConfigError("--run_path: '" + config.program + "' does not exist");
+    }
+    if (!config.run_path && !config.module &&
+        !std::filesystem::is_regular_file(config.program, ec)) {
+      throw ConfigError("training script '" + config.program + "' does not exist");
     }
   } else if (!find_executable(config.program, env)) {
     throw ConfigError("program '" + config.program +
                       "' does not exist or is not executable (searched PATH when it has no '/')");
+  }
+  if (config.local_ranks_filter) {
+    std::string given;
+    for (int rank : *config.local_ranks_filter) {
+      given += (given.empty() ? "" : ",") + std::to_string(rank);
+    }
+    for (int rank : *config.local_ranks_filter) {
+      if (rank >= config.nproc_per_node) {
+        // Silently showing nothing would look like a hung job.
+        throw ConfigError("--local_ranks_filter=" + given + ": local rank " + std::to_string(rank) +
+                          " does not exist; valid local ranks are 0.." +
+                          std::to_string(config.nproc_per_node - 1) +
+                          " (--nproc_per_node=" + std::to_string(config.nproc_per_node) + ")");
+      }
+    }
   }
   if (config.pass_local_rank_arg && *config.pass_local_rank_arg != "local_rank" &&
       *config.pass_local_rank_arg != "local-rank") {

@@ -3,6 +3,8 @@
 // validated before anything is spawned. Rendezvous fields the user did not give stay
 // std::nullopt so the rendezvous factory can fill them from SLURM or torchrun defaults.
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,9 +53,10 @@ struct LaunchConfig {
   // --- program ---
   std::string program;  // script, module or executable as given
   std::vector<std::string> program_args;
-  bool module = false;                  // -m: python -m program
-  bool no_python = false;               // --no_python: execute program directly even if .py
-  std::string python_exec = "python3";  // PYTHON_EXEC overrides
+  bool module = false;     // -m: python -m program
+  bool no_python = false;  // --no_python: execute program directly even if .py
+  bool run_path = false;  // --run_path: runpy.run_path(program) in python (wins over -m, no_python)
+  std::string python_exec = "python3";             // PYTHON_EXEC overrides
   std::optional<std::string> pass_local_rank_arg;  // "local_rank" or "local-rank"
 
   // --- logs and reports ---
@@ -69,10 +72,23 @@ struct LaunchConfig {
 StreamSelection parse_stream_selection(const std::string& flag, const std::string& value);
 // Parses "N" or "MIN:MAX" (1 <= MIN <= MAX). Throws ConfigError naming the value.
 std::pair<int, int> parse_nnodes(const std::string& value);
-// Resolves N | gpu | cpu | auto to a worker count; gpu without GPUs is a ConfigError.
-int resolve_nproc_per_node(const std::string& spec, const Environment& env);
-// Number of visible NVIDIA GPUs (CUDA_VISIBLE_DEVICES, then /dev/nvidia<N>); 0 without any.
-int count_visible_gpus(const Environment& env);
+// NVIDIA GPUs present, counted without CUDA under root ("/" but in tests): /dev/nvidia<N>
+// device nodes, at most as many as the driver lists in /proc/driver/nvidia/gpus/ (none
+// without a loaded driver).
+int probe_nvidia_gpus(const std::filesystem::path& root = "/");
+// Counts how many GPUs this machine has (probe_nvidia_gpus; tests inject their own).
+using GpuProbe = std::function<int()>;
+// How many of `present` GPUs the workers can use: all, or those CUDA_VISIBLE_DEVICES selects,
+// read as CUDA reads it (indices and GPU-/MIG- UUIDs, up to the first invalid entry).
+int count_visible_gpus(const Environment& env, int present);
+// Resolves N | gpu | cpu | auto to a worker count; gpu without a usable GPU is a ConfigError
+// naming what was found.
+int resolve_nproc_per_node(
+    const std::string& spec, const Environment& env,
+    const GpuProbe& gpus = [] { return probe_nvidia_gpus(); });
+// True when the workers run under python_exec: --run_path, -m, or a .py program (unless
+// --no_python).
+bool runs_python(const LaunchConfig& config);
 // Checks everything that can be checked before spawning (ports, program, ranges).
 void validate_config(const LaunchConfig& config, const Environment& env);
 // Full path of an executable: as given when it contains '/', else searched on PATH.

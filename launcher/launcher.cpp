@@ -12,11 +12,13 @@
 #include "common/error.hpp"
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
+#include "launcher/console.hpp"
 #include "launcher/event_log.hpp"
 #include "launcher/log_router.hpp"
 #include "launcher/orphan_guardian.hpp"
 #include "launcher/process_spawner.hpp"
 #include "launcher/rendezvous_factory.hpp"
+#include "launcher/run_directory.hpp"
 #include "rendezvous/fd_limit.hpp"
 
 namespace ddp::launcher {
@@ -29,38 +31,6 @@ std::string host_name() {
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
   return buf;
 }
-
-// Without --log_dir the error files still need a home: a private temporary directory,
-// removed when the agent ends.
-class RunDirectory {
- public:
-  RunDirectory(const LaunchConfig& config, const std::string& run_id, const Environment& env) {
-    if (config.log_dir) {
-      path_ = std::filesystem::path(*config.log_dir) / run_id;
-      std::filesystem::create_directories(path_);
-      return;
-    }
-    auto tmp = env.count("TMPDIR") != 0 ? env.at("TMPDIR") : std::string("/tmp");
-    std::string templ = (std::filesystem::path(tmp) / "ddplaunch_XXXXXX").string();
-    if (::mkdtemp(templ.data()) == nullptr) {
-      throw Error("cannot create a temporary directory " + templ + ": " + errno_text(errno));
-    }
-    path_ = templ;
-    temporary_ = true;
-  }
-  ~RunDirectory() {
-    std::error_code ec;
-    if (temporary_) std::filesystem::remove_all(path_, ec);
-  }
-  RunDirectory(const RunDirectory&) = delete;
-  RunDirectory& operator=(const RunDirectory&) = delete;
-  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
-  [[nodiscard]] bool temporary() const { return temporary_; }
-
- private:
-  std::filesystem::path path_;
-  bool temporary_ = false;
-};
 
 // `ddplaunch ... | head` closes the agent's stdout early; the job must not die of SIGPIPE
 // for that. A no-op handler (not SIG_IGN, which workers would inherit through exec) turns
@@ -83,12 +53,31 @@ int launch(const LaunchConfig& config, const Environment& env) {
   auto setup = make_rendezvous(config, env);
   RunDirectory run_dir(config, setup.run_id, env);
 
+  // Redirected streams need files even without --log_dir (torchrun does the same in a
+  // temporary directory); say where they are then.
+  bool wants_files = config.redirects.default_mode != 0 || !config.redirects.per_rank.empty() ||
+                     config.tee.default_mode != 0 || !config.tee.per_rank.empty();
+  // The end of the console's drop notice: where the dropped lines can still be read.
+  std::string hint =
+      !wants_files     ? "-t 3 --log_dir DIR would keep everything in files"
+      : config.log_dir ? "the -r/-t log files under " + run_dir.path().string() + " keep every line"
+                       : "the -r/-t log files keep every line";
+  Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint);
+  if (!run_dir.temporary()) {
+    consoles.err().write("ddplaunch: log directory set to: " + run_dir.path().string() + "\n");
+  } else if (wants_files) {
+    consoles.err().write("ddplaunch: no --log_dir given; redirected output goes to " +
+                         run_dir.path().string() + " (removed at exit unless the job fails)\n");
+  }
+
   LogRouterOptions log_options;
   log_options.prefix_template = config.log_line_prefix_template;
   log_options.role_name = config.role;
   log_options.redirects = config.redirects;
   log_options.tee = config.tee;
   log_options.local_ranks_filter = config.local_ranks_filter;
+  log_options.stdout_console = &consoles.out();
+  log_options.stderr_console = &consoles.err();
   LogRouter logs(log_options);
   EventLog events(config.events_file);
 
@@ -97,20 +86,16 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.env = env;
   agent_options.use_agent_store = setup.workers_use_agent_store;
   agent_options.run_dir = run_dir.path();
-  // Redirected streams need files even without --log_dir (torchrun does the same in a
-  // temporary directory); say where they are then.
-  bool wants_files = config.redirects.default_mode != 0 || !config.redirects.per_rank.empty() ||
-                     config.tee.default_mode != 0 || !config.tee.per_rank.empty();
-  if (wants_files && run_dir.temporary()) {
-    std::cerr << "ddplaunch: no --log_dir given; redirected output goes to " << run_dir.path()
-              << " (removed at exit)\n";
-  }
   agent_options.host = host_name();
 
   boost::asio::io_context io;
   ProcessSpawner spawner(io, &guardian);
   Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
-  return agent.run();
+  int status = agent.run();
+  logs.end_attempt();  // a last line without its newline
+  consoles.err().write(run_dir.finish(status));
+  consoles.close();
+  return status;
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "launcher/log_router.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 
@@ -9,21 +7,6 @@
 
 namespace ddp::launcher {
 namespace {
-
-constexpr size_t kMaxLineBytes = 1 << 20;
-
-// write(2) until done: one call per line keeps lines whole even when the console is a pipe
-// shared with other processes (writes up to PIPE_BUF are atomic).
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;  // console gone (closed pipe): nothing sensible left to do with the line
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
 
 void replace_all(std::string& text, const std::string& token, const std::string& value) {
   for (auto pos = text.find(token); pos != std::string::npos; pos = text.find(token, pos)) {
@@ -129,11 +112,12 @@ void LogRouter::emit(int local_rank, int stream, std::string_view line) {
     std::fwrite(line.data(), 1, line.size(), state.file);
     std::fputc('\n', state.file);
   }
-  if (state.to_console) {
+  Console* console = stream == 1 ? options_.stdout_console : options_.stderr_console;
+  if (state.to_console && console != nullptr) {
     std::string out;
     out.reserve(rank.prefix.size() + line.size() + 1);
     out.append(rank.prefix).append(line).push_back('\n');
-    write_all(stream == 1 ? options_.stdout_fd : options_.stderr_fd, out);
+    console->write(out);
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// Routes worker output to the console and log files: whole lines only (one write(2) per
-// line, so two ranks never share a line), a per-rank prefix, torchrun's -r/-t selection,
-// --local_ranks_filter, and partial last lines flushed when a worker exits.
+// Routes worker output to the console and log files: whole lines only (so two ranks never
+// share a line), a per-rank prefix, torchrun's -r/-t selection, --local_ranks_filter, and
+// partial last lines flushed when a worker exits. The console is a Console: it never blocks,
+// and drops lines (counted) when nobody reads it; the files get every line.
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -10,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/console.hpp"
 #include "launcher/launch_config.hpp"
 
 namespace ddp::launcher {
@@ -20,9 +22,12 @@ struct LogRouterOptions {
   StreamSelection redirects;  // selected streams go to files only
   StreamSelection tee;        // selected streams go to files and the console
   std::optional<std::vector<int>> local_ranks_filter;  // console shows only these ranks
-  int stdout_fd = 1;                                   // where console stdout lines go
-  int stderr_fd = 2;
+  Console* stdout_console = nullptr;  // where console stdout lines go (null: nowhere)
+  Console* stderr_console = nullptr;  // and stderr lines (may be the same Console)
 };
+
+// A worker line still without a newline at this size is routed as it stands.
+inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
 
 class LogRouter {
  public:
@@ -36,8 +41,8 @@ class LogRouter {
   // Throws Error naming the file when one cannot be created.
   void begin_attempt(int nproc, int rank_offset,
                      const std::optional<std::filesystem::path>& attempt_dir);
-  // Bytes from a worker's stream (1 stdout, 2 stderr); complete lines are written now
-  // (an unfinished line is written once it reaches 1 MiB).
+  // Bytes from a worker's stream (1 stdout, 2 stderr); complete lines are routed now
+  // (an unfinished line once it reaches kMaxLineBytes). Never blocks on the console.
   void write(int local_rank, int stream, std::string_view bytes);
   // Writes out a worker's unfinished last lines (with a newline added).
   void flush(int local_rank);

@@ -4,6 +4,26 @@
 #include "common/error.hpp"
 
 namespace ddp::launcher {
+namespace {
+
+// --run_path: what torchrun 1.13's worker does with it (run.py's run_script_path under
+// elastic's record()): sys.argv = [script, args...], runpy.run_path(script, "__main__"), and
+// an uncaught exception is written to TORCHELASTIC_ERROR_FILE in PyTorch's format unless the
+// script's own @record already wrote one. argv[0] of `python -c` is "-c", dropped here.
+constexpr const char* kRunPathBootstrap = R"(import json, os, runpy, sys, time, traceback
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except Exception as e:
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path and not os.path.exists(path):
+        extra = {"py_callstack": traceback.format_exc(), "timestamp": str(int(time.time()))}
+        with open(path, "w") as f:
+            json.dump({"message": {"message": f"{type(e).__name__}: {e}", "extraInfo": extra}}, f)
+    raise
+)";
+
+}  // namespace
 
 std::string substitute_local_rank(const std::string& text, int local_rank) {
   static const std::string kToken = "${local_rank}";
@@ -19,7 +39,7 @@ std::string substitute_local_rank(const std::string& text, int local_rank) {
 std::vector<std::string> build_worker_argv(const LaunchConfig& config, const Environment& env,
                                            int local_rank) {
   std::vector<std::string> argv;
-  bool python = !config.no_python && (config.module || config.program.ends_with(".py"));
+  bool python = runs_python(config);
   const std::string& executable = python ? config.python_exec : config.program;
   auto resolved = find_executable(executable, env);
   if (!resolved) {
@@ -28,7 +48,12 @@ std::vector<std::string> build_worker_argv(const LaunchConfig& config, const Env
   argv.push_back(*resolved);
   if (python) {
     argv.emplace_back("-u");  // unbuffered: lines reach the agent (and the console) at once
-    if (config.module) argv.emplace_back("-m");
+    if (config.run_path) {
+      argv.emplace_back("-c");
+      argv.emplace_back(kRunPathBootstrap);
+    } else if (config.module) {
+      argv.emplace_back("-m");
+    }
     argv.push_back(substitute_local_rank(config.program, local_rank));
   }
   if (config.pass_local_rank_arg) {

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "worker_runtime/checkpoint_temp.hpp"
 
 namespace ddp::worker_runtime {
 namespace {
@@ -56,15 +57,14 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
   }
 }
 
-// Writes the chunks to path atomically: temp file in the same directory, fsync, rename over
-// path (the old file stays whole until then), fsync of the directory so the rename persists.
+// Writes the chunks to path atomically: a locked temp file in the same directory (stale ones
+// of dead writers removed first), fsync, rename over path (the old file stays whole until
+// then), fsync of the directory so the rename persists.
 void write_atomically(const std::string& path,
                       const std::vector<std::pair<const void*, size_t>>& chunks) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) {
-    throw CheckpointError("cannot create " + tmp + ": " + errno_text(errno));
-  }
+  remove_stale_checkpoint_temps(path);
+  const std::string tmp = checkpoint_temp_path(path);
+  FileDescriptor fd(open_checkpoint_temp(tmp));
   try {
     for (const auto& [data, size] : chunks) {
       write_all(fd.get(), data, size, tmp);
@@ -182,6 +182,8 @@ void save_checkpoint(const std::string& path, const std::vector<TensorRef>& tens
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
+  remove_stale_checkpoint_temps(path);
+  remove_stale_checkpoint_temps(path + ".json");
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     throw CheckpointError("cannot open checkpoint " + path + ": " + errno_text(errno));

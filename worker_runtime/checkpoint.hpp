@@ -1,8 +1,10 @@
 #pragma once
 // Checkpoints PyTorch users can open: tensors in the safetensors layout (uint64 LE header
 // length, JSON header, raw little-endian data), training state beside them.
-// Atomic: written to a temp file, fsync'd, renamed over the old one (which stays whole until
-// then), directory fsync'd. The training state is embedded in the header's __metadata__
+// Atomic: written to a temp file (<path>.tmp.<host>.<pid>, locked by its writer), fsync'd,
+// renamed over the old one (which stays whole until then), directory fsync'd. Temp files of
+// writers killed mid-write are removed by the next save or load of the same path
+// (checkpoint_temp.hpp). The training state is embedded in the header's __metadata__
 // (so weights and state can never disagree) and copied to <path>.json for people and tools.
 // A CRC-32 of the data region is stored too: truncated, corrupt or mismatched files are
 // refused with CheckpointError naming the file and what is wrong.
@@ -45,11 +47,12 @@ struct Checkpoint {
   TrainingState state;
 };
 
-// Writes tensors + state to path atomically. CheckpointError (with errno text) on I/O failure,
-// duplicate names, or a shape that does not match the data size.
+// Writes tensors + state to path (and the state to <path>.json) atomically. CheckpointError
+// (with errno text) on I/O failure, duplicate names, or a shape that does not match the data.
 void save_checkpoint(const std::string& path, const std::vector<TensorRef>& tensors,
                      const TrainingState& state);
-// Reads and verifies path. CheckpointError when missing, truncated, corrupt or malformed.
+// Reads and verifies path (removing stale temp files of path first). CheckpointError when
+// missing, truncated, corrupt or malformed.
 Checkpoint load_checkpoint(const std::string& path);
 // Copies each named tensor of ckpt into dst; CheckpointError naming the tensor when it is
 // missing or its shape differs from expected.

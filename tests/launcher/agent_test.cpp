@@ -18,7 +18,7 @@ using ddp::rendezvous::MembershipChange;
 
 namespace {
 
-// One agent with its fakes; output and notices go to /dev/null.
+// One agent with its fakes; notices go to /dev/null, worker output nowhere (no consoles).
 struct Harness {
   explicit Harness(int nproc, int max_restarts = 0) : spawner(io), rendezvous(nproc) {
     options.config.nproc_per_node = nproc;
@@ -30,8 +30,6 @@ struct Harness {
         std::filesystem::temp_directory_path() / ("agent_test_" + std::to_string(::getpid()));
     options.handle_signals = false;
     options.notice_fd = null_fd;
-    log_options.stdout_fd = null_fd;
-    log_options.stderr_fd = null_fd;
   }
   ~Harness() {
     std::filesystem::remove_all(options.run_dir);

@@ -5,8 +5,11 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <regex>
 
 #include "common/error.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace ddp::launcher;
 using Catch::Matchers::Contains;
@@ -50,6 +53,33 @@ TEST_CASE("everything after the program goes to the program untouched", "[cli]")
   CHECK(config.nproc_per_node == 2);
 }
 
+TEST_CASE("a -- before the program: everything after it is the program and its arguments",
+          "[cli]") {
+  auto config = parse({"--nproc_per_node", "2", "--", "/bin/echo", "--lr", "1", "--"});
+  CHECK(config.nproc_per_node == 2);
+  CHECK(config.program == "/bin/echo");
+  CHECK(config.program_args == std::vector<std::string>{"--lr", "1", "--"});
+  // After the program, -- is one of its arguments like any other.
+  CHECK(parse({"/bin/echo", "--", "x"}).program_args == std::vector<std::string>{"--", "x"});
+  CHECK_THAT(error_of({"--nproc_per_node=2", "--"}), Contains("no training program"));
+}
+
+TEST_CASE("run_path: a script path for runpy.run_path, also from PET_RUN_PATH", "[cli]") {
+  auto script = std::filesystem::temp_directory_path() / "ddp_cli_test_run_path.py";
+  std::ofstream(script) << "print('hi')\n";
+  Environment env = kEnv;
+  env["PYTHON_EXEC"] = "/usr/bin/python3";
+  auto config = parse({"--run_path", "--no_python", script.string(), "--lr", "1"}, env);
+  CHECK(config.run_path);
+  CHECK(config.program == script.string());
+  CHECK(config.program_args == std::vector<std::string>{"--lr", "1"});
+  env["PET_RUN_PATH"] = "1";
+  CHECK(parse({script.string()}, env).run_path);
+  std::filesystem::remove(script);
+  CHECK_THAT(error_of({"--run_path", script.string()}, env),
+             Contains("--run_path: '" + script.string() + "' does not exist"));
+}
+
 TEST_CASE("rendezvous fields not given stay unset for the factory's defaults", "[cli]") {
   auto config = parse({"/bin/true"});
   CHECK_FALSE(config.nnodes.has_value());
@@ -63,7 +93,7 @@ TEST_CASE("rendezvous fields not given stay unset for the factory's defaults", "
   CHECK(given.master_port == 0);
 }
 
-TEST_CASE("PET_<NAME> sets an option; the flag wins", "[cli]") {
+TEST_CASE("PET_<NAME> sets an option, the flag wins", "[cli]") {
   Environment env = kEnv;
   env["PET_NPROC_PER_NODE"] = "4";
   env["PET_MAX_RESTARTS"] = "3";
@@ -101,7 +131,6 @@ TEST_CASE("the legacy --local_rank flag and python programs", "[cli]") {
 TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
   CHECK_THAT(error_of({"--nproc_per_node=0", "/bin/true"}), Contains("--nproc_per_node=0"));
   CHECK_THAT(error_of({"--nproc_per_node=two", "/bin/true"}), Contains("'gpu'"));
-  CHECK_THAT(error_of({"--nproc_per_node=gpu", "/bin/true"}), Contains("no GPU is visible"));
   CHECK_THAT(error_of({"--master_port=70000", "/bin/true"}), Contains("--master_port=70000"));
   CHECK_THAT(error_of({"--master_port=-1", "/bin/true"}), Contains("0-65535"));
   CHECK_THAT(error_of({"--nnodes=4:2", "/bin/true"}), Contains("MIN 4 is greater than MAX 2"));
@@ -120,16 +149,79 @@ TEST_CASE("bad values fail before anything runs, naming the value", "[cli]") {
   CHECK_THAT(error_of({"--max_restarts=-1", "/bin/true"}), Contains("--max_restarts=-1"));
   CHECK_THAT(error_of({"--stop_timeout=-3", "/bin/true"}), Contains("--stop_timeout"));
   CHECK_THAT(error_of({"--local_ranks_filter=0,x", "/bin/true"}), Contains("'x'"));
+  CHECK_THAT(error_of({"--nproc_per_node=2", "--local_ranks_filter=5", "/bin/true"}),
+             Contains("--local_ranks_filter=5: local rank 5 does not exist; valid local ranks "
+                      "are 0..1 (--nproc_per_node=2)"));
+  CHECK_THAT(error_of({"--nproc_per_node=3", "--local_ranks_filter=0,3", "/bin/true"}),
+             Contains("0..2"));
+  CHECK(parse({"--nproc_per_node=2", "--local_ranks_filter=1", "/bin/true"}).local_ranks_filter ==
+        std::vector<int>{1});
   CHECK_THAT(error_of({}), Contains("no training program"));
 }
 
-TEST_CASE("gpu and auto count the visible GPUs", "[cli]") {
-  Environment env = kEnv;
-  env["CUDA_VISIBLE_DEVICES"] = "0,3";
-  CHECK(parse({"--nproc_per_node=gpu", "/bin/true"}, env).nproc_per_node == 2);
-  CHECK(parse({"--nproc_per_node=auto", "/bin/true"}, env).nproc_per_node == 2);
-  CHECK(parse({"--nproc_per_node=auto", "/bin/true"}).nproc_per_node >= 1);  // no GPU: CPUs
-  CHECK(parse({"--nproc_per_node=cpu", "/bin/true"}).nproc_per_node >= 1);
+TEST_CASE("gpu and auto count the GPUs present, narrowed by CUDA_VISIBLE_DEVICES", "[cli]") {
+  auto gpus = [](int n) { return GpuProbe([n] { return n; }); };
+  auto nproc = [&](const std::string& spec, int present, std::optional<std::string> cvd) {
+    Environment env = {{"PATH", "/usr/bin:/bin"}};
+    if (cvd) env["CUDA_VISIBLE_DEVICES"] = *cvd;
+    auto command_line =
+        parse_command_line({"--nproc_per_node=" + spec, "/bin/true"}, env, gpus(present));
+    return command_line.config->nproc_per_node;
+  };
+  CHECK(nproc("gpu", 2, std::nullopt) == 2);
+  CHECK(nproc("gpu", 2, "1") == 1);
+  CHECK(nproc("gpu", 4, "0,3") == 2);
+  CHECK(nproc("auto", 2, "1") == 1);
+  CHECK(nproc("auto", 0, "0,1") >= 1);  // no GPU: one per CPU
+  CHECK(nproc("cpu", 2, std::nullopt) >= 1);
+
+  // No GPU (this machine): an error naming what was found, whatever CUDA_VISIBLE_DEVICES says.
+  Environment env = {{"PATH", "/usr/bin:/bin"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
+  std::string error;
+  try {
+    parse_command_line({"--nproc_per_node", "gpu", "/bin/true"}, env, gpus(0));
+  } catch (const ddp::ConfigError& e) {
+    error = e.what();
+  }
+  CHECK_THAT(error, Contains("--nproc_per_node=gpu: CUDA is not available") &&
+                        Contains("CUDA_VISIBLE_DEVICES='0,1' names devices that do not exist"));
+  env["CUDA_VISIBLE_DEVICES"] = "";
+  CHECK_THROWS_WITH(parse_command_line({"--nproc_per_node=gpu", "/bin/true"}, env, gpus(2)),
+                    Contains("2 present, CUDA_VISIBLE_DEVICES='' selects none of them"));
+}
+
+TEST_CASE("CUDA_VISIBLE_DEVICES is read as CUDA reads it", "[cli]") {
+  auto visible = [](const char* cvd, int present) {
+    return count_visible_gpus({{"CUDA_VISIBLE_DEVICES", cvd}}, present);
+  };
+  CHECK(count_visible_gpus({}, 3) == 3);  // unset: every GPU present
+  CHECK(visible("", 2) == 0);
+  CHECK(visible("-1", 2) == 0);
+  CHECK(visible("NoDevFiles", 2) == 0);
+  CHECK(visible("1", 2) == 1);
+  CHECK(visible("1, 0", 2) == 2);
+  CHECK(visible("0,1", 0) == 0);    // indices of GPUs that do not exist
+  CHECK(visible("0,5,1", 2) == 1);  // an invalid index ends the list
+  CHECK(visible("0,0", 2) == 1);
+  CHECK(visible("GPU-8f6e1a2b-0000-0000-0000-000000000000", 1) == 1);
+  CHECK(visible("GPU-8f6e1a2b-0000-0000-0000-000000000000", 0) == 0);
+}
+
+TEST_CASE("GPUs are counted from device nodes the driver knows, without CUDA", "[cli]") {
+  ddp::test::TempDir root;
+  CHECK(probe_nvidia_gpus(root.path()) == 0);
+  for (const char* node : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia2"}) {
+    std::filesystem::create_directories(root.path() / "dev");
+    root.write(std::string("dev/") + node, "");
+  }
+  CHECK(probe_nvidia_gpus(root.path()) == 0);  // no driver loaded: nodes alone do not count
+  auto gpus = root.path() / "proc/driver/nvidia/gpus";
+  std::filesystem::create_directories(gpus / "0000:3b:00.0");
+  std::filesystem::create_directories(gpus / "0000:5e:00.0");
+  CHECK(probe_nvidia_gpus(root.path()) == 2);
+  std::filesystem::create_directories(gpus / "0000:86:00.0");
+  std::filesystem::create_directories(gpus / "0000:af:00.0");
+  CHECK(probe_nvidia_gpus(root.path()) == 3);  // a GPU without a node is not this container's
 }
 
 TEST_CASE("help prints the options and runs nothing", "[cli]") {
@@ -137,4 +229,18 @@ TEST_CASE("help prints the options and runs nothing", "[cli]") {
   CHECK_FALSE(command_line.config.has_value());
   CHECK_THAT(command_line.help, Contains("--nproc_per_node"));
   CHECK_THAT(command_line.help, Contains("--stop_timeout"));
+  CHECK_THAT(command_line.help, Contains("--run_path"));
+  // The usage line names the program; no option name runs into other text.
+  CHECK_THAT(command_line.help, Contains("\nUsage: ddplaunch [OPTIONS] PROGRAM [ARGS...]\n"));
+  CHECK_THAT(command_line.help,
+             Contains("--pass_local_rank_arg,--pass-local-rank-arg[=local_rank]\n"));
+  std::regex option_name(R"(--[a-z_-]+)");
+  for (auto it =
+           std::sregex_iterator(command_line.help.begin(), command_line.help.end(), option_name);
+       it != std::sregex_iterator(); ++it) {
+    auto end = static_cast<size_t>(it->position() + it->length());
+    char next = end < command_line.help.size() ? command_line.help[end] : '\n';
+    INFO(it->str() << " is followed by '" << next << "'");
+    CHECK(std::string(" ,=[\n.)").find(next) != std::string::npos);
+  }
 }

@@ -283,7 +283,13 @@ TEST_CASE("log_dir layout, tee, local_ranks_filter and the events file", "[proce
                              "--events_file", events.string(), worker_script("chatty.sh")},
                             dir, {{"LINES", "3"}}));
   REQUIRE(agent.wait_for(kRunTimeout) == 0);
-  auto attempt = dir.path() / "logs" / "myrun" / "attempt_0";
+  // torchrun's layout: <log_dir>/<run_id>_<random>/attempt_<n>/<local_rank>/.
+  std::filesystem::path run;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "logs")) {
+    if (entry.path().filename().string().starts_with("myrun_")) run = entry.path();
+  }
+  REQUIRE_FALSE(run.empty());
+  auto attempt = run / "attempt_0";
   auto log0 = read_file(attempt / "0" / "stdout.log");
   CHECK_THAT(log0, Contains("rank=0 line=2"));
   CHECK(std::filesystem::exists(attempt / "1" / "stderr.log"));

@@ -7,24 +7,29 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 using namespace ddp::launcher;
 
 namespace {
 
-// A temporary file standing in for the console.
+// A temporary file standing in for the console, and the Console writing to it.
 struct CaptureFile {
   CaptureFile() {
     path = std::filesystem::temp_directory_path() /
            ("log_router_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    console = std::make_unique<Console>(fd);
   }
   ~CaptureFile() {
+    console.reset();
     ::close(fd);
     std::filesystem::remove(path);
   }
+  // What the console wrote, once everything queued is out.
   std::string text() const {
+    console->drain(std::chrono::seconds(10), std::chrono::seconds(10));
     std::ifstream in(path);
     std::stringstream buffer;
     buffer << in.rdbuf();
@@ -33,6 +38,7 @@ struct CaptureFile {
   static inline int counter = 0;
   std::filesystem::path path;
   int fd = -1;
+  std::unique_ptr<Console> console;
 };
 
 std::string read_file(const std::filesystem::path& path) {
@@ -47,8 +53,8 @@ std::string read_file(const std::filesystem::path& path) {
 TEST_CASE("lines are prefixed, joined across chunks, and flushed at exit", "[logs]") {
   CaptureFile out, err;
   LogRouterOptions options;
-  options.stdout_fd = out.fd;
-  options.stderr_fd = err.fd;
+  options.stdout_console = out.console.get();
+  options.stderr_console = err.console.get();
   LogRouter router(options);
   router.begin_attempt(2, 0, std::nullopt);
   router.write(0, 1, "hel");
@@ -66,7 +72,7 @@ TEST_CASE("the prefix template takes role, rank and local rank", "[logs]") {
   CaptureFile out;
   LogRouterOptions options;
   options.prefix_template = "";
-  options.stdout_fd = out.fd;
+  options.stdout_console = out.console.get();
   LogRouter router(options);
   router.begin_attempt(1, 0, std::nullopt);
   router.write(0, 1, "raw\n");
@@ -79,8 +85,8 @@ TEST_CASE("redirected streams go to files only, teed ones to files and the conso
   auto dir =
       std::filesystem::temp_directory_path() / ("log_router_dir_" + std::to_string(::getpid()));
   LogRouterOptions options;
-  options.stdout_fd = out.fd;
-  options.stderr_fd = err.fd;
+  options.stdout_console = out.console.get();
+  options.stderr_console = err.console.get();
   options.redirects = parse_stream_selection("-r", "0:1");  // rank 0 stdout: file only
   options.tee = parse_stream_selection("-t", "1:3");        // rank 1 both: file + console
   {
@@ -104,7 +110,7 @@ TEST_CASE("redirected streams go to files only, teed ones to files and the conso
 TEST_CASE("local_ranks_filter limits the console, not the files", "[logs]") {
   CaptureFile out;
   LogRouterOptions options;
-  options.stdout_fd = out.fd;
+  options.stdout_console = out.console.get();
   options.local_ranks_filter = std::vector<int>{1};
   LogRouter router(options);
   router.begin_attempt(3, 0, std::nullopt);
@@ -117,7 +123,7 @@ TEST_CASE("an endless line is written out in 1 MiB pieces", "[logs]") {
   CaptureFile out;
   LogRouterOptions options;
   options.prefix_template = "";
-  options.stdout_fd = out.fd;
+  options.stdout_console = out.console.get();
   LogRouter router(options);
   router.begin_attempt(1, 0, std::nullopt);
   std::string chunk(64 * 1024, 'x');

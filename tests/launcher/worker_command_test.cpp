@@ -97,3 +97,23 @@ TEST_CASE("argv: python scripts, modules, executables, ${local_rank}, --local_ra
   plain.program = "/bin/true";
   CHECK(build_worker_argv(plain, env, 0).front() == "/bin/true");
 }
+
+TEST_CASE("argv: --run_path runs the script with runpy.run_path, as torchrun does", "[env]") {
+  Environment env = {{"PATH", "/usr/bin:/bin"}};
+  LaunchConfig config;
+  config.python_exec = "/usr/bin/python3";
+  config.program = "/abs/train.py";
+  config.program_args = {"--lr", "${local_rank}"};
+  config.run_path = true;
+  config.no_python = true;  // --run_path wins over --no_python (and -m)
+  config.module = true;
+  auto argv = build_worker_argv(config, env, 1);
+  REQUIRE(argv.size() == 7);
+  CHECK(argv[0] == "/usr/bin/python3");
+  CHECK(argv[1] == "-u");
+  CHECK(argv[2] == "-c");
+  CHECK_THAT(argv[3],
+             Catch::Matchers::Contains("runpy.run_path(sys.argv[0], run_name=\"__main__\")"));
+  CHECK(std::vector<std::string>(argv.begin() + 4, argv.end()) ==
+        std::vector<std::string>{"/abs/train.py", "--lr", "1"});
+}

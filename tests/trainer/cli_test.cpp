@@ -39,6 +39,6 @@ TEST_CASE("bad flags name the flag and the value", "[cli]") {
   CHECK_THROWS_AS(parse({"--epochs", "0"}), ddp::ConfigError);
 }
 
-TEST_CASE("--help prints and asks the caller to exit", "[cli]") {
+TEST_CASE("help (--help) prints and asks the caller to exit", "[cli]") {
   CHECK_FALSE(parse({"--help"}));
 }

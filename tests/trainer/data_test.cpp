@@ -47,7 +47,7 @@ std::string raw(const std::vector<T>& v) {
 
 }  // namespace
 
-TEST_CASE("CSV rows become features and labels; header and blank lines are skipped", "[data]") {
+TEST_CASE("CSV rows become features and labels, header and blank lines are skipped", "[data]") {
   TempDir dir;
   const auto path = dir.write("a.csv", "f1,f2,label\n1.5,2,0\n\n-3,4e1,2\r\n");
   const Dataset d = load_csv(path);

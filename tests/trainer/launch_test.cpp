@@ -2,6 +2,7 @@
 // bad input. Each run is small (a second or two) so the file stays well under a minute.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <random>
 #include <regex>
@@ -9,6 +10,7 @@
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/wait_until.hpp"
 #include "worker_runtime/checkpoint.hpp"
 
 using namespace ddp::test;
@@ -148,6 +150,59 @@ TEST_CASE("a resume at another world size keeps the global sample position", "[l
   CHECK_THAT(resumed.output, Contains("resumed from") && Contains("done: 32 steps"));
   CHECK(relative_difference(weights(cut.file("final.safetensors")),
                             weights(whole.file("final.safetensors"))) < 1e-5);
+}
+
+TEST_CASE("a trainer SIGKILLed mid-checkpoint leaves no temp file after the next checkpoint",
+          "[launch][resume]") {
+  TempDir dir;
+  const auto ckpt_dir = std::filesystem::path(dir.file("ckpt"));
+  const auto temp_files = [&] {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(ckpt_dir, ec)) {
+      if (e.path().filename().string().find(".tmp.") != std::string::npos) {
+        names.push_back(e.path().filename().string());
+      }
+    }
+    return names;
+  };
+  // A wide model (about 50 MB per checkpoint) checkpointed every step: SIGKILL lands while a
+  // write is in progress. A kill that lands between writes is tried again.
+  for (int attempt = 0; attempt < 10 && temp_files().empty(); ++attempt) {
+    ChildOptions options;
+    options.argv = {kTrain,
+                    "--data",
+                    "synthetic",
+                    "--synthetic_rows",
+                    "640",
+                    "--synthetic_features",
+                    "16",
+                    "--hidden",
+                    "2048,2048",
+                    "--batch_size",
+                    "8",
+                    "--max_steps",
+                    "1000",
+                    "--checkpoint_dir",
+                    ckpt_dir.string(),
+                    "--checkpoint_every",
+                    "1"};
+    ChildProcess trainer(options);
+    REQUIRE(wait_until([&] { return !temp_files().empty(); }, std::chrono::seconds(60)));
+    trainer.signal(SIGKILL);
+    trainer.wait(kTimeout);
+  }
+  const auto left = temp_files();
+  REQUIRE(left.size() == 1);
+  // The next run (a small job, so it must not resume the wide model) writes checkpoints there.
+  std::filesystem::remove(ckpt_dir / "checkpoint.safetensors");
+  std::filesystem::remove(ckpt_dir / "checkpoint.safetensors.json");
+  const auto r = launch(
+      1, 0,
+      with(job_args(dir, 32), {"--checkpoint_dir", ckpt_dir.string(), "--checkpoint_every", "5"}));
+  REQUIRE(r.exit_code == 0);
+  CHECK(std::filesystem::exists(ckpt_dir / "checkpoint.safetensors"));
+  CHECK(temp_files().empty());
 }
 
 TEST_CASE("ddplaunch --max_restarts 3 survives a worker SIGKILLed at a random step",

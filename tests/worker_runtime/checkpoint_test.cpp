@@ -1,9 +1,12 @@
 #include "worker_runtime/checkpoint.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <numeric>
@@ -184,6 +187,100 @@ TEST_CASE("a writer killed mid-write leaves the previous checkpoint whole", "[ch
   } else {
     CHECK(c.tensors.at("fc.weight").data == Model(1.0f).w);
   }
+}
+
+namespace {
+
+// A child that rewrites a 64 MiB checkpoint at path forever, SIGKILLed while a temp file
+// exists (mid-write); returns its pid (dead and reaped).
+pid_t kill_a_writer_mid_write(const std::filesystem::path& dir, const std::string& path) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::vector<float> big(16 * 1024 * 1024, 7.0f);
+    for (;;) {
+      try {
+        save_checkpoint(path, {{"big", {static_cast<int64_t>(big.size())}, big}}, {});
+      } catch (...) {
+        ::_exit(3);
+      }
+    }
+  }
+  const std::string mine = "." + std::to_string(pid);  // <path>.tmp.<host>.<pid>
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  bool writing = false;
+  while (!writing && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      const auto name = e.path().string();
+      writing = writing || (name.find(".tmp.") != std::string::npos && name.ends_with(mine));
+    }
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(writing);
+  return pid;
+}
+
+std::vector<std::string> temp_files(const std::filesystem::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    auto name = e.path().filename().string();
+    if (name.find(".tmp.") != std::string::npos) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string this_host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+}  // namespace
+
+TEST_CASE("temp files of killed writers go at the next save or load, live ones stay",
+          "[checkpoint]") {
+  TempDir dir;
+  const auto path = (dir.path() / "ckpt.safetensors").string();
+  const pid_t dead = kill_a_writer_mid_write(dir.path(), path);
+  const std::string killed_temp =
+      "ckpt.safetensors.tmp." + this_host() + "." + std::to_string(dead);
+  REQUIRE(temp_files(dir.path()) == std::vector<std::string>{killed_temp});
+
+  // Left alone: a live writer's (its lock is held), another host's (its lock means nothing
+  // here), an old-style one whose pid lives, and other checkpoints' temp files.
+  const std::string live = "ckpt.safetensors.tmp." + this_host() + ".999999999";
+  const std::string other_host = "ckpt.safetensors.tmp.otherhost." + std::to_string(dead);
+  const std::string old_live = "ckpt.safetensors.tmp." + std::to_string(::getpid());
+  const std::string other_file =
+      "other.safetensors.tmp." + this_host() + "." + std::to_string(dead);
+  const std::string old_dead = "ckpt.safetensors.tmp." + std::to_string(dead);  // removed
+  for (const auto& name : {live, other_host, old_live, other_file, old_dead}) {
+    write_bytes(dir.path() / name, "partial");
+  }
+  const int held = ::open((dir.path() / live).c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(::flock(held, LOCK_EX) == 0);
+
+  save_checkpoint(path, Model(1.0f).refs(), sample_state());
+  std::vector<std::string> left{live, old_live, other_host, other_file};
+  std::sort(left.begin(), left.end());
+  CHECK(temp_files(dir.path()) == left);
+  ::close(held);  // that writer is gone now too
+
+  // A load cleans up as well (a restarted job reads before it writes). The next writer's
+  // own saves already took the temp file whose lock was released.
+  std::filesystem::remove(dir.path() / old_live);
+  const pid_t victim = kill_a_writer_mid_write(dir.path(), path);
+  std::vector<std::string> before_load{
+      other_host, other_file, "ckpt.safetensors.tmp." + this_host() + "." + std::to_string(victim)};
+  std::sort(before_load.begin(), before_load.end());
+  CHECK(temp_files(dir.path()) == before_load);
+  load_checkpoint(path);
+  std::vector<std::string> after_load{other_host, other_file};
+  std::sort(after_load.begin(), after_load.end());
+  CHECK(temp_files(dir.path()) == after_load);
 }
 
 TEST_CASE("rank 0 writes and every rank learns the outcome", "[checkpoint][gloo]") {

@@ -1,0 +1,91 @@
+#pragma once
+// The agent's console (its stdout and stderr), written without ever blocking the caller.
+//
+// A write(2) to a pipe or terminal blocks for as long as the reader pleases (a stuck log
+// shipper, a terminal paused with Ctrl-S), and the agent's loop must keep reacting to exits
+// and signals meanwhile. Setting O_NONBLOCK is not an option: the flag lives on the file
+// description the agent shares with its shell and the rest of a pipeline (and stays set after
+// a SIGKILL); poll()'s POLLOUT only promises room for some bytes, not for a whole line. So one
+// writer thread per console owns the blocking write(2), and callers append whole lines to a
+// bounded queue. When the queue is full, whole lines are dropped and counted until it has
+// drained; then a notice in the stream says how many were lost (files under --log_dir keep
+// everything: they are written by the caller, not through here).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace ddp::launcher {
+
+// Most bytes a console holds for a slow or stopped reader; past it whole lines are dropped
+// until the queue has drained. Twice the longest line the log router writes (1 MiB).
+inline constexpr size_t kConsoleQueueBytes = size_t{2} << 20;
+// At exit, queued output still goes out while the console takes it: the wait ends after this
+// long without progress (a reader that stopped)...
+inline constexpr std::chrono::milliseconds kConsoleExitStall{1000};
+// ...or after this long in all (a reader that crawls).
+inline constexpr std::chrono::milliseconds kConsoleExitLimit{5000};
+
+// Output a console could not deliver.
+struct ConsoleDrops {
+  uint64_t lines = 0;
+  uint64_t bytes = 0;
+};
+
+class Console {
+ public:
+  // Writes to fd (not owned; it must stay open while this exists). hint ends the drop notice
+  // and says where the whole output is ("the log files under DIR keep everything").
+  explicit Console(int fd, std::string hint = "", size_t max_queued_bytes = kConsoleQueueBytes);
+  // close() with the exit limits.
+  ~Console();
+  Console(const Console&) = delete;
+  Console& operator=(const Console&) = delete;
+
+  // Queues text (whole lines, each ending in '\n') to be written with one write(2) per
+  // PIPE_BUF of lines; never blocks. Dropped and counted when it does not fit, while an
+  // overflow has not drained yet, or once the console is gone (EPIPE: nobody reads).
+  void write(std::string_view text);
+  // Waits until everything queued is written (true), or the console took nothing for stall,
+  // or limit passed (false).
+  bool drain(std::chrono::milliseconds stall, std::chrono::milliseconds limit);
+  // Ends the writer (later writes are dropped): drain(stall, limit), then the drop notice for
+  // what was lost since the last one. Returns that notice when it could not be written here
+  // ("" otherwise), so the caller can print it on another console. Idempotent.
+  std::string close(std::chrono::milliseconds stall = kConsoleExitStall,
+                    std::chrono::milliseconds limit = kConsoleExitLimit);
+  // Everything dropped so far (reported or not).
+  [[nodiscard]] ConsoleDrops dropped() const;
+  [[nodiscard]] int fd() const;
+
+  // "ddplaunch: console blocked: dropped N lines (M bytes) of output; HINT\n".
+  [[nodiscard]] static std::string drop_notice(ConsoleDrops drops, const std::string& hint);
+
+ private:
+  struct Shared;
+  std::shared_ptr<Shared> shared_;
+};
+
+// The agent's stdout and stderr consoles. When both fds lead to the same pipe, terminal or
+// file (2>&1), they share one Console so that lines keep their order.
+class Consoles {
+ public:
+  Consoles(int out_fd, int err_fd, const std::string& hint);
+  ~Consoles();
+  Consoles(const Consoles&) = delete;
+  Consoles& operator=(const Consoles&) = delete;
+
+  Console& out() { return *out_; }
+  Console& err() { return err_ ? *err_ : *out_; }
+  // At exit: closes stdout's console, then stderr's; a drop notice stdout could not deliver
+  // (its reader is stuck) is printed on stderr instead. Idempotent.
+  void close();
+
+ private:
+  std::unique_ptr<Console> out_;
+  std::unique_ptr<Console> err_;  // null when stderr shares stdout's destination
+};
+
+}  // namespace ddp::launcher
