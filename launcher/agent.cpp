@@ -362,9 +362,7 @@ void Agent::after_failure() {
     start_rendezvous();
     return;
   }
-  std::string summary = format_failure_summary(options_.config.program, options_.host, failures_);
-  ssize_t ignored = ::write(options_.notice_fd, summary.data(), summary.size());
-  (void)ignored;
+  emit(format_failure_summary(options_.config.program, options_.host, failures_));
   finish(root.status.shell_status());
 }
 
@@ -395,8 +393,15 @@ void Agent::done() {
 }
 
 void Agent::notice(const std::string& message) const {
-  std::string line = "ddplaunch: " + message + "\n";
-  ssize_t ignored = ::write(options_.notice_fd, line.data(), line.size());
+  emit("ddplaunch: " + message + "\n");
+}
+
+void Agent::emit(const std::string& text) const {
+  if (options_.notice_console != nullptr) {
+    options_.notice_console->write(text);
+    return;
+  }
+  ssize_t ignored = ::write(options_.notice_fd, text.data(), text.size());
   (void)ignored;
 }
 

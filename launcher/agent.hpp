@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/console.hpp"
 #include "launcher/error_report.hpp"
 #include "launcher/event_log.hpp"
 #include "launcher/launch_config.hpp"
@@ -37,7 +38,9 @@ struct AgentOptions {
   bool write_log_files = true;  // -r/-t selected streams go to files under run_dir
   bool handle_signals = true;   // install the signal_set (tests drive handle_signal())
   std::string host = "localhost";
-  int notice_fd = 2;  // where the agent's own messages and the summary go
+  int notice_fd = 2;  // where the agent's own messages and the summary go without a console
+  // When set, messages and the summary go through it instead: never blocking the loop.
+  Console* notice_console = nullptr;
 };
 
 class Agent {
@@ -90,6 +93,8 @@ class Agent {
   // when no restart is left (the agent is finishing).
   bool spend_restart_for_same_members();
   void notice(const std::string& message) const;
+  // Writes text (whole lines) to the notice console, else to notice_fd.
+  void emit(const std::string& text) const;
   void install_signals();
   void wait_for_signal();
 

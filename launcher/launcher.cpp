@@ -86,6 +86,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.env = env;
   agent_options.use_agent_store = setup.workers_use_agent_store;
   agent_options.run_dir = run_dir.path();
+  agent_options.notice_console = &consoles.err();
   agent_options.host = host_name();
 
   boost::asio::io_context io;
