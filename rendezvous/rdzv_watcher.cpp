@@ -151,7 +151,13 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
       }
       return "";
     case ChangeClaim::Kind::kLost: {
-      if (claim.rank == options_.group_rank) return "";  // the others moved on without us
+      if (claim.rank == options_.group_rank) {
+        // Reading this, we are alive. It holds only when the others already moved on (we
+        // were stopped long enough to be found silent): the one who found us opens the next
+        // round; if it has not yet, its "rejoin" claim will follow in the next slot.
+        if (store.check({keys::opened(round + 1)})) return "";
+        return "this node is group rank " + std::to_string(claim.rank) + " and is running";
+      }
       if (claim.rank >= options_.group_world_size) {
         return "the round has no group rank " + std::to_string(claim.rank);
       }

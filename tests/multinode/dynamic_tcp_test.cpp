@@ -75,7 +75,7 @@ std::vector<RendezvousInfo> join_all(const std::vector<DynamicRendezvous*>& node
 
 }  // namespace
 
-TEST_CASE("dynamic over TCP: 16 nodes agree; a late node and a lost node re-form the group",
+TEST_CASE("dynamic over TCP: 16 nodes agree, a late node and a lost node re-form the group",
           "[rdzv][dynamic][tcp]") {
   TcpCluster c;
   std::vector<std::unique_ptr<DynamicRendezvous>> nodes;

@@ -106,7 +106,7 @@ TEST_CASE("slurm: explicit flags win", "[slurm]") {
   CHECK(config.run_id == "mine");
 }
 
-TEST_CASE("slurm: c10d gets its endpoint from the first node; no node_rank", "[slurm]") {
+TEST_CASE("slurm: c10d gets its endpoint from the first node, no node_rank", "[slurm]") {
   LaunchConfig config;
   config.rdzv_backend = "c10d";
   auto env = step_env();
@@ -143,7 +143,7 @@ TEST_CASE("slurm: a one-node step keeps the store on loopback", "[slurm]") {
   CHECK(config.run_id == "4242.3");
 }
 
-TEST_CASE("slurm: outside a job step nothing changes; bad values are named", "[slurm]") {
+TEST_CASE("slurm: outside a job step nothing changes, bad values are named", "[slurm]") {
   LaunchConfig config;
   auto env = step_env();
   env.erase("SLURM_STEP_ID");  // the batch script itself, or not SLURM at all

@@ -83,7 +83,7 @@ std::vector<std::string> single_node(const std::string& master_addr,
 
 }  // namespace
 
-TEST_CASE("ipv6 single node: --master_addr ::1 or [::1]; workers reach the store at ::1",
+TEST_CASE("ipv6 single node: --master_addr ::1 or [::1], workers reach the store at ::1",
           "[e2e][ipv6]") {
   const std::string addr = GENERATE(as<std::string>{}, "::1", "[::1]");
   INFO(addr);

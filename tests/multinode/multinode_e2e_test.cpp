@@ -107,7 +107,7 @@ TEST_CASE("e2e elastic: a node joining mid-run grows the world without spending 
   CHECK_THAT(a.log(), Catch::Contains("without spending a restart"));
 }
 
-TEST_CASE("e2e elastic: a SIGKILLed node is noticed; survivors re-form smaller",
+TEST_CASE("e2e elastic: a SIGKILLed node is noticed, survivors re-form smaller",
           "[e2e][multinode]") {
   Job job;
   const int port = ddp::test::free_port();

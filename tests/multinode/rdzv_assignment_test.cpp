@@ -41,7 +41,7 @@ TEST_CASE("assign_ranks: nodes keep their previous rank whatever order they arri
   CHECK(out[0]->rank_offset == 5);
 }
 
-TEST_CASE("assign_ranks: after a loss, out-of-range ranks fill the hole; newcomers go last",
+TEST_CASE("assign_ranks: after a loss, out-of-range ranks fill the hole, newcomers go last",
           "[rdzv]") {
   // Old group of 3 lost rank 0; a new node arrives first.
   const auto out = assign_ranks({node(1, -1, "new"), node(1, 2, "x"), node(1, 1, "y")});

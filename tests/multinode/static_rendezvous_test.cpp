@@ -85,7 +85,7 @@ TEST_CASE("static: two agents with the same node_rank are refused", "[rdzv][stat
   CHECK_THROWS_WITH(second.next_rendezvous(), Catch::Contains("--node_rank 1 is already taken"));
 }
 
-TEST_CASE("static: closed after shutdown; bad node_rank rejected", "[rdzv][static]") {
+TEST_CASE("static: closed after shutdown, bad node_rank rejected", "[rdzv][static]") {
   auto store = std::make_shared<MemoryStore>();
   StaticRendezvous node(options(1, 0, 4), store);
   CHECK(node.next_rendezvous().world_size == 4);

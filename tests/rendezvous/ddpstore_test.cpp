@@ -71,7 +71,7 @@ TEST_CASE("ddpstore --io picks the backend and says which one serves", "[ddpstor
              Catch::Contains("serving on 127.0.0.1:" + std::to_string(port) + " with epoll\n"));
 }
 
-TEST_CASE("ddpstore --host ::1 or [::1] serves IPv6 loopback; by default IPv6 and IPv4",
+TEST_CASE("ddpstore --host ::1 or [::1] serves IPv6 loopback, by default IPv6 and IPv4",
           "[ddpstore][ipv6]") {
   const std::string host = GENERATE(as<std::string>{}, "::1", "[::1]", "");
   INFO("--host '" << host << "'");

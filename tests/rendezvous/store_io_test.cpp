@@ -95,7 +95,7 @@ TEST_CASE("auto serves with io_uring where the kernel offers it, and says why no
   check_serves(automatic);
 }
 
-TEST_CASE("DDPLAUNCH_STORE_IO chooses for auto; an explicit option wins; a bad value is named",
+TEST_CASE("DDPLAUNCH_STORE_IO chooses for auto, an explicit option wins, a bad value is named",
           "[io]") {
   {
     const StoreIoEnv env(std::string("epoll"));
