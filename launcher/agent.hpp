@@ -106,10 +106,10 @@ class Agent {
   EventLog& events_;
 
   State state_ = State::kInit;
-  int restart_count_ = 0;  // restarts spent by this node
-  int attempt_ = 0;        // TORCHELASTIC_RESTART_COUNT of the current workers (the round)
-  std::string members_;    // RendezvousInfo::members of the current round
-  bool reforming_ = false;  // re-joining because of a membership change, not a failure
+  int restart_count_ = 0;    // restarts spent by this node
+  int attempt_ = 0;          // TORCHELASTIC_RESTART_COUNT of the current workers (the round)
+  std::string members_;      // RendezvousInfo::members of the current round
+  bool reforming_ = false;   // re-joining because of a membership change, not a failure
   uint64_t generation_ = 0;  // bumps per attempt so late callbacks of old workers are ignored
   std::vector<WorkerSlot> workers_;
   int running_ = 0;

@@ -45,10 +45,8 @@ std::string format_time(std::chrono::system_clock::time_point when) {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H:%M:%S", &tm);
   // Milliseconds: failures of one group are often within the same second.
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      when.time_since_epoch())
-                      .count() %
-                  1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count() % 1000;
   char frac[8];
   std::snprintf(frac, sizeof(frac), ".%03d", static_cast<int>(ms));
   return std::string(buf) + frac;

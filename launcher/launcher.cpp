@@ -19,7 +19,7 @@
 #include "launcher/process_spawner.hpp"
 #include "launcher/rendezvous_factory.hpp"
 #include "launcher/run_directory.hpp"
-#include "rendezvous/fd_limit.hpp"
+#include "rendezvous/store/server/fd_limit.hpp"
 
 namespace ddp::launcher {
 namespace {

@@ -10,15 +10,16 @@
 #include <random>
 
 #include "common/error.hpp"
-#include "launcher/local_rendezvous.hpp"
 #include "launcher/slurm_env.hpp"
+#include "rendezvous/connect_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
-#include "rendezvous/host_address.hpp"
-#include "rendezvous/listener.hpp"
+#include "rendezvous/local_rendezvous.hpp"
 #include "rendezvous/rdzv_conf.hpp"
-#include "rendezvous/rdzv_connect.hpp"
 #include "rendezvous/static_rendezvous.hpp"
-#include "rendezvous/tcp_store.hpp"
+#include "rendezvous/store/host_address.hpp"
+#include "rendezvous/store/server/listener.hpp"
+#include "rendezvous/store/server/own_client.hpp"
+#include "rendezvous/store/tcp_store.hpp"
 
 namespace ddp::launcher {
 namespace {

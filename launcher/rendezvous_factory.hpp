@@ -5,7 +5,7 @@
 
 #include "launcher/launch_config.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/server/store_server.hpp"
 
 namespace ddp::launcher {
 

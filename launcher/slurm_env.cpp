@@ -5,7 +5,7 @@
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "launcher/hostlist.hpp"
-#include "rendezvous/host_address.hpp"
+#include "rendezvous/store/host_address.hpp"
 
 namespace ddp::launcher {
 namespace {

@@ -4,12 +4,12 @@
 #include <charconv>
 
 #include "common/error.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/rdzv_assignment.hpp"
-#include "rendezvous/rdzv_changes.hpp"
-#include "rendezvous/rdzv_exit_barrier.hpp"
-#include "rendezvous/rdzv_keys.hpp"
-#include "rendezvous/rdzv_watcher.hpp"
+#include "rendezvous/assignment.hpp"
+#include "rendezvous/exit_barrier.hpp"
+#include "rendezvous/membership_claims.hpp"
+#include "rendezvous/round_keys.hpp"
+#include "rendezvous/round_watcher.hpp"
+#include "rendezvous/store/prefix_store.hpp"
 
 namespace ddp::rendezvous {
 
@@ -141,9 +141,9 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
                "rendezvous '" + options_.run_id + "': round " + std::to_string(round) +
                    " closed before this node arrived (arrival " + std::to_string(idx) +
                    (finishing ? "); its nodes are finishing, waiting for the next round"
-                   : room     ? "); asked the running nodes to re-form"
-                          : "); the group is full (max " + std::to_string(options_.max_nodes) +
-                                " nodes), waiting for the next round"));
+                    : room    ? "); asked the running nodes to re-form"
+                              : "); the group is full (max " + std::to_string(options_.max_nodes) +
+                                 " nodes), waiting for the next round"));
       throw_if_closed();
       ++round;
       admitted = false;
@@ -312,8 +312,8 @@ void DynamicRendezvous::publish_round(uint64_t round, int64_t count, int64_t clo
   }
   // The size serves agents that are not members (the store host's exit barrier).
   out_keys.push_back(keys::size(round));
-  out_values.push_back(std::to_string(std::count_if(
-      assignments.begin(), assignments.end(), [](const auto& a) { return a.has_value(); })));
+  out_values.push_back(std::to_string(std::count_if(assignments.begin(), assignments.end(),
+                                                    [](const auto& a) { return a.has_value(); })));
   // "closed" goes in the same atomic MULTI_SET: whoever sees it finds its assignment.
   out_keys.push_back(keys::closed(round));
   out_values.push_back(std::to_string(count) + " " + std::to_string(closer));
@@ -440,8 +440,8 @@ void DynamicRendezvous::leave(bool succeeded) {
       // "finished" first: from now on a late node does not make the others re-form.
       if (succeeded) store.set(keys::finished(round), "1");
       const ExitBarrier barrier{store, keys::departed(round), last_info_->group_world_size};
-      job_over = barrier.count_out(last_info_->group_rank, succeeded ? "finished" : "failed") ||
-                 job_over;
+      job_over =
+          barrier.count_out(last_info_->group_rank, succeeded ? "finished" : "failed") || job_over;
     }
     if (!job_over && options_.hosts_store) {
       // Keep watching the others (a loss counts them out) but stop beating: this node is out.
@@ -479,8 +479,7 @@ void DynamicRendezvous::wait_for_members(Store& store, const RendezvousInfo& inf
     const ExitBarrier barrier{store, keys::departed(round), members};
     const auto progress = [&] {
       return "the nodes of round " + std::to_string(round) + " (" +
-             std::to_string(store.add(barrier.key, 0)) + "/" + std::to_string(members) +
-             " out)";
+             std::to_string(store.add(barrier.key, 0)) + "/" + std::to_string(members) + " out)";
     };
     if (!wait_interruptible(store, barrier.all_key(), "interrupted", deadline, progress)) return;
     if (store.get(barrier.all_key()) == "interrupted") return;

@@ -14,10 +14,10 @@
 #include <optional>
 #include <string>
 
-#include "rendezvous/rdzv_assignment.hpp"
+#include "rendezvous/assignment.hpp"
 #include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::rendezvous {
 

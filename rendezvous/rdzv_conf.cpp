@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
-#include "rendezvous/host_address.hpp"
+#include "rendezvous/store/host_address.hpp"
 
 namespace ddp::rendezvous {
 namespace {

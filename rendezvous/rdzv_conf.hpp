@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::rendezvous {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::rendezvous {
 

@@ -4,9 +4,9 @@
 #include <charconv>
 
 #include "common/error.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/rdzv_assignment.hpp"
-#include "rendezvous/rdzv_exit_barrier.hpp"
+#include "rendezvous/assignment.hpp"
+#include "rendezvous/exit_barrier.hpp"
+#include "rendezvous/store/prefix_store.hpp"
 
 namespace ddp::rendezvous {
 namespace {

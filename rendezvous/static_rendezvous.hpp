@@ -10,10 +10,10 @@
 #include <optional>
 #include <string>
 
-#include "rendezvous/rdzv_exit_barrier.hpp"
+#include "rendezvous/exit_barrier.hpp"
 #include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::rendezvous {
 

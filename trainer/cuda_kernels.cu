@@ -9,7 +9,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-int blocks_for(std::size_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+int blocks_for(std::size_t n) {
+  return static_cast<int>((n + kThreads - 1) / kThreads);
+}
 
 __global__ void bias_activation_kernel(float* out, const float* bias, int rows, int cols,
                                        bool relu) {
@@ -101,20 +103,19 @@ void relu_backward(float* delta, const float* act, std::size_t count) {
 
 void bias_gradient(const float* delta, int rows, int cols, float* grad_bias) {
   bias_gradient_kernel<<<blocks_for(static_cast<std::size_t>(cols)), kThreads>>>(delta, rows, cols,
-                                                                                grad_bias);
+                                                                                 grad_bias);
 }
 
-void adamw_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-                std::size_t n, float step_size, float inv_sqrt_bc2, float beta1, float beta2,
-                float eps, float decay) {
+void adamw_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq, std::size_t n,
+                float step_size, float inv_sqrt_bc2, float beta1, float beta2, float eps,
+                float decay) {
   adamw_kernel<<<blocks_for(n), kThreads>>>(params, grads, exp_avg, exp_avg_sq, n, step_size,
                                             inv_sqrt_bc2, beta1, beta2, eps, decay);
 }
 
 void sgd_step(float* params, const float* grads, float* buf, std::size_t n, float lr,
               float momentum, float weight_decay, bool first) {
-  sgd_kernel<<<blocks_for(n), kThreads>>>(params, grads, buf, n, lr, momentum, weight_decay,
-                                          first);
+  sgd_kernel<<<blocks_for(n), kThreads>>>(params, grads, buf, n, lr, momentum, weight_decay, first);
 }
 
 const char* last_error() {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 #include "worker_runtime/process_group.hpp"
 
 namespace ddp::worker_runtime {

@@ -4,9 +4,9 @@
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
-#include "rendezvous/memory_store.hpp"
-#include "rendezvous/prefix_store.hpp"
-#include "rendezvous/tcp_store.hpp"
+#include "rendezvous/store/memory_store.hpp"
+#include "rendezvous/store/prefix_store.hpp"
+#include "rendezvous/store/tcp_store.hpp"
 #include "worker_runtime/gloo_process_group.hpp"
 #ifdef DDP_HAVE_CUDA
 #include <cuda_runtime_api.h>

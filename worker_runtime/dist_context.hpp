@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/store.hpp"
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/server/store_server.hpp"
+#include "rendezvous/store/store.hpp"
 #include "worker_runtime/env_contract.hpp"
 #include "worker_runtime/process_group.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
-#include "rendezvous/host_address.hpp"
+#include "rendezvous/store/host_address.hpp"
 
 extern char** environ;  // NOLINT: POSIX
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "rendezvous/prefix_store.hpp"
+#include "rendezvous/store/prefix_store.hpp"
 #include "worker_runtime/comm_queue.hpp"
 #include "worker_runtime/direct_mesh.hpp"
 #include "worker_runtime/gloo_store_adapter.hpp"

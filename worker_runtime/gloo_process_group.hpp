@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 #include "worker_runtime/process_group.hpp"
 
 namespace ddp::worker_runtime {

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::worker_runtime {
 

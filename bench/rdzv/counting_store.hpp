@@ -4,7 +4,7 @@
 #include <atomic>
 #include <memory>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 
 namespace ddp::bench {
 

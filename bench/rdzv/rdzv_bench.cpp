@@ -15,7 +15,7 @@
 
 #include "counting_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
-#include "rendezvous/tcp_store.hpp"
+#include "rendezvous/store/tcp_store.hpp"
 
 namespace ddp::bench {
 

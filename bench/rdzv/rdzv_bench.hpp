@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/server/store_server.hpp"
 
 namespace ddp::bench {
 

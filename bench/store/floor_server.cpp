@@ -14,7 +14,7 @@
 #include <cstdio>
 
 #include "common/error.hpp"
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/store/wire_codec.hpp"
 
 namespace {
 

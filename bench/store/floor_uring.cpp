@@ -10,7 +10,7 @@
 
 #include "common/error.hpp"
 #include "floor_server.hpp"
-#include "rendezvous/uring_ring.hpp"
+#include "rendezvous/store/server/uring/ring.hpp"
 
 namespace ddp::bench {
 namespace {

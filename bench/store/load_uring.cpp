@@ -8,7 +8,7 @@
 
 #include "closed_loop.hpp"
 #include "common/error.hpp"
-#include "rendezvous/uring_ring.hpp"
+#include "rendezvous/store/server/uring/ring.hpp"
 
 namespace ddp::bench {
 namespace {

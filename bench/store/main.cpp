@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "common/error.hpp"
-#include "rendezvous/fd_limit.hpp"
+#include "rendezvous/store/server/fd_limit.hpp"
 #include "store_load.hpp"
 
 int main(int argc, char** argv) {

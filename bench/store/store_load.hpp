@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/wire_codec.hpp"
+#include "rendezvous/store/wire_codec.hpp"
 
 namespace ddp::bench {
 

@@ -81,8 +81,7 @@ TEST_CASE("a console nobody reads does not stop the agent from reacting", "[proc
 
 // The agent's own notices and the failure summary go through the Console too
 // (AgentOptions::notice_console): a stderr nobody reads holds neither.
-TEST_CASE("a stderr nobody reads does not hold the failure summary (or the agent)",
-          "[process]") {
+TEST_CASE("a stderr nobody reads does not hold the failure summary (or the agent)", "[process]") {
   TempDir dir;
   auto events = dir.path() / "events.jsonl";
   auto rc_file = dir.path() / "rc";

@@ -138,7 +138,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::atomic<bool> shut_down{false};
   std::atomic<bool> after_failure{false};  // closed by shutdown_after_failure()
   std::atomic<bool> block_until_shutdown{false};
-  std::function<void()> on_call;  // runs on the rendezvous thread at each call
+  std::function<void()> on_call;      // runs on the rendezvous thread at each call
   std::function<void()> on_shutdown;  // runs in shutdown(), on the agent's exit thread
   std::atomic<bool> block_exit_until_interrupt{false};
   std::atomic<bool> interrupted{false};

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "common/error.hpp"
-#include "rendezvous/memory_store.hpp"
+#include "rendezvous/store/memory_store.hpp"
 #include "test_support.hpp"
 #include "worker_runtime/gloo_process_group.hpp"
 #include "worker_runtime/gradient_bucketer.hpp"

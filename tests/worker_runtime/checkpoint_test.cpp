@@ -12,7 +12,7 @@
 #include <numeric>
 
 #include "common/error.hpp"
-#include "rendezvous/memory_store.hpp"
+#include "rendezvous/store/memory_store.hpp"
 #include "test_support.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/python.hpp"

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "common/error.hpp"
-#include "rendezvous/memory_store.hpp"
+#include "rendezvous/store/memory_store.hpp"
 #include "test_support.hpp"
 #include "worker_runtime/dist_context.hpp"
 #include "worker_runtime/gloo_process_group.hpp"

@@ -3,7 +3,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "rendezvous/memory_store.hpp"
+#include "rendezvous/store/memory_store.hpp"
 #include "test_support.hpp"
 #include "worker_runtime/consistency.hpp"
 #include "worker_runtime/gloo_process_group.hpp"

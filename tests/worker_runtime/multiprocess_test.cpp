@@ -4,7 +4,7 @@
 #include <functional>
 #include <regex>
 
-#include "rendezvous/store_server.hpp"
+#include "rendezvous/store/server/store_server.hpp"
 #include "test_support.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"

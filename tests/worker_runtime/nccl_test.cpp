@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/error.hpp"
-#include "rendezvous/memory_store.hpp"
+#include "rendezvous/store/memory_store.hpp"
 #include "test_support.hpp"
 #include "worker_runtime/dist_context.hpp"
 #include "worker_runtime/nccl_process_group.hpp"

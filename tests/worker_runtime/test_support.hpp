@@ -7,7 +7,7 @@
 #include <mutex>
 #include <string>
 
-#include "rendezvous/store.hpp"
+#include "rendezvous/store/store.hpp"
 #include "worker_runtime/gloo_process_group.hpp"
 
 namespace ddp::worker_runtime::test {

@@ -1,0 +1,47 @@
+#include "rendezvous/connect_store.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "rendezvous/store/host_address.hpp"
+
+namespace ddp::rendezvous {
+
+std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
+  const auto deadline = started + o.patience;
+  const std::string endpoint = join_host_port(o.host, o.port);
+  if (is_ipv6_literal(o.host) && !ipv6_available()) {
+    // Waiting would not help: this machine cannot open an IPv6 connection at all.
+    throw StoreError("cannot reach the rendezvous store of " + o.who + " at " + endpoint +
+                     ": that is an IPv6 address and this machine has no IPv6");
+  }
+  while (true) {
+    const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
+    TcpStoreOptions tcp;
+    tcp.host = o.host;
+    tcp.port = o.port;
+    tcp.timeout = o.timeout;
+    tcp.connect_timeout = std::clamp(left, Duration(1), o.progress_interval);
+    try {
+      return std::make_shared<TcpStore>(tcp);
+    } catch (const StoreError& e) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started);
+      if (Clock::now() >= deadline) {
+        throw StoreError("could not reach the rendezvous store of " + o.who + " at " + endpoint +
+                         " within " + describe_timeout(o.patience) + ": " + e.what());
+      }
+      rdzv_log(o.log, "waiting for the rendezvous store of " + o.who + " at " + endpoint + " (" +
+                          std::to_string(waited.count()) + " s so far)");
+    }
+  }
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,62 @@
+#include "rendezvous/exit_barrier.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+// What read_out() finds for a member still in.
+const std::string kStillIn("\0ddp-in\0", 8);
+// Value of "<key>/all" written by interrupt(): the waiter stops, nobody else reads it.
+const std::string kInterrupted = "interrupted";
+
+}  // namespace
+
+bool ExitBarrier::count_out(int member, const std::string& why) const {
+  // Only the writer of the out key counts: a node found lost that later shuts down itself
+  // (or the reverse) is counted once.
+  if (store.compare_set(out_key(member), "", why) != why) return false;
+  if (store.add(key, 1) < nodes) return false;
+  store.set(all_key(), "1");
+  return true;
+}
+
+std::string ExitBarrier::out_reason(int member) const {
+  // A COMPARE_SET that cannot match reads the key in one request.
+  const std::string value = store.compare_set(out_key(member), kStillIn, kStillIn);
+  return value == kStillIn ? std::string() : value;
+}
+
+void ExitBarrier::interrupt() const {
+  store.compare_set(all_key(), "", kInterrupted);
+}
+
+bool ExitBarrier::wait_all() const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+    try {
+      store.wait({all_key()}, std::clamp(left, Duration(1), progress_interval));
+      return store.get(all_key()) != kInterrupted;
+    } catch (const StoreTimeout&) {
+    }
+    const std::string count = std::to_string(store.add(key, 0)) + "/" + std::to_string(nodes);
+    if (left <= progress_interval) {
+      rdzv_log(log, "exit barrier: only " + count + " nodes finished within " +
+                        describe_timeout(timeout) + "; closing the store anyway");
+      return false;
+    }
+    rdzv_log(log, "exit barrier: " + count +
+                      " nodes finished; this node hosts the store and waits for the rest");
+  }
+}
+
+void ExitBarrier::depart(int member, const std::string& why, bool wait) const {
+  if (count_out(member, why) || !wait) return;
+  wait_all();
+}
+
+}  // namespace ddp::rendezvous

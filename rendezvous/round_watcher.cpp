@@ -1,0 +1,257 @@
+#include "rendezvous/round_watcher.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "common/error.hpp"
+#include "rendezvous/exit_barrier.hpp"
+#include "rendezvous/membership_claims.hpp"
+#include "rendezvous/round_keys.hpp"
+
+namespace ddp::rendezvous {
+
+namespace keys = rdzv_keys;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Heartbeat ticks kept per node: the watcher may lag a little behind the writer.
+constexpr uint64_t kTicksKept = 3;
+
+// What read_or_empty() returns for a missing key is "" (no key here is ever set to "").
+std::string read_or_empty(Store& store, const std::string& key) {
+  static const std::string kMissing("\0ddp-missing\0", 13);
+  const std::string value = store.compare_set(key, kMissing, kMissing);
+  return value == kMissing ? std::string() : value;
+}
+
+// The latest heartbeat tick group rank g wrote, -1 when none.
+int64_t latest_tick(Store& store, uint64_t round, int g) {
+  const std::string text = read_or_empty(store, keys::heartbeat_latest(round, g));
+  int64_t tick = -1;
+  std::from_chars(text.data(), text.data() + text.size(), tick);
+  return tick;
+}
+
+std::string in_round(uint64_t round) {
+  return " (round " + std::to_string(round) + ")";
+}
+
+}  // namespace
+
+RoundWatcher::RoundWatcher(RoundWatcherOptions options, std::shared_ptr<Store> events_store,
+                           std::shared_ptr<Store> monitor_store, ChangeCallback on_change)
+    : options_(std::move(options)),
+      events_store_(std::move(events_store)),
+      monitor_store_(std::move(monitor_store)),
+      on_change_(std::move(on_change)) {
+  events_thread_ = std::thread([this] { events_loop(); });
+  if (options_.group_world_size > 1) monitor_thread_ = std::thread([this] { monitor_loop(); });
+}
+
+RoundWatcher::~RoundWatcher() {
+  stop();
+}
+
+void RoundWatcher::stop() {
+  stop_ = true;
+  if (events_thread_.joinable()) events_thread_.join();
+  if (monitor_thread_.joinable()) monitor_thread_.join();
+}
+
+void RoundWatcher::fire(MembershipChange change, const std::string& reason) {
+  // After stop was requested the round is being left on purpose (this node re-joining posts
+  // a claim itself): nothing to report.
+  if (stop_ || fired_.exchange(true)) return;
+  on_change_(change, reason);
+}
+
+void RoundWatcher::beat(Store& store) {
+  const uint64_t round = options_.round;
+  const int me = options_.group_rank;
+  store.multi_set({keys::heartbeat(round, me, tick_), keys::heartbeat_latest(round, me)},
+                  {"", std::to_string(tick_)});
+  if (tick_ >= kTicksKept) store.delete_key(keys::heartbeat(round, me, tick_ - kTicksKept));
+  ++tick_;
+  next_beat_ = Clock::now() + options_.heartbeat_interval;
+}
+
+void RoundWatcher::events_loop() {
+  Store& store = *events_store_;
+  const uint64_t round = options_.round;
+  int slot = 1;
+  try {
+    while (!stop_ && beating_ && !fired_) {
+      if (Clock::now() >= next_beat_) beat(store);
+      const auto until_beat = std::chrono::duration_cast<Duration>(next_beat_ - Clock::now());
+      if (slot > kMaxChangeSlots) {
+        // Every slot was used up by claims found false: beat on, monitor on, listen no more.
+        std::this_thread::sleep_for(std::max(until_beat, Duration(1)));
+        continue;
+      }
+      try {
+        // Blocks until someone claims a change, or until the next beat is due.
+        store.wait({keys::changed(round, slot)}, std::max(until_beat, Duration(1)));
+      } catch (const StoreTimeout&) {
+        continue;
+      }
+      const std::string value = store.get(keys::changed(round, slot));
+      if (value.rfind(kRefutedPrefix, 0) == 0) {
+        ++slot;
+        continue;
+      }
+      const std::string why_false = refutation(store, value);
+      if (why_false.empty()) {
+        const ChangeClaim claim = parse_change(value);
+        if (claim.kind == ChangeClaim::Kind::kLost) {
+          fire(MembershipChange::kNodeLost, "node with group rank " + std::to_string(claim.rank) +
+                                                " stopped heartbeating" + in_round(round));
+        } else if (claim.kind == ChangeClaim::Kind::kRejoin) {
+          fire(MembershipChange::kNodeWaiting, "a member node is re-joining" + in_round(round));
+        } else {
+          fire(MembershipChange::kNodeWaiting, "a new node is waiting to join" + in_round(round));
+        }
+        return;  // the round is over for everybody; the agent re-joins
+      }
+      refute_change(store, round, slot, value);
+      rdzv_log(options_.log, "rendezvous round " + std::to_string(round) +
+                                 ": ignoring the membership claim '" + value + "': " + why_false);
+      ++slot;
+    }
+  } catch (const std::exception& e) {
+    if (!stop_) {
+      fire(MembershipChange::kNodeLost,
+           std::string("lost the rendezvous store: ") + e.what() + in_round(round));
+    }
+  }
+}
+
+std::string RoundWatcher::refutation(Store& store, const std::string& value) {
+  const uint64_t round = options_.round;
+  const ChangeClaim claim = parse_change(value);
+  switch (claim.kind) {
+    case ChangeClaim::Kind::kWaiting: {
+      if (store.check({keys::finished(round)})) {
+        return "a member already finished, so the round admits nobody new";
+      }
+      // A waiting node arrived after the round closed: more arrivals than members.
+      const std::string closed = read_or_empty(store, keys::closed(round));
+      int64_t members = 0;
+      std::from_chars(closed.data(), closed.data() + closed.size(), members);
+      const int64_t arrivals = store.add(keys::arrived(round), 0);
+      if (arrivals <= members) {
+        return "no node arrived after the round closed (" + std::to_string(arrivals) +
+               " arrivals, " + std::to_string(members) + " members)";
+      }
+      return "";
+    }
+    case ChangeClaim::Kind::kRejoin:
+      if (!store.check({keys::opened(round + 1)})) {
+        return "no member opened round " + std::to_string(round + 1);
+      }
+      return "";
+    case ChangeClaim::Kind::kLost: {
+      if (claim.rank == options_.group_rank) {
+        // Reading this, we are alive. It holds only when the others already moved on (we
+        // were stopped long enough to be found silent): the one who found us opens the next
+        // round; if it has not yet, its "rejoin" claim will follow in the next slot.
+        if (store.check({keys::opened(round + 1)})) return "";
+        return "this node is group rank " + std::to_string(claim.rank) + " and is running";
+      }
+      if (claim.rank >= options_.group_world_size) {
+        return "the round has no group rank " + std::to_string(claim.rank);
+      }
+      const ExitBarrier barrier{store, keys::departed(round), options_.group_world_size};
+      if (barrier.out_reason(claim.rank) == "finished") {
+        return "group rank " + std::to_string(claim.rank) + " finished its work";
+      }
+      if (still_beating(store, claim.rank)) {
+        return "group rank " + std::to_string(claim.rank) + " is still heartbeating";
+      }
+      return "";
+    }
+    case ChangeClaim::Kind::kInvalid:
+      break;
+  }
+  return "expected 'waiting', 'rejoin' or 'lost <group rank>'";
+}
+
+bool RoundWatcher::still_beating(Store& store, int g) {
+  const uint64_t round = options_.round;
+  const std::string next =
+      keys::heartbeat(round, g, static_cast<uint64_t>(latest_tick(store, round, g) + 1));
+  const auto deadline = Clock::now() + options_.heartbeat_interval * 3 / 2;
+  while (Clock::now() < deadline && !stop_) {
+    if (Clock::now() >= next_beat_) beat(store);  // checking must not make us look lost
+    const auto until = std::min(deadline, next_beat_);
+    try {
+      store.wait({next},
+                 std::max(std::chrono::duration_cast<Duration>(until - Clock::now()), Duration(1)));
+      return true;
+    } catch (const StoreTimeout&) {
+    }
+  }
+  return false;
+}
+
+void RoundWatcher::monitor_loop() {
+  Store& store = *monitor_store_;
+  const uint64_t round = options_.round;
+  const int me = options_.group_rank;
+  const int size = options_.group_world_size;
+  const ExitBarrier barrier{store, keys::departed(round), size};
+  int watched = me;
+  uint64_t next_tick = 0;
+  auto last_beat = Clock::now();
+  // Moves to the next rank of the ring still in the round; false when none is left.
+  auto advance = [&] {
+    while (true) {
+      watched = (watched + 1) % size;
+      if (watched == me) return false;
+      if (barrier.out_reason(watched).empty()) break;
+    }
+    next_tick = static_cast<uint64_t>(latest_tick(store, round, watched) + 1);
+    last_beat = Clock::now();
+    return true;
+  };
+  try {
+    if (!advance()) return;
+    while (!stop_) {
+      try {
+        store.wait({keys::heartbeat(round, watched, next_tick)}, options_.heartbeat_interval);
+        ++next_tick;
+        last_beat = Clock::now();
+        continue;
+      } catch (const StoreTimeout&) {
+      }
+      if (stop_) return;
+      // Behind the writer (its old ticks are deleted)? Catch up from its latest tick.
+      const int64_t latest = latest_tick(store, round, watched);
+      if (latest >= 0 && static_cast<uint64_t>(latest) >= next_tick) {
+        next_tick = static_cast<uint64_t>(latest) + 1;
+        last_beat = Clock::now();
+        continue;
+      }
+      if (Clock::now() - last_beat < options_.lease_timeout) continue;
+      // Silent: left on its own (finished, failed, re-joined), or lost.
+      if (!barrier.out_reason(watched).empty()) {
+        if (!advance()) return;
+        continue;
+      }
+      // Report first: counting the last member out ends a store host's exit barrier, which
+      // then stops this watcher.
+      fire(MembershipChange::kNodeLost, "node with group rank " + std::to_string(watched) +
+                                            " stopped heartbeating" + in_round(round));
+      post_change(store, round, "lost " + std::to_string(watched));
+      barrier.count_out(watched, "lost");
+      return;
+    }
+  } catch (const std::exception& e) {
+    if (!stop_) {
+      fire(MembershipChange::kNodeLost,
+           std::string("lost the rendezvous store: ") + e.what() + in_round(round));
+    }
+  }
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,81 @@
+#pragma once
+// Watches one closed round of the dynamic rendezvous from a running agent:
+//  - the events thread writes this node's heartbeat every heartbeat_interval and, between
+//    beats, blocks in wait() on the round's change slots (rdzv_changes.hpp), so a late
+//    joiner, a re-joining member or a lost node is noticed as soon as it is claimed. Each
+//    claim is checked against the store before anyone acts on it;
+//  - the monitor thread blocks on the heartbeat keys of the next group rank (a ring, so
+//    every node is watched by exactly one other, O(1) store traffic per node) and declares
+//    it lost when no beat arrives within lease_timeout (catches SIGKILLed, SIGSTOPped and
+//    unplugged nodes, where no connection reset ever arrives). A node that left the round
+//    on its own (finished, failed, re-joined a newer round) is not lost: the monitor moves
+//    on to the next rank of the ring that is still in.
+// Each thread owns its own store connection because wait() blocks the connection.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "rendezvous/rdzv_log.hpp"
+#include "rendezvous/rendezvous_handler.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::rendezvous {
+
+struct RoundWatcherOptions {
+  uint64_t round = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
+  Duration heartbeat_interval = std::chrono::seconds(1);
+  // No beat from the watched node for this long: it is lost.
+  Duration lease_timeout = std::chrono::seconds(5);
+  LogSink log;  // claims found false are logged here
+};
+
+// Called at most once per round, from a watcher thread: what changed and a readable reason.
+using ChangeCallback = std::function<void(MembershipChange, const std::string&)>;
+
+class RoundWatcher {
+ public:
+  // Starts both threads. events_store and monitor_store are distinct connections to the
+  // rendezvous' (prefixed) store; on_change must not block for long.
+  RoundWatcher(RoundWatcherOptions options, std::shared_ptr<Store> events_store,
+               std::shared_ptr<Store> monitor_store, ChangeCallback on_change);
+  ~RoundWatcher();  // stop()
+  RoundWatcher(const RoundWatcher&) = delete;
+  RoundWatcher& operator=(const RoundWatcher&) = delete;
+
+  // Stops beating and watching; returns within about one heartbeat_interval. Idempotent.
+  void stop();
+  // Asks the threads to stop without waiting for them (stop() or the destructor joins).
+  void request_stop() { stop_ = true; }
+  // This node left the round (its workers finished): stop beating and listening to claims,
+  // but keep monitoring the others, so the store host waiting for them sees a loss.
+  void stop_beating() { beating_ = false; }
+
+ private:
+  void events_loop();
+  void monitor_loop();
+  void beat(Store& store);
+  // Checks a claim against the store; "" when it holds, else why it is false.
+  std::string refutation(Store& store, const std::string& value);
+  // True when group rank g writes a heartbeat within 1.5 intervals (this node keeps beating).
+  bool still_beating(Store& store, int g);
+  void fire(MembershipChange change, const std::string& reason);
+
+  RoundWatcherOptions options_;
+  std::shared_ptr<Store> events_store_;
+  std::shared_ptr<Store> monitor_store_;
+  ChangeCallback on_change_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> beating_{true};
+  std::atomic<bool> fired_{false};
+  uint64_t tick_ = 0;  // events thread only
+  std::chrono::steady_clock::time_point next_beat_{};
+  std::thread events_thread_;
+  std::thread monitor_thread_;
+};
+
+}  // namespace ddp::rendezvous

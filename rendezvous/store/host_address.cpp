@@ -1,0 +1,115 @@
+#include "rendezvous/store/host_address.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+std::string strip_brackets(const std::string& host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    return host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+// The address part of "fe80::1%eth0" parsed; false when it is not an IPv6 literal.
+bool parse_ipv6(const std::string& bare, in6_addr& out, std::string& scope) {
+  const auto percent = bare.find('%');
+  const std::string address = bare.substr(0, percent);
+  scope = percent == std::string::npos ? "" : bare.substr(percent);
+  return ::inet_pton(AF_INET6, address.c_str(), &out) == 1;
+}
+
+}  // namespace
+
+std::string normalize_host(const std::string& host) {
+  std::string bare = strip_brackets(host);
+  in6_addr address{};
+  std::string scope;
+  if (!parse_ipv6(bare, address, scope)) return bare;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (::inet_ntop(AF_INET6, &address, text, sizeof(text)) == nullptr) return bare;
+  return text + scope;
+}
+
+bool is_ipv6_literal(const std::string& host) {
+  in6_addr address{};
+  std::string scope;
+  return parse_ipv6(strip_brackets(host), address, scope);
+}
+
+bool is_loopback_host(const std::string& host) {
+  const std::string bare = normalize_host(host);
+  if (bare == "localhost" || bare == "::1") return true;
+  in_addr v4{};
+  return ::inet_pton(AF_INET, bare.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
+}
+
+std::string join_host_port(const std::string& host, uint16_t port) {
+  const std::string bare = strip_brackets(host);
+  const std::string port_text = std::to_string(port);
+  return is_ipv6_literal(bare) ? "[" + bare + "]:" + port_text : bare + ":" + port_text;
+}
+
+bool ipv6_available() {
+  static const bool available = [] {
+    const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    ::close(fd);
+    return true;
+  }();
+  return available;
+}
+
+std::string listen_host_for(const std::string& dial_host, bool have_ipv6) {
+  std::string host = normalize_host(dial_host);
+  if (is_ipv6_literal(host) && !have_ipv6) {
+    throw ConfigError("the store address " + host +
+                      " is IPv6, but this machine has no IPv6 (it refuses IPv6 sockets): nothing "
+                      "can listen where clients would dial; use an IPv4 address or a host name");
+  }
+  if (host == "localhost") return "127.0.0.1";
+  if (is_loopback_host(host)) return host;
+  return kAnyHost;
+}
+
+bool is_local_address(const std::string& given) {
+  const std::string host = normalize_host(given);
+  if (is_loopback_host(host)) return true;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) == 0 && host == name) return true;
+  // Compared as addresses, not text, so any spelling of an IPv6 address matches.
+  in_addr v4{};
+  in6_addr v6{};
+  const std::string address = host.substr(0, host.find('%'));
+  const bool is_v4 = ::inet_pton(AF_INET, address.c_str(), &v4) == 1;
+  const bool is_v6 = !is_v4 && ::inet_pton(AF_INET6, address.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6) return false;
+  ifaddrs* addrs = nullptr;
+  if (::getifaddrs(&addrs) != 0) return false;
+  bool found = false;
+  for (ifaddrs* a = addrs; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    if (is_v4 && a->ifa_addr->sa_family == AF_INET) {
+      sockaddr_in in{};
+      std::memcpy(&in, a->ifa_addr, sizeof(in));
+      found = in.sin_addr.s_addr == v4.s_addr;
+    } else if (is_v6 && a->ifa_addr->sa_family == AF_INET6) {
+      sockaddr_in6 in6{};
+      std::memcpy(&in6, a->ifa_addr, sizeof(in6));
+      found = std::memcmp(&in6.sin6_addr, &v6, sizeof(v6)) == 0;
+    }
+  }
+  ::freeifaddrs(addrs);
+  return found;
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,32 @@
+#pragma once
+// Hosts as users write them (names, IPv4, bare or bracketed IPv6 literals) and the address a
+// store listens on so that clients dialling a given host reach it. docs/multinode.md, "IPv6".
+#include <cstdint>
+#include <string>
+
+namespace ddp::rendezvous {
+
+// The listen host meaning "every interface": one dual-stack IPv6 socket (IPv6 and IPv4
+// clients) where the machine has IPv6, 0.0.0.0 otherwise. StoreServerOptions' default.
+inline constexpr const char* kAnyHost = "";
+
+// "[::1]" -> "::1", IPv6 literals in canonical form ("0:0::1" -> "::1"); other hosts as given.
+std::string normalize_host(const std::string& host);
+// True for a numeric IPv6 address, bracketed or not, with or without a "%scope".
+bool is_ipv6_literal(const std::string& host);
+// True for "localhost", 127.0.0.0/8 and ::1 (bracketed or not).
+bool is_loopback_host(const std::string& host);
+// "host:port" with an IPv6 literal bracketed ("[::1]:29400"), as torchrun and URLs write it.
+std::string join_host_port(const std::string& host, uint16_t port);
+// True when this machine can open IPv6 sockets (a kernel without IPv6 refuses AF_INET6).
+bool ipv6_available();
+// Where a store server listens so that clients dialling dial_host reach it: a loopback host
+// itself ("localhost" -> 127.0.0.1, "[::1]" -> ::1), every other host kAnyHost. ConfigError
+// naming dial_host when it is an IPv6 literal and the machine has no IPv6 (have_ipv6).
+std::string listen_host_for(const std::string& dial_host, bool have_ipv6);
+
+// True when host is a loopback name/address, this machine's host name, or one of its
+// interface addresses (IPv6 bracketed or not, in any spelling).
+bool is_local_address(const std::string& host);
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,42 @@
+// ddpstore: a standalone rendezvous store server (PyTorch TCPStore protocol, both dialects).
+//   ddpstore --port 29400                    # every interface, IPv6 and IPv4
+//   ddpstore --host ::1 --port 0             # port 0: the kernel picks; printed on line 1
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "common/error.hpp"
+#include "rendezvous/store/server/ddpstore/store_daemon.hpp"
+
+int main(int argc, char** argv) {
+  ddp::rendezvous::StoreServerOptions options;
+  options.log_name = "ddpstore";
+  CLI::App app{"ddpstore: a standalone TCP store server for ddplaunch / torchrun rendezvous"};
+  app.add_option("--host", options.host,
+                 "address to listen on: 127.0.0.1, ::1 or [::1], 0.0.0.0 (every IPv4 "
+                 "interface), :: (every interface); default: every interface, IPv6 and IPv4 "
+                 "(IPv4 only on a machine without IPv6)");
+  app.add_option("--port", options.port, "port to listen on (0: any free port, printed first)")
+      ->capture_default_str();
+  app.add_option("--max-key-bytes", options.max_key_bytes, "longest key accepted")
+      ->capture_default_str();
+  app.add_option("--max-value-bytes", options.max_value_bytes, "longest value accepted")
+      ->capture_default_str();
+  app.add_option("--max-keys-per-request", options.max_keys_per_request,
+                 "most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET")
+      ->capture_default_str();
+  std::string io = "auto";
+  app.add_option("--io", io,
+                 "I/O backend: auto (io_uring where the kernel allows it, else epoll; "
+                 "DDPLAUNCH_STORE_IO may choose), epoll or io_uring")
+      ->check(CLI::IsMember({"auto", "epoll", "io_uring"}))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  options.io = *ddp::rendezvous::parse_store_io(io);
+  try {
+    ddp::rendezvous::run_store_daemon(options, std::cout);
+  } catch (const ddp::Error& e) {
+    std::cerr << "ddpstore: " << e.what() << std::endl;
+    return 1;
+  }
+  return 0;
+}

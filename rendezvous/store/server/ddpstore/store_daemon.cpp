@@ -1,0 +1,37 @@
+#include "rendezvous/store/server/ddpstore/store_daemon.hpp"
+
+#include <pthread.h>
+
+#include <csignal>
+#include <iostream>
+
+#include "common/error.hpp"
+#include "rendezvous/store/server/fd_limit.hpp"
+
+namespace ddp::rendezvous {
+
+void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
+  raise_fd_limit();
+  // SIGINT/SIGTERM are blocked before the server thread starts (it inherits the mask) and
+  // taken synchronously with sigwait: a signal that arrives early stays pending, none is
+  // lost, and no handler runs in the middle of the server's work.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  if (int rc = pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr); rc != 0) {
+    throw Error("ddpstore: cannot block SIGINT/SIGTERM: " + errno_text(rc));
+  }
+  StoreServer server(options);
+  out << server.port() << std::endl;
+  std::cerr << options.log_name << ": serving on " << server.address() << " with "
+            << server.io_backend() << std::endl;
+  int received = 0;
+  while (sigwait(&stop_signals, &received) != 0) {
+  }
+  std::cerr << options.log_name << ": " << (received == SIGINT ? "SIGINT" : "SIGTERM")
+            << ", stopping (" << server.num_connections() << " connections open)" << std::endl;
+  server.stop();
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,110 @@
+#include "rendezvous/store/server/epoll/loop.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <cerrno>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+
+EpollLoop::EpollLoop(const LoopContext& context)
+    : context_(context),
+      accept_log_(context.sessions->log_name, context.port),
+      retry_timer_(io_),
+      poller_(io_, [this] { closed_.clear(); }) {}
+
+EpollLoop::~EpollLoop() = default;
+
+void EpollLoop::run() {
+  poller_.add(context_.listen_fd, this, EPOLLIN);
+  poller_.start();
+  for (;;) {
+    try {
+      io_.run();
+      return;
+    } catch (const std::exception& e) {
+      // A bug in one handler must not take every client's rendezvous down with it.
+      log_line(context_.sessions->log_name,
+               std::string("unexpected error in the event loop: ") + e.what());
+    }
+  }
+}
+
+void EpollLoop::stop() {
+  boost::asio::post(io_, [this] { stop_all(); });
+}
+
+void EpollLoop::on_ready(uint32_t /*events*/) {
+  if (stopped_ || accept_all()) return;
+  retry_accept_later();
+}
+
+bool EpollLoop::accept_all() {
+  // Drain the whole accept queue: when a thousand agents connect at once, one accept per
+  // loop turn would leave the last ones queued behind everyone's requests.
+  for (;;) {
+    sockaddr_storage address{};
+    socklen_t length = sizeof(address);
+    const int fd = ::accept4(context_.listen_fd, reinterpret_cast<sockaddr*>(&address), &length,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      accept_log_.accepted();
+      add_connection(fd, peer_name(address, length));
+      continue;
+    }
+    const int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK) return true;
+    if (err == EINTR || err == ECONNABORTED) continue;  // that client gave up; next one
+    accept_log_.failed(err, context_.num_connections->load());
+    return false;
+  }
+}
+
+void EpollLoop::retry_accept_later() {
+  // Level-triggered: a listener left in the set would wake the loop at once, again and again.
+  poller_.modify(context_.listen_fd, this, 0);
+  retry_timer_.expires_after(std::chrono::milliseconds(50));
+  retry_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    poller_.modify(context_.listen_fd, this, EPOLLIN);
+  });
+}
+
+void EpollLoop::add_connection(int fd, const std::string& peer) {
+  tune_connection(fd);
+  auto connection =
+      std::make_unique<EpollTransport>(fd, poller_, read_buffer_, [this](EpollTransport* c) {
+        auto it = connections_.find(c);
+        if (it == connections_.end()) return;  // stop_all() owns it now
+        closed_.push_back(std::move(it->second));
+        connections_.erase(it);
+        --*context_.num_connections;
+      });
+  connection->attach(
+      std::make_shared<StoreSession>(peer, *context_.state, *context_.sessions, *connection));
+  try {
+    connection->start();
+  } catch (const Error& e) {
+    log_line(context_.sessions->log_name, "dropping connection from " + peer + ": " + e.what());
+    return;  // the connection's destructor closes the socket
+  }
+  connections_.emplace(connection.get(), std::move(connection));
+  ++*context_.num_connections;
+}
+
+void EpollLoop::stop_all() {
+  stopped_ = true;
+  retry_timer_.cancel();
+  auto all = std::move(connections_);
+  connections_.clear();
+  for (auto& [ptr, connection] : all) connection->session().stop();
+  *context_.num_connections = 0;
+  closed_.clear();
+  poller_.stop();
+  io_.stop();
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,225 @@
+#include "rendezvous/store/server/server_state.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::rendezvous {
+
+using wire::Command;
+
+void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request) {
+  std::string out;
+  switch (request.command) {
+    case Command::kValidate:
+      if (request.nonce != wire::kValidationMagic) {
+        throw ProtocolError("VALIDATE with magic " + std::to_string(request.nonce) + ", expected " +
+                            std::to_string(wire::kValidationMagic));
+      }
+      return;
+    case Command::kPing:
+      wire::put_u32(out, request.nonce);
+      break;
+    case Command::kSet:
+      store(request.keys[0], std::move(request.values[0]));
+      return;
+    case Command::kCompareSet: {
+      const std::string& key = request.keys[0];
+      auto it = data_.find(key);
+      const bool existed = it != data_.end();
+      const std::string old_value = existed ? it->second : std::string();
+      const std::string now = apply_compare_set(data_, key, request.values[0], request.values[1]);
+      wire::put_string(out, now);
+      conn->send(out);
+      const bool created = !existed && data_.count(key) > 0;
+      if (created || (existed && old_value != now)) {
+        notify_watchers(key, created ? wire::kWatchKeyCreated : wire::kWatchKeyUpdated, old_value,
+                        now);
+      }
+      if (created) key_created(key);
+      return;
+    }
+    case Command::kAdd: {
+      const std::string& key = request.keys[0];
+      auto it = data_.find(key);
+      const bool existed = it != data_.end();
+      // The old value is only needed for legacy WATCH_KEY notifications.
+      const std::string old_value = existed && !watchers_.empty() ? it->second : std::string();
+      const int64_t value = apply_add(data_, key, request.delta);
+      wire::put_i64(out, value);
+      conn->send(out);
+      notify_watchers(key, existed ? wire::kWatchKeyUpdated : wire::kWatchKeyCreated, old_value,
+                      data_[key]);
+      if (!existed) key_created(key);
+      return;
+    }
+    case Command::kCheck: {
+      const bool ready = std::all_of(request.keys.begin(), request.keys.end(),
+                                     [&](const std::string& k) { return data_.count(k) > 0; });
+      wire::put_u8(out, ready ? wire::kCheckReady : wire::kCheckNotReady);
+      break;
+    }
+    case Command::kGet:
+    case Command::kWait:
+    case Command::kMultiGet:
+      wait_or_reply(conn, std::move(request));
+      return;
+    case Command::kGetNumKeys:
+      wire::put_i64(out, static_cast<int64_t>(data_.size()));
+      break;
+    case Command::kWatchKey: {
+      auto& list = watchers_[request.keys[0]];
+      // Watching twice is watching once: repeated WATCH_KEYs must not grow the list.
+      const bool known = std::any_of(list.begin(), list.end(),
+                                     [&](const auto& w) { return w.lock().get() == conn.get(); });
+      if (!known) list.push_back(conn);
+    }
+      wire::put_u8(out, wire::kWatchCallbackRegistered);
+      break;
+    case Command::kDeleteKey: {
+      auto it = data_.find(request.keys[0]);
+      int64_t deleted = 0;
+      if (it != data_.end()) {
+        const std::string old_value = std::move(it->second);
+        data_.erase(it);
+        deleted = 1;
+        notify_watchers(request.keys[0], wire::kWatchKeyDeleted, old_value, {});
+      }
+      wire::put_i64(out, deleted);
+      break;
+    }
+    case Command::kAppend: {
+      const std::string& key = request.keys[0];
+      auto it = data_.find(key);
+      if (it == data_.end()) {
+        store(key, std::move(request.values[0]));
+      } else {
+        const std::string old_value = watchers_.empty() ? std::string() : it->second;
+        it->second += request.values[0];
+        notify_watchers(key, wire::kWatchKeyAppended, old_value, it->second);
+      }
+      return;
+    }
+    case Command::kMultiSet:
+      for (size_t i = 0; i < request.keys.size(); ++i) {
+        store(request.keys[i], std::move(request.values[i]));
+      }
+      return;
+    case Command::kCancelWait:
+      disconnect_wait(*conn);
+      wire::put_u8(out, wire::kWaitCanceled);
+      break;
+  }
+  conn->send(out);
+}
+
+void ServerState::store(const std::string& key, std::string value) {
+  auto [it, inserted] = data_.try_emplace(key);
+  std::string old_value;
+  if (!inserted && !watchers_.empty()) old_value = std::move(it->second);
+  it->second = std::move(value);
+  notify_watchers(key, inserted ? wire::kWatchKeyCreated : wire::kWatchKeyUpdated, old_value,
+                  it->second);
+  if (inserted) key_created(key);
+}
+
+void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn,
+                                wire::Request&& request) {
+  if (auto it = pending_.find(conn.get()); it != pending_.end()) {
+    // A 1.13 client abandons a timed-out WAIT without CANCEL_WAIT and simply asks again:
+    // the new request replaces it, as nobody reads its reply any more. A parked GET is
+    // different: its reply is still owed, so a second one cannot be answered in order.
+    if (it->second.request.command != Command::kWait) {
+      throw ProtocolError(std::string(wire::command_name(request.command)) + " while a " +
+                          wire::command_name(it->second.request.command) + " of " +
+                          join_keys(it->second.request.keys) + " is still waiting for its keys");
+    }
+    disconnect_wait(*conn);
+  }
+  size_t missing = 0;
+  for (const auto& k : request.keys) {
+    if (data_.count(k) == 0) ++missing;
+  }
+  if (missing == 0) {
+    reply_ready(*conn, request);
+    return;
+  }
+  const uint64_t ticket = next_ticket_++;
+  for (const auto& k : request.keys) {
+    if (data_.count(k) == 0) waiters_[k].push_back({conn.get(), ticket});
+  }
+  pending_.emplace(conn.get(), Pending{ticket, conn, std::move(request), missing});
+}
+
+void ServerState::reply_ready(ReplyChannel& conn, const wire::Request& request) {
+  std::string out;
+  if (request.command == Command::kWait) {
+    wire::put_u8(out, wire::kWaitStopWaiting);
+  } else {
+    for (const auto& k : request.keys) wire::put_string(out, data_.at(k));
+  }
+  conn.send(out);
+}
+
+void ServerState::key_created(const std::string& key) {
+  auto wit = waiters_.find(key);
+  if (wit == waiters_.end()) return;
+  std::vector<WaitEntry> entries = std::move(wit->second);
+  waiters_.erase(wit);
+  for (const auto& entry : entries) {
+    auto pit = pending_.find(entry.conn);
+    if (pit == pending_.end() || pit->second.ticket != entry.ticket) continue;
+    if (--pit->second.missing > 0) continue;
+    auto conn = pit->second.conn.lock();
+    wire::Request request = std::move(pit->second.request);
+    pending_.erase(pit);
+    // Re-check: a key counted as created may have been deleted again since.
+    if (conn) wait_or_reply(conn, std::move(request));
+  }
+}
+
+void ServerState::disconnect_wait(ReplyChannel& conn) {
+  auto pit = pending_.find(&conn);
+  if (pit == pending_.end()) return;
+  for (const auto& k : pit->second.request.keys) {
+    auto wit = waiters_.find(k);
+    if (wit == waiters_.end()) continue;
+    auto& v = wit->second;
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const WaitEntry& e) { return e.conn == &conn; }),
+            v.end());
+    if (v.empty()) waiters_.erase(wit);
+  }
+  pending_.erase(pit);
+}
+
+void ServerState::disconnect(ReplyChannel& conn) {
+  disconnect_wait(conn);
+  // Watches of a closed connection expire with its weak_ptr and are pruned on notify.
+}
+
+bool ServerState::waiting(const ReplyChannel& conn) const {
+  return pending_.count(&conn) > 0;
+}
+
+void ServerState::notify_watchers(const std::string& key, uint8_t kind, std::string_view old_value,
+                                  std::string_view new_value) {
+  if (watchers_.empty()) return;
+  auto it = watchers_.find(key);
+  if (it == watchers_.end()) return;
+  std::string out;
+  wire::put_u8(out, kind);
+  wire::put_string(out, key);
+  wire::put_string(out, old_value);
+  wire::put_string(out, new_value);
+  auto& list = it->second;
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [](const std::weak_ptr<ReplyChannel>& w) { return w.expired(); }),
+             list.end());
+  for (const auto& w : list) {
+    if (auto c = w.lock()) c->send(out);
+  }
+  if (list.empty()) watchers_.erase(it);
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,74 @@
+#pragma once
+// What the store server knows, apart from sockets: the key-value map, the waiters parked on
+// missing keys, and (legacy dialect) the key watchers. Single-threaded by design: the
+// server's one event loop is its only caller, so there are no locks.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "rendezvous/store/store_semantics.hpp"
+#include "rendezvous/store/wire_codec.hpp"
+
+namespace ddp::rendezvous {
+
+// The server's view of one client connection.
+class ReplyChannel {
+ public:
+  virtual ~ReplyChannel() = default;
+  // Queues reply bytes (never blocks).
+  virtual void send(std::string_view bytes) = 0;
+  // "127.0.0.1:41234", for log lines.
+  [[nodiscard]] virtual const std::string& peer() const = 0;
+};
+
+class ServerState {
+ public:
+  // Executes one request from conn: replies, parks a wait, or wakes others. A new wait
+  // replaces conn's parked WAIT. Throws ProtocolError for a request the connection must be
+  // closed for (ADD on a non-integer value, VALIDATE with a wrong magic, a wait while a GET
+  // of missing keys is parked).
+  void execute(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
+  // Forgets conn's parked wait and watches (it disconnected).
+  void disconnect(ReplyChannel& conn);
+  // True while conn has a wait parked (a reset now is "mid-wait").
+  [[nodiscard]] bool waiting(const ReplyChannel& conn) const;
+
+  [[nodiscard]] size_t num_keys() const { return data_.size(); }
+  [[nodiscard]] size_t num_waiters() const { return pending_.size(); }
+
+ private:
+  // A WAIT, GET or MULTI_GET whose keys are not all there yet.
+  struct Pending {
+    uint64_t ticket = 0;
+    std::weak_ptr<ReplyChannel> conn;
+    wire::Request request;
+    size_t missing = 0;
+  };
+  struct WaitEntry {
+    ReplyChannel* conn = nullptr;
+    uint64_t ticket = 0;
+  };
+
+  // Replies now when every key exists; otherwise parks the request.
+  void wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
+  void reply_ready(ReplyChannel& conn, const wire::Request& request);
+  // Drops conn's parked wait, if any (CANCEL_WAIT, disconnect).
+  void disconnect_wait(ReplyChannel& conn);
+  // A key came into existence (set, add, compare_set, append, multi_set): wake its waiters.
+  void key_created(const std::string& key);
+  void store(const std::string& key, std::string value);
+  // Legacy WATCH_KEY notification to every watcher of key.
+  void notify_watchers(const std::string& key, uint8_t kind, std::string_view old_value,
+                       std::string_view new_value);
+
+  KeyValueMap data_;
+  std::unordered_map<std::string, std::vector<WaitEntry>> waiters_;
+  std::unordered_map<const ReplyChannel*, Pending> pending_;
+  std::unordered_map<std::string, std::vector<std::weak_ptr<ReplyChannel>>> watchers_;
+  uint64_t next_ticket_ = 1;
+};
+
+}  // namespace ddp::rendezvous

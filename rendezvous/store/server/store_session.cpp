@@ -1,0 +1,149 @@
+#include "rendezvous/store/server/store_session.hpp"
+
+#include <cstdio>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+// A client that sends requests but does not read the replies stops being read once this
+// much is queued for it, so its replies cannot grow the server's memory without bound.
+constexpr size_t kMaxQueuedReplyBytes = size_t{16} * 1024 * 1024;
+
+}  // namespace
+
+StoreSession::StoreSession(std::string peer, ServerState& state, const SessionConfig& config,
+                           ByteTransport& transport)
+    : peer_(std::move(peer)), state_(state), config_(config), transport_(transport) {}
+
+void StoreSession::received(std::string_view bytes) {
+  if (closed_) return;
+  if (in_begin_ == in_.size()) {
+    // Nothing buffered (the usual case: whole requests per read): parse straight from the
+    // backend's buffer and keep only what is left of an incomplete frame.
+    clear_buffer(in_);
+    in_begin_ = 0;
+    const size_t used = process(bytes);
+    if (closed_) return;
+    in_.assign(bytes.begin() + static_cast<std::ptrdiff_t>(used), bytes.end());
+  } else {
+    // The rest of a frame: the buffer grows by what actually arrives, never by what the
+    // frame claims, so a forged length costs nothing.
+    in_.insert(in_.end(), bytes.begin(), bytes.end());
+    in_begin_ += process(std::string_view(in_.data() + in_begin_, in_.size() - in_begin_));
+    if (closed_) return;
+    in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(in_begin_));
+    in_begin_ = 0;
+  }
+  if (!read_paused_ && transport_.queued_bytes() > kMaxQueuedReplyBytes) {
+    read_paused_ = true;  // resumed by drained() once the client catches up
+    transport_.set_reading(false);
+  }
+}
+
+void StoreSession::read_ended(int err) {
+  if (closed_) return;
+  if (draining_) {  // the end of stream was seen already; only a reset changes anything
+    if (err != 0)
+      close("connection lost while replies were still going out (" + errno_text(err) + ")");
+    return;
+  }
+  const std::string what = err == 0 ? std::string("end of stream") : errno_text(err);
+  const size_t buffered = in_.size() - in_begin_;
+  if (state_.waiting(*this)) {
+    close("connection lost in the middle of a wait (" + what + ")");
+  } else if (buffered > 0) {
+    close("truncated frame: connection ended (" + what + ") with " + std::to_string(buffered) +
+          " bytes of an incomplete request");
+  } else if (err == 0 && transport_.queued_bytes() > 0) {
+    // A client that shut only its write side (nc -N, a script) still reads: its replies go
+    // out first, then the connection closes.
+    draining_ = true;
+    transport_.set_reading(false);
+  } else if (err == 0) {
+    close("");  // a client that is done; not worth a log line
+  } else {
+    close("read failed: " + what);
+  }
+}
+
+void StoreSession::failed(const std::string& reason) {
+  close(reason);
+}
+
+void StoreSession::drained() {
+  if (closed_) return;
+  if (draining_) {
+    close("");
+    return;
+  }
+  if (!read_paused_) return;
+  read_paused_ = false;
+  transport_.set_reading(true);
+}
+
+void StoreSession::stop() {
+  close("");
+}
+
+size_t StoreSession::process(std::string_view data) {
+  // Replies of every request in this batch go out in one flush (send() only queues).
+  batching_ = true;
+  size_t used = 0;
+  while (!closed_) {
+    const std::string_view rest = data.substr(used);
+    if (rest.empty() || rest.size() < needed_) break;
+    if (dialect_ == wire::Dialect::kUnknown) {
+      const auto detected = wire::detect_dialect(rest);
+      if (detected.status == wire::ParseStatus::kNeedMore) {
+        needed_ = wire::kHandshakeBytes;
+        break;
+      }
+      dialect_ = detected.dialect;
+      used += detected.consumed;
+      needed_ = 0;  // the hint was the handshake's; a request may be shorter (GETNUMKEYS: 1)
+      continue;
+    }
+    auto parsed = wire::parse_request(rest, dialect_, config_.limits);
+    if (parsed.status == wire::ParseStatus::kNeedMore) {
+      needed_ = parsed.needed;
+      break;
+    }
+    if (parsed.status == wire::ParseStatus::kBad) {
+      close("bad request: " + parsed.error);
+      break;
+    }
+    used += parsed.consumed;
+    needed_ = 0;
+    try {
+      state_.execute(shared_from_this(), std::move(parsed.request));
+    } catch (const Error& e) {
+      close(std::string("request refused: ") + e.what());
+    }
+  }
+  batching_ = false;
+  if (!closed_) transport_.flush();
+  return used;
+}
+
+void StoreSession::send(std::string_view bytes) {
+  if (closed_) return;
+  transport_.write(bytes);
+  if (!batching_) transport_.flush();
+}
+
+void StoreSession::close(const std::string& reason) {
+  if (closed_) return;
+  closed_ = true;
+  state_.disconnect(*this);
+  if (!reason.empty()) {
+    // One line per closed connection, written at once so concurrent logs don't interleave.
+    std::string line =
+        config_.log_name + ": closing connection from " + peer_ + ": " + reason + "\n";
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+  transport_.close();
+}
+
+}  // namespace ddp::rendezvous

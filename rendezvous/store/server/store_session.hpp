@@ -1,0 +1,72 @@
+#pragma once
+// One client connection of the store server, apart from its socket: lets the pure codec cut
+// the bytes that arrive into requests, hands those to ServerState, and queues the replies on
+// its transport. Which I/O backend moves the bytes (epoll or io_uring) is the transport's
+// business. Lives on the server's loop thread.
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rendezvous/store/server/byte_transport.hpp"
+#include "rendezvous/store/server/server_state.hpp"
+#include "rendezvous/store/wire_codec.hpp"
+
+namespace ddp::rendezvous {
+
+// What every session of one server shares: the limits and the name its log lines start with.
+struct SessionConfig {
+  wire::Limits limits;
+  std::string log_name = "ddpstore";
+};
+
+class StoreSession final : public ReplyChannel, public std::enable_shared_from_this<StoreSession> {
+ public:
+  // transport must outlive the session's calls into it (the backend owns both).
+  StoreSession(std::string peer, ServerState& state, const SessionConfig& config,
+               ByteTransport& transport);
+  StoreSession(const StoreSession&) = delete;
+  StoreSession& operator=(const StoreSession&) = delete;
+
+  // Bytes from the socket, in order: runs every complete request, keeps only the rest of an
+  // incomplete frame (a connection holds bytes of its own only then). A bad frame closes.
+  void received(std::string_view bytes);
+  // The read side ended: err 0 is end of stream, otherwise the errno. Closes, with a log
+  // line unless a client that was done simply left; at the end of a stream whose replies
+  // are still queued, once they are sent.
+  void read_ended(int err);
+  // The transport failed ("write failed: Broken pipe"): closes with that as the log line.
+  void failed(const std::string& reason);
+  // Every queued reply went out: reading resumes if back-pressure had stopped it, or the
+  // connection closes if the client's stream had ended.
+  void drained();
+  // Server shutdown: closes without a log line.
+  void stop();
+  [[nodiscard]] bool closed() const { return closed_; }
+
+  void send(std::string_view bytes) override;
+  [[nodiscard]] const std::string& peer() const override { return peer_; }
+
+ private:
+  // Parses and executes every complete request in data; returns the bytes used (the rest is
+  // an incomplete frame). Check closed_ afterwards.
+  size_t process(std::string_view data);
+  // Closes the connection; reason non-empty -> exactly one log line naming the peer.
+  void close(const std::string& reason);
+
+  std::string peer_;
+  ServerState& state_;
+  const SessionConfig& config_;
+  ByteTransport& transport_;
+  wire::Dialect dialect_ = wire::Dialect::kUnknown;
+
+  std::vector<char> in_;  // bytes of an incomplete frame: in_[in_begin_, end)
+  size_t in_begin_ = 0;
+  size_t needed_ = 0;         // the codec's hint: don't parse again before this many bytes
+  bool batching_ = false;     // inside process(): replies wait for one flush at its end
+  bool read_paused_ = false;  // too many replies queued: not reading until they drain
+  bool draining_ = false;     // the client's stream ended: closing once the replies are out
+  bool closed_ = false;
+};
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,21 @@
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::rendezvous {
+
+std::string join_keys(const std::vector<std::string>& keys) {
+  constexpr size_t kShown = 5;
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) {
+    if (i > 0) out += ", ";
+    out += "'" + keys[i] + "'";
+  }
+  if (keys.size() > kShown) out += ", ... (" + std::to_string(keys.size()) + " keys)";
+  return out;
+}
+
+std::string describe_timeout(Duration timeout) {
+  if (timeout == kNoTimeout) return "no timeout";
+  return std::to_string(timeout.count()) + " ms";
+}
+
+}  // namespace ddp::rendezvous

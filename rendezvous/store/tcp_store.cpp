@@ -1,0 +1,295 @@
+#include "rendezvous/store/tcp_store.hpp"
+
+#include <unistd.h>
+
+#include <mutex>
+#include <vector>
+
+#include "common/error.hpp"
+#include "rendezvous/store/host_address.hpp"
+#include "rendezvous/store/socket_io.hpp"
+#include "rendezvous/store/wire_codec.hpp"
+
+namespace ddp::rendezvous {
+
+using wire::Command;
+
+namespace {
+
+// After a wait times out the client sends CANCEL_WAIT; the server answers at once, so this
+// only bounds a server that died in between.
+constexpr Duration kCancelReplyTimeout = std::chrono::seconds(10);
+// Idle wait connections kept per client (more waiting threads open more, then close them).
+constexpr size_t kMaxIdleWaitConnections = 4;
+
+wire::Request make(Command command, std::vector<std::string> keys = {},
+                   std::vector<std::string> values = {}) {
+  wire::Request r;
+  r.command = command;
+  r.keys = std::move(keys);
+  r.values = std::move(values);
+  return r;
+}
+
+// A wait that timed out and was cancelled: the connection is still in sync, keep it.
+class WaitTimedOut : public StoreTimeout {
+ public:
+  using StoreTimeout::StoreTimeout;
+};
+
+uint8_t recv_u8(SocketConn& conn, SteadyTime deadline) {
+  return static_cast<uint8_t>(conn.recv_exact(1, deadline)[0]);
+}
+
+int64_t recv_i64(SocketConn& conn, SteadyTime deadline) {
+  return static_cast<int64_t>(wire::get_u64(conn.recv_exact(8, deadline).data()));
+}
+
+}  // namespace
+
+struct TcpStore::Impl {
+  explicit Impl(TcpStoreOptions opts)
+      : options(std::move(opts)), endpoint("tcp://" + join_host_port(options.host, options.port)) {}
+
+  // (Re)connects c and sends the VALIDATE handshake (the caller owns c: holds mu for conn).
+  void ensure_connected(SocketConn& c) const {
+    // Between requests the server never speaks first, so a readable socket means it closed
+    // (restarted, stopped). Reconnect now: a SET sent into that socket has no reply and would
+    // be lost without an error.
+    if (c.is_open() && c.readable_now()) c.close();
+    if (c.is_open()) return;
+    c = SocketConn::connect(options.host, options.port, options.connect_timeout);
+    wire::Request hello = make(Command::kValidate);
+    hello.nonce = wire::kValidationMagic;
+    c.send_all(wire::encode_request(hello, wire::Dialect::kV2),
+               deadline_after(options.connect_timeout));
+  }
+  void ensure_connected() { ensure_connected(conn); }
+
+  // Runs body under the lock; any failure drops the connection (its byte stream is no
+  // longer in a known state) and is rethrown naming endpoint, operation, keys and timeout.
+  template <typename Body>
+  auto call(const char* op, const std::vector<std::string>& keys, Duration timeout, Body&& body) {
+    std::lock_guard<std::mutex> lock(mu);
+    try {
+      ensure_connected();
+      return body(deadline_after(timeout));
+    } catch (const StoreTimeout& e) {
+      conn.close();
+      throw StoreTimeout(context(op, keys) + ": timed out after " + describe_timeout(timeout) +
+                         " (" + e.what() + ")");
+    } catch (const StoreError& e) {
+      conn.close();
+      throw StoreError(context(op, keys) + ": " + e.what());
+    } catch (const ProtocolError& e) {
+      conn.close();
+      throw StoreError(context(op, keys) + ": bad reply: " + e.what());
+    }
+  }
+
+  std::string context(const char* op, const std::vector<std::string>& keys) const {
+    std::string s = "store " + endpoint + ": " + op;
+    if (!keys.empty()) s += " of keys " + join_keys(keys);
+    return s;
+  }
+
+  static void send(SocketConn& c, const wire::Request& r, SteadyTime deadline) {
+    c.send_all(wire::encode_request(r, wire::Dialect::kV2), deadline);
+  }
+  void send(const wire::Request& r, SteadyTime deadline) { send(conn, r, deadline); }
+
+  // Blocking waits run on a connection of their own (taken from a small pool), so a thread
+  // blocked in wait()/get() never holds up other threads' requests on the shared one, as
+  // with MemoryStore. Errors name endpoint, operation, keys and timeout.
+  void wait_unlocked(const char* op, const std::vector<std::string>& keys, Duration timeout) {
+    SocketConn c = take_wait_conn();
+    try {
+      ensure_connected(c);
+      wait_on(c, op, keys, timeout);
+      give_back(std::move(c));
+    } catch (const WaitTimedOut&) {
+      give_back(std::move(c));  // still in sync after CANCEL_WAIT
+      throw;
+    } catch (const StoreTimeout& e) {
+      throw StoreTimeout(context(op, keys) + ": " + e.what());
+    } catch (const StoreError& e) {
+      throw StoreError(context(op, keys) + ": " + e.what());
+    } catch (const ProtocolError& e) {
+      throw StoreError(context(op, keys) + ": bad reply: " + e.what());
+    }
+  }
+
+  SocketConn take_wait_conn() {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (idle_wait_conns.empty()) return SocketConn();
+    SocketConn c = std::move(idle_wait_conns.back());
+    idle_wait_conns.pop_back();
+    return c;
+  }
+  void give_back(SocketConn c) {
+    std::lock_guard<std::mutex> lock(pool_mu);
+    // A few idle connections cover the usual handful of waiting threads.
+    if (idle_wait_conns.size() < kMaxIdleWaitConnections) idle_wait_conns.push_back(std::move(c));
+  }
+
+  // WAIT; on timeout CANCEL_WAIT (the connection stays usable) and StoreTimeout naming the
+  // keys still missing. A server that goes away ends the wait at once with StoreError.
+  void wait_on(SocketConn& c, const char* op, const std::vector<std::string>& keys,
+               Duration timeout) const {
+    send(c, make(Command::kWait, keys), deadline_after(timeout));
+    try {
+      const uint8_t r = recv_u8(c, deadline_after(timeout));
+      if (r != wire::kWaitStopWaiting) {
+        throw ProtocolError("WAIT answered " + std::to_string(r) + ", expected 0");
+      }
+      return;
+    } catch (const StoreTimeout&) {
+      // fall through to cancel
+    }
+    send(c, make(Command::kCancelWait), deadline_after(kCancelReplyTimeout));
+    uint8_t r = recv_u8(c, deadline_after(kCancelReplyTimeout));
+    if (r == wire::kWaitStopWaiting) r = recv_u8(c, deadline_after(kCancelReplyTimeout));
+    if (r != wire::kWaitCanceled) {
+      throw ProtocolError("CANCEL_WAIT answered " + std::to_string(r) + ", expected 1");
+    }
+    std::vector<std::string> missing;
+    for (const auto& k : keys) {
+      if (missing.size() >= 8) break;  // enough to name in a message
+      send(c, make(Command::kCheck, {k}), deadline_after(kCancelReplyTimeout));
+      if (recv_u8(c, deadline_after(kCancelReplyTimeout)) != wire::kCheckReady) {
+        missing.push_back(k);
+      }
+    }
+    throw WaitTimedOut(
+        "store " + endpoint + ": " + op + " timed out after " + describe_timeout(timeout) +
+        " waiting for keys " + join_keys(missing.empty() ? keys : missing) + " (" +
+        std::to_string(missing.size()) + "/" + std::to_string(keys.size()) + " checked missing)");
+  }
+
+  TcpStoreOptions options;
+  std::string endpoint;
+  std::mutex mu;  // guards conn: one short request at a time
+  SocketConn conn;
+  std::mutex pool_mu;  // guards idle_wait_conns
+  std::vector<SocketConn> idle_wait_conns;
+};
+
+TcpStore::TcpStore(TcpStoreOptions options)
+    : Store(options.timeout), impl_(std::make_unique<Impl>(std::move(options))) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  try {
+    impl_->ensure_connected();
+  } catch (const StoreTimeout& e) {
+    throw StoreError(impl_->endpoint + ": handshake failed: " + e.what());
+  }
+}
+
+TcpStore::~TcpStore() = default;
+
+std::string TcpStore::describe() const {
+  return impl_->endpoint;
+}
+
+void TcpStore::set(const std::string& key, const std::string& value) {
+  impl_->call("set", {key}, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kSet, {key}, {value}), deadline);
+  });
+}
+
+std::string TcpStore::get(const std::string& key) {
+  // As PyTorch's client: wait for the key first, so a missing key times out cleanly.
+  impl_->wait_unlocked("get", {key}, timeout());
+  return impl_->call("get", {key}, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kGet, {key}), deadline);
+    return impl_->conn.recv_string(deadline);
+  });
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  return impl_->call("add", {key}, timeout(), [&](SteadyTime deadline) {
+    wire::Request r = make(Command::kAdd, {key});
+    r.delta = delta;
+    impl_->send(r, deadline);
+    return recv_i64(impl_->conn, deadline);
+  });
+}
+
+std::string TcpStore::compare_set(const std::string& key, const std::string& expected,
+                                  const std::string& desired) {
+  return impl_->call("compare_set", {key}, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kCompareSet, {key}, {expected, desired}), deadline);
+    return impl_->conn.recv_string(deadline);
+  });
+}
+
+bool TcpStore::check(const std::vector<std::string>& keys) {
+  return impl_->call("check", keys, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kCheck, keys), deadline);
+    const uint8_t r = recv_u8(impl_->conn, deadline);
+    if (r > wire::kCheckNotReady) {
+      throw ProtocolError("CHECK answered " + std::to_string(r) + ", expected 0 or 1");
+    }
+    return r == wire::kCheckReady;
+  });
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, Duration timeout) {
+  impl_->wait_unlocked("wait", keys, timeout);
+}
+
+bool TcpStore::delete_key(const std::string& key) {
+  return impl_->call("delete_key", {key}, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kDeleteKey, {key}), deadline);
+    return recv_i64(impl_->conn, deadline) == 1;
+  });
+}
+
+int64_t TcpStore::num_keys() {
+  return impl_->call("num_keys", {}, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kGetNumKeys), deadline);
+    return recv_i64(impl_->conn, deadline);
+  });
+}
+
+void TcpStore::append(const std::string& key, const std::string& value) {
+  impl_->call("append", {key}, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kAppend, {key}, {value}), deadline);
+  });
+}
+
+std::vector<std::string> TcpStore::multi_get(const std::vector<std::string>& keys) {
+  impl_->wait_unlocked("multi_get", keys, timeout());
+  return impl_->call("multi_get", keys, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kMultiGet, keys), deadline);
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) out.push_back(impl_->conn.recv_string(deadline));
+    return out;
+  });
+}
+
+void TcpStore::multi_set(const std::vector<std::string>& keys,
+                         const std::vector<std::string>& values) {
+  if (keys.size() != values.size()) {
+    throw ConfigError("multi_set: " + std::to_string(keys.size()) + " keys but " +
+                      std::to_string(values.size()) + " values");
+  }
+  impl_->call("multi_set", keys, timeout(), [&](SteadyTime deadline) {
+    impl_->send(make(Command::kMultiSet, keys, values), deadline);
+  });
+}
+
+void TcpStore::ping() {
+  impl_->call("ping", {}, timeout(), [&](SteadyTime deadline) {
+    wire::Request r = make(Command::kPing);
+    r.nonce = static_cast<uint32_t>(::getpid());
+    impl_->send(r, deadline);
+    const uint32_t echoed = wire::get_u32(impl_->conn.recv_exact(4, deadline).data());
+    if (echoed != r.nonce) {
+      throw ProtocolError("PING echoed " + std::to_string(echoed) + ", sent " +
+                          std::to_string(r.nonce));
+    }
+  });
+}
+
+}  // namespace ddp::rendezvous

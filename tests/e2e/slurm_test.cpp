@@ -1,0 +1,110 @@
+// A real SLURM on loopback (scripts/slurm/local_slurm.sh: munged, slurmctld, two slurmd):
+// `srun` job steps and `sbatch` of the example script, with ddplaunch agents as the tasks.
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "agent_process.hpp"
+
+namespace {
+
+const std::string kSource = DDP_SOURCE_DIR;
+const std::string kWorker = kSource + "/tests/e2e/scripts/worker.sh";
+
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+
+// Runs a shell command (with a `timeout` guard), returning its exit status and output.
+CommandResult run(const std::string& command) {
+  CommandResult r;
+  FILE* pipe = ::popen(("timeout 120 " + command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  const int st = ::pclose(pipe);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+// Starts the local cluster in a private directory; stops it (and removes it) at scope end.
+class LocalSlurm {
+ public:
+  LocalSlurm() : dir_(ddp::test::make_temp_dir()) {
+    result_ =
+        run("env DDP_SLURM_NODES=2 " + kSource + "/scripts/slurm/local_slurm.sh start " + dir_);
+    if (result_.status == 0) ::setenv("SLURM_CONF", (dir_ + "/slurm.conf").c_str(), 1);
+  }
+  ~LocalSlurm() {
+    run(kSource + "/scripts/slurm/local_slurm.sh stop " + dir_);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  LocalSlurm(const LocalSlurm&) = delete;
+  LocalSlurm& operator=(const LocalSlurm&) = delete;
+  [[nodiscard]] const CommandResult& started() const { return result_; }
+  [[nodiscard]] const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  CommandResult result_;
+};
+
+std::set<int> ranks(const std::string& output, const std::string& world) {
+  std::set<int> out;
+  const std::regex re("RANK=(\\d+) LOCAL_RANK=\\d+ WORLD_SIZE=" + world + " ");
+  for (std::sregex_iterator it(output.begin(), output.end(), re), end; it != end; ++it) {
+    out.insert(std::stoi((*it)[1]));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("slurm: srun and sbatch job steps run ddplaunch with 2 workers per node",
+          "[slurm][multinode]") {
+  LocalSlurm slurm;
+  if (slurm.started().status == 3) {
+    WARN("SKIPPED: the local SLURM did not start (slurmctld/slurmd could not run here):\n" +
+         slurm.started().output);
+    return;
+  }
+  REQUIRE(slurm.started().status == 0);
+  const std::string ddplaunch = std::string(DDP_BINARY_DIR) + "/ddplaunch";
+  const std::string port = std::to_string(ddp::test::free_port());
+
+  SECTION("srun: two nodes, ranks, run id from the job and step") {
+    // n1/n2 do not resolve: the store address is the one thing given explicitly.
+    const auto r =
+        run("srun -N2 --ntasks-per-node=1 " + ddplaunch +
+            " --nproc_per_node 2 --master_addr 127.0.0.1 --master_port " + port + " " + kWorker);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(ranks(r.output, "4") == std::set<int>{0, 1, 2, 3});
+    CHECK_THAT(r.output, Catch::Contains("GROUP_WORLD_SIZE=2"));
+    CHECK(std::regex_search(r.output, std::regex("RUN_ID=\\d+\\.0")));
+  }
+
+  SECTION("sbatch: the example script, with flags from PET_* variables") {
+    const std::string out = slurm.dir() + "/job.out";
+    const auto r = run("env PROGRAM=" + kWorker + " PROGRAM_ARGS= NPROC=2 DDPLAUNCH=" + ddplaunch +
+                       " PET_MASTER_ADDR=127.0.0.1 PET_MASTER_PORT=" + port +
+                       " sbatch --wait --export=ALL --output=" + out + " " + kSource +
+                       "/scripts/slurm/sbatch_example.sh");
+    std::ifstream in(out);
+    std::stringstream job;
+    job << in.rdbuf();
+    INFO(r.output + "\n--- job output ---\n" + job.str());
+    REQUIRE(r.status == 0);
+    CHECK(ranks(job.str(), "4") == std::set<int>{0, 1, 2, 3});
+  }
+}

@@ -1,0 +1,448 @@
+// The elastic rendezvous with many simulated nodes (threads) on one MemoryStore.
+#include "rendezvous/dynamic_rendezvous.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "common/error.hpp"
+#include "rendezvous/store/memory_store.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Guard against hangs only; no assertion depends on how fast anything is.
+constexpr auto kGuard = 20s;
+
+// Records membership changes reported to one agent.
+class ChangeLog {
+ public:
+  void operator()(MembershipChange change) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(change);
+    cv_.notify_all();
+  }
+  // Waits (up to kGuard) for the first change and returns it.
+  std::optional<MembershipChange> first() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, kGuard, [&] { return !seen_.empty(); });
+    if (seen_.empty()) return std::nullopt;
+    return seen_.front();
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<MembershipChange> seen_;
+};
+
+struct Cluster {
+  std::shared_ptr<MemoryStore> store = std::make_shared<MemoryStore>(10s);
+
+  static DynamicRendezvousOptions options(int min_nodes, int max_nodes, int nproc = 1,
+                                          std::string run_id = "job") {
+    DynamicRendezvousOptions o;
+    o.run_id = std::move(run_id);
+    o.min_nodes = min_nodes;
+    o.max_nodes = max_nodes;
+    o.local_world_size = nproc;
+    o.node_addr = "127.0.0.1";
+    o.master_addr = "127.0.0.1";
+    o.master_port = 29400;
+    o.join_timeout = 10s;
+    o.last_call_timeout = 300ms;
+    o.close_timeout = 5s;
+    o.heartbeat_interval = 50ms;
+    o.lease_timeout = 300ms;
+    o.progress_interval = 1s;
+    o.log = [](const std::string&) {};
+    return o;
+  }
+
+  std::unique_ptr<DynamicRendezvous> node(const DynamicRendezvousOptions& o) {
+    auto shared = store;
+    return std::make_unique<DynamicRendezvous>(o, shared, [shared] { return shared; });
+  }
+};
+
+std::future<RendezvousInfo> join_async(DynamicRendezvous& node) {
+  return std::async(std::launch::async, [&node] { return node.next_rendezvous(); });
+}
+
+// Joins every node concurrently and returns their infos in node order.
+std::vector<RendezvousInfo> join_all(const std::vector<DynamicRendezvous*>& nodes) {
+  std::vector<std::future<RendezvousInfo>> futures;
+  for (auto* n : nodes) futures.push_back(join_async(*n));
+  std::vector<RendezvousInfo> infos;
+  for (auto& f : futures) infos.push_back(f.get());
+  return infos;
+}
+
+// Group ranks form 0..n-1 and RANK offsets are prefix sums of nproc in group-rank order.
+void check_consistent(const std::vector<RendezvousInfo>& infos, const std::vector<int>& nproc) {
+  std::map<int, size_t> by_rank;
+  int total = 0;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    by_rank[infos[i].group_rank] = i;
+    total += nproc[i];
+  }
+  REQUIRE(by_rank.size() == infos.size());
+  int offset = 0;
+  int expected_rank = 0;
+  for (const auto& [rank, i] : by_rank) {
+    CHECK(rank == expected_rank++);
+    CHECK(infos[i].rank_offset == offset);
+    CHECK(infos[i].world_size == total);
+    CHECK(infos[i].group_world_size == static_cast<int>(infos.size()));
+    CHECK(infos[i].round == infos[0].round);
+    offset += nproc[i];
+  }
+}
+
+}  // namespace
+
+TEST_CASE("dynamic: MAX nodes agree at once on ranks and offsets", "[rdzv][dynamic]") {
+  Cluster c;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  std::vector<DynamicRendezvous*> ptrs;
+  std::vector<int> nproc;
+  for (int i = 0; i < 8; ++i) {
+    nproc.push_back(i % 3 + 1);
+    auto o = Cluster::options(8, 8, nproc.back());
+    o.last_call_timeout = 60s;  // must not matter: the round closes at MAX
+    nodes.push_back(c.node(o));
+    ptrs.push_back(nodes.back().get());
+  }
+  const auto infos = join_all(ptrs);
+  check_consistent(infos, nproc);
+  CHECK(infos[0].round == 0);
+  CHECK(infos[0].master_port == 29400);
+}
+
+TEST_CASE("dynamic: between MIN and MAX the round closes after the last call", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 4);
+  o.last_call_timeout = 1s;
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  const auto infos = join_all({a.get(), b.get(), d.get()});
+  check_consistent(infos, {1, 1, 1});
+}
+
+TEST_CASE("dynamic: group ranks are stable when the same nodes re-form", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(3, 3);
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  const auto first = join_all({a.get(), b.get(), d.get()});
+  const auto second = join_all({d.get(), b.get(), a.get()});
+  CHECK(second[0].round == 1);
+  CHECK(second[2].group_rank == first[0].group_rank);
+  CHECK(second[1].group_rank == first[1].group_rank);
+  CHECK(second[0].group_rank == first[2].group_rank);
+}
+
+TEST_CASE("dynamic: a late node makes the running nodes re-form with it", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3, 2);
+  auto a = c.node(o), b = c.node(o);
+  const auto first = join_all({a.get(), b.get()});
+  check_consistent(first, {2, 2});
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+
+  auto late = c.node(o);
+  auto late_join = join_async(*late);
+  REQUIRE(log_a.first() == MembershipChange::kNodeWaiting);
+  REQUIRE(log_b.first() == MembershipChange::kNodeWaiting);
+  auto ja = join_async(*a);
+  auto jb = join_async(*b);
+  const std::vector<RendezvousInfo> second{ja.get(), jb.get(), late_join.get()};
+  check_consistent(second, {2, 2, 2});
+  CHECK(second[0].world_size == 6);
+  CHECK(second[0].group_rank == first[0].group_rank);
+  CHECK(second[1].group_rank == first[1].group_rank);
+  CHECK(second[2].group_rank == 2);
+}
+
+TEST_CASE("dynamic: a node that stops heartbeating is reported lost, survivors re-form",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  join_all({a.get(), b.get(), d.get()});
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+  d.reset();  // dies without a word: its heartbeats stop
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  CHECK_THAT(a->last_change_reason(), Catch::Contains("stopped heartbeating"));
+  const auto infos = join_all({a.get(), b.get()});
+  check_consistent(infos, {1, 1});
+  CHECK(infos[0].round == 1);
+}
+
+TEST_CASE("dynamic: fewer than MIN nodes left after a loss is a clear error", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.join_timeout = 1s;
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_a;
+  a->watch(std::ref(log_a));
+  b.reset();
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE_THROWS_AS(a->next_rendezvous(), ddp::RendezvousError);
+  try {
+    a->next_rendezvous();
+  } catch (const ddp::RendezvousError& e) {
+    CHECK_THAT(e.what(),
+               Catch::Contains("/2 nodes joined") && Catch::Contains("stopped heartbeating"));
+  }
+}
+
+TEST_CASE("dynamic: MIN never reached times out naming the count", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 4);
+  o.join_timeout = 500ms;
+  auto a = c.node(o);
+  REQUIRE_THROWS_WITH(a->next_rendezvous(), Catch::Contains("only 1/2 nodes joined") &&
+                                                Catch::Contains("join_timeout 500 ms") &&
+                                                Catch::Contains("'job'"));
+}
+
+TEST_CASE("dynamic: after shutdown, new and waiting nodes get RendezvousClosed",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.join_timeout = 60s;  // the closed error must come long before this
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  auto waiting = c.node(o);  // the group is full: waits for a next round
+  auto waiting_join = join_async(*waiting);
+  a->shutdown();
+  // One node finished: the job goes on for the other, and the waiting node still waits.
+  CHECK(waiting_join.wait_for(300ms) == std::future_status::timeout);
+  b->shutdown();  // the last member out closes the rendezvous
+  REQUIRE_THROWS_AS(waiting_join.get(), ddp::RendezvousClosed);
+  auto fresh = c.node(o);
+  REQUIRE_THROWS_WITH(fresh->next_rendezvous(), Catch::Contains("closed"));
+}
+
+TEST_CASE("dynamic: two rdzv_ids on one store never mix", "[rdzv][dynamic]") {
+  Cluster c;
+  auto x1 = c.node(Cluster::options(2, 2, 1, "x")), x2 = c.node(Cluster::options(2, 2, 1, "x"));
+  auto y1 = c.node(Cluster::options(2, 2, 3, "y")), y2 = c.node(Cluster::options(2, 2, 3, "y"));
+  const auto infos = join_all({x1.get(), y1.get(), x2.get(), y2.get()});
+  check_consistent({infos[0], infos[2]}, {1, 1});
+  check_consistent({infos[1], infos[3]}, {3, 3});
+  x1->shutdown();  // closing one job leaves the other usable
+  const auto again = join_all({y1.get(), y2.get()});
+  check_consistent(again, {3, 3});
+}
+
+TEST_CASE("dynamic: a member re-joining (its workers failed) makes the others re-form",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  auto ja = join_async(*a);
+  REQUIRE(log_b.first() == MembershipChange::kNodeWaiting);
+  auto jb = join_async(*b);
+  check_consistent({ja.get(), jb.get()}, {1, 1});
+}
+
+TEST_CASE("dynamic: a late node does not disturb a full group", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(1, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_a;
+  a->watch(std::ref(log_a));
+  auto late_options = o;
+  late_options.join_timeout = 500ms;
+  auto late = c.node(late_options);
+  REQUIRE_THROWS_WITH(late->next_rendezvous(), Catch::Contains("not admitted"));
+  CHECK(log_a.count() == 0);
+}
+
+TEST_CASE("dynamic: bad options are rejected naming the value", "[rdzv][dynamic]") {
+  Cluster c;
+  CHECK_THROWS_WITH(c.node(Cluster::options(3, 2)), Catch::Contains("3:2"));
+  CHECK_THROWS_WITH(c.node(Cluster::options(0, 2)), Catch::Contains("0:2"));
+  auto o = Cluster::options(1, 2);
+  o.lease_timeout = 60ms;
+  CHECK_THROWS_WITH(c.node(o), Catch::Contains("lease_timeout=60 ms"));
+}
+
+TEST_CASE("dynamic: shutdown from another thread ends a blocked next_rendezvous",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.join_timeout = 60s;
+  auto a = c.node(o);
+  auto joining = join_async(*a);
+  // Wait until it has arrived, so shutdown hits it mid-round.
+  c.store->wait({"/ddp_rdzv/job/r0/arrived"}, kGuard);
+  a->shutdown();
+  REQUIRE_THROWS_AS(joining.get(), ddp::RendezvousClosed);
+}
+
+TEST_CASE("dynamic: the store host's exit barrier waits for members, not for lost ones",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.hosts_store = true;
+  o.exit_barrier_timeout = 60s;  // a wait for the lost node would hit the hang guard
+  auto host = c.node(o);
+  auto b = c.node(Cluster::options(2, 2));
+  join_all({host.get(), b.get()});
+  ChangeLog log;
+  host->watch(std::ref(log));
+  b.reset();  // lost: it will never shut down
+  REQUIRE(log.first() == MembershipChange::kNodeLost);
+  auto done = std::async(std::launch::async, [&] { host->shutdown(); });
+  REQUIRE(done.wait_for(kGuard) == std::future_status::ready);
+}
+
+TEST_CASE("dynamic: a member that finished is not lost, the others run on, nobody re-forms",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  a->shutdown();  // a's workers all succeeded first; it leaves
+  // Several leases pass without a beat from a: b must not call it lost.
+  std::this_thread::sleep_for(o.lease_timeout * 4);
+  CHECK(log_b.count() == 0);
+  CHECK_FALSE(c.store->check({"/ddp_rdzv/job/closed"}));  // b still runs
+  b->shutdown();
+  CHECK(c.store->check({"/ddp_rdzv/job/closed"}));
+}
+
+TEST_CASE("dynamic: the store host finishing first serves until the others finish",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto host_options = o;
+  host_options.hosts_store = true;
+  host_options.exit_barrier_timeout = 60s;
+  auto host = c.node(host_options);
+  auto b = c.node(o);
+  join_all({host.get(), b.get()});
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
+  CHECK(host_done.wait_for(o.lease_timeout * 4) == std::future_status::timeout);
+  CHECK(log_b.count() == 0);
+  b->shutdown();
+  REQUIRE(host_done.wait_for(kGuard) == std::future_status::ready);
+}
+
+TEST_CASE("dynamic: a store host that finished still notices a member lost afterwards",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto host_options = o;
+  host_options.hosts_store = true;
+  host_options.exit_barrier_timeout = 60s;  // waiting for the lost node would hit the guard
+  auto host = c.node(host_options);
+  auto b = c.node(o);
+  const auto infos = join_all({host.get(), b.get()});
+  auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
+  b.reset();  // killed while the host waits: its beats stop and it never counts itself out
+  REQUIRE(host_done.wait_for(kGuard) == std::future_status::ready);
+  const std::string b_out = "/ddp_rdzv/job/r0/departed/out/" + std::to_string(infos[1].group_rank);
+  CHECK(c.store->get(b_out) == "lost");
+}
+
+TEST_CASE("dynamic: the exit barrier wait ends at once on interrupt()", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto host_options = o;
+  host_options.hosts_store = true;
+  host_options.exit_barrier_timeout = 60s;
+  auto host = c.node(host_options);
+  auto b = c.node(o);
+  join_all({host.get(), b.get()});
+  auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
+  CHECK(host_done.wait_for(200ms) == std::future_status::timeout);
+  host->interrupt();
+  REQUIRE(host_done.wait_for(kGuard) == std::future_status::ready);
+}
+
+TEST_CASE("dynamic: a late node does not make a finishing group re-form", "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  a->shutdown();  // finished
+  auto late_options = o;
+  late_options.join_timeout = 60s;
+  auto late = c.node(late_options);
+  auto late_join = join_async(*late);
+  CHECK(late_join.wait_for(o.lease_timeout * 3) == std::future_status::timeout);
+  CHECK(log_b.count() == 0);
+  b->shutdown();  // the job is over: the late node is told so
+  REQUIRE_THROWS_AS(late_join.get(), ddp::RendezvousClosed);
+}
+
+TEST_CASE("dynamic: false membership claims in the store are refuted, the group runs on",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  // Slower beats and a longer lease than the other cases: a loaded machine must not make a
+  // live node look silent here, where the point is telling live nodes from false claims.
+  o.heartbeat_interval = 200ms;
+  o.lease_timeout = 3s;
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+  // A stranger with store access writes each kind of claim into the next free slot.
+  const std::vector<std::pair<std::string, std::string>> claims{
+      {"/ddp_rdzv/job/r0/changed", "lost 1"},      // b is alive and beating
+      {"/ddp_rdzv/job/r0/changed/2", "waiting"},   // nobody arrived after the close
+      {"/ddp_rdzv/job/r0/changed/3", "rejoin"},    // nobody opened round 1
+      {"/ddp_rdzv/job/r0/changed/4", "restart!"},  // not a claim at all
+  };
+  for (const auto& [key, value] : claims) {
+    c.store->set(key, value);
+    // The members refute it (the first one to check marks it) before the next one comes.
+    const auto deadline = std::chrono::steady_clock::now() + kGuard;
+    while (c.store->get(key) == value && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    CHECK(c.store->get(key) == "refuted " + value);
+  }
+  CHECK(log_a.count() == 0);
+  CHECK(log_b.count() == 0);
+  // A real change after them is still seen: a third node joins. (A member still checking
+  // the first claim when the other leaves to re-form may see that one stop beating and
+  // report it lost instead: it re-forms all the same.)
+  auto d = c.node(o);
+  auto jd = join_async(*d);
+  REQUIRE(log_a.first().has_value());
+  REQUIRE(log_b.first().has_value());
+  const auto infos = join_all({a.get(), b.get()});
+  check_consistent({infos[0], infos[1], jd.get()}, {1, 1, 1});
+}

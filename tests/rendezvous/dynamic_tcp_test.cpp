@@ -1,0 +1,131 @@
+// The elastic rendezvous over the real Asio store server, nodes as threads each with their
+// own TcpStore connections (as separate agents have).
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+
+#include "common/error.hpp"
+#include "rendezvous/dynamic_rendezvous.hpp"
+#include "rendezvous/store/server/store_server.hpp"
+#include "rendezvous/store/tcp_store.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+class Changes {
+ public:
+  void operator()(MembershipChange c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_ = c;
+    cv_.notify_all();
+  }
+  std::optional<MembershipChange> wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, 20s, [&] { return seen_.has_value(); });  // hang guard only
+    return seen_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<MembershipChange> seen_;
+};
+
+struct TcpCluster {
+  StoreServer server{StoreServerOptions{"127.0.0.1", 0}};
+
+  std::shared_ptr<Store> connect() {
+    TcpStoreOptions o;
+    o.host = "127.0.0.1";
+    o.port = server.port();
+    o.timeout = 10s;
+    o.connect_timeout = 2s;
+    return std::make_shared<TcpStore>(o);
+  }
+
+  std::unique_ptr<DynamicRendezvous> node(int min_nodes, int max_nodes, int nproc) {
+    DynamicRendezvousOptions o;
+    o.run_id = "tcp-job";
+    o.min_nodes = min_nodes;
+    o.max_nodes = max_nodes;
+    o.local_world_size = nproc;
+    o.master_addr = "127.0.0.1";
+    o.master_port = server.port();
+    o.join_timeout = 10s;
+    o.last_call_timeout = 300ms;
+    o.heartbeat_interval = 100ms;
+    o.lease_timeout = 500ms;
+    o.log = [](const std::string&) {};
+    return std::make_unique<DynamicRendezvous>(o, connect(), [this] { return connect(); });
+  }
+};
+
+std::vector<RendezvousInfo> join_all(const std::vector<DynamicRendezvous*>& nodes) {
+  std::vector<std::future<RendezvousInfo>> futures;
+  for (auto* n : nodes) {
+    futures.push_back(std::async(std::launch::async, [n] { return n->next_rendezvous(); }));
+  }
+  std::vector<RendezvousInfo> out;
+  for (auto& f : futures) out.push_back(f.get());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("dynamic over TCP: 16 nodes agree, a late node and a lost node re-form the group",
+          "[rdzv][dynamic][tcp]") {
+  TcpCluster c;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  std::vector<DynamicRendezvous*> ptrs;
+  for (int i = 0; i < 16; ++i) {
+    nodes.push_back(c.node(2, 17, 2));
+    ptrs.push_back(nodes.back().get());
+  }
+  auto infos = join_all(ptrs);
+  CHECK(infos[0].group_world_size == 16);
+  CHECK(infos[0].world_size == 32);
+  CHECK(infos[0].master_port == c.server.port());
+
+  // A 17th node arrives: every running node is told, and all 17 form round 1.
+  std::vector<Changes> changes(16);
+  for (size_t i = 0; i < 16; ++i) nodes[i]->watch(std::ref(changes[i]));
+  nodes.push_back(c.node(2, 17, 2));
+  auto late = std::async(std::launch::async, [&] { return nodes.back()->next_rendezvous(); });
+  for (auto& ch : changes) REQUIRE(ch.wait() == MembershipChange::kNodeWaiting);
+  std::vector<DynamicRendezvous*> running(ptrs);
+  auto grown = join_all(running);
+  const auto late_info = late.get();
+  CHECK(late_info.group_world_size == 17);
+  CHECK(late_info.world_size == 34);
+  for (size_t i = 0; i < 16; ++i) CHECK(grown[i].group_rank == infos[i].group_rank);
+
+  // One node dies: the others are told it is lost and re-form with 16.
+  std::vector<Changes> lost(16);
+  for (size_t i = 0; i < 16; ++i) nodes[i]->watch(std::ref(lost[i]));
+  nodes.back()->watch([](MembershipChange) {});
+  nodes.erase(nodes.begin() + 5);  // destroyed without shutdown: its heartbeats stop
+  ptrs.clear();
+  for (auto& n : nodes) ptrs.push_back(n.get());
+  for (size_t i = 0; i < 16; ++i) {
+    if (i == 5) continue;
+    REQUIRE(lost[i].wait() == MembershipChange::kNodeLost);
+  }
+  auto shrunk = join_all(ptrs);
+  CHECK(shrunk[0].group_world_size == 16);
+  CHECK(shrunk[0].world_size == 32);
+  CHECK(shrunk[0].round == 2);
+}
+
+TEST_CASE("dynamic over TCP: losing the store is reported as a lost node", "[rdzv][dynamic][tcp]") {
+  TcpCluster c;
+  auto a = c.node(2, 2, 1), b = c.node(2, 2, 1);
+  join_all({a.get(), b.get()});
+  Changes changes;
+  a->watch(std::ref(changes));
+  c.server.stop();
+  REQUIRE(changes.wait() == MembershipChange::kNodeLost);
+  CHECK_THAT(a->last_change_reason(), Catch::Contains("lost the rendezvous store"));
+}

@@ -1,0 +1,61 @@
+// The exit barrier: members counted out once each (by themselves or by whoever found them
+// lost), the store host waiting for all, a timeout and an interrupt.
+#include "rendezvous/exit_barrier.hpp"
+
+#include <catch2/catch.hpp>
+#include <future>
+
+#include "rendezvous/store/memory_store.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+const LogSink kQuiet = [](const std::string&) {};
+}  // namespace
+
+TEST_CASE("exit barrier: the store host waits until every node is out", "[rdzv]") {
+  MemoryStore store;
+  ExitBarrier barrier{store, "departed", 3, 10s, 1s, kQuiet};
+  auto host = std::async(std::launch::async, [&] { barrier.depart(0, "finished", true); });
+  barrier.depart(1, "finished", false);
+  CHECK(host.wait_for(50ms) == std::future_status::timeout);  // 2/3: still waiting
+  barrier.depart(2, "failed", false);
+  host.get();
+  CHECK(store.get("departed") == "3");
+  CHECK(barrier.out_reason(2) == "failed");
+}
+
+TEST_CASE("exit barrier: a node counted out as lost and then by itself counts once", "[rdzv]") {
+  MemoryStore store;
+  ExitBarrier barrier{store, "departed", 3, 10s, 1s, kQuiet};
+  CHECK_FALSE(barrier.count_out(1, "lost"));      // a peer found it silent
+  CHECK_FALSE(barrier.count_out(1, "finished"));  // it was only stopped, and ends later
+  CHECK(barrier.out_reason(1) == "lost");
+  CHECK(barrier.out_reason(0).empty());
+  CHECK(store.get("departed") == "1");
+  CHECK_FALSE(barrier.count_out(0, "finished"));
+  CHECK(barrier.count_out(2, "finished"));  // the last one out says so
+  CHECK(barrier.wait_all());
+}
+
+TEST_CASE("exit barrier: gives up after its timeout, saying how many finished", "[rdzv]") {
+  MemoryStore store;
+  std::string said;
+  ExitBarrier barrier{store, "departed", 2,
+                      200ms, 100ms,      [&](const std::string& line) { said = line; }};
+  barrier.depart(0, "finished", true);
+  CHECK_THAT(said, Catch::Contains("1/2 nodes finished"));
+}
+
+TEST_CASE("exit barrier: interrupt() ends the wait at once and is not taken for success",
+          "[rdzv]") {
+  MemoryStore store;
+  ExitBarrier barrier{store, "departed", 2, 60s, 1s, kQuiet};
+  barrier.count_out(0, "finished");
+  auto host = std::async(std::launch::async, [&] { return barrier.wait_all(); });
+  CHECK(host.wait_for(50ms) == std::future_status::timeout);
+  barrier.interrupt();
+  REQUIRE(host.wait_for(10s) == std::future_status::ready);  // hang guard only
+  CHECK_FALSE(host.get());
+}

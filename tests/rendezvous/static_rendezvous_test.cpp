@@ -1,0 +1,130 @@
+// Static multi-node rendezvous with nodes as threads on one MemoryStore.
+#include "rendezvous/static_rendezvous.hpp"
+
+#include <catch2/catch.hpp>
+#include <future>
+
+#include "common/error.hpp"
+#include "rendezvous/store/memory_store.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+StaticRendezvousOptions options(int nnodes, int node_rank, int nproc) {
+  StaticRendezvousOptions o;
+  o.run_id = "static-job";
+  o.nnodes = nnodes;
+  o.node_rank = node_rank;
+  o.local_world_size = nproc;
+  o.master_addr = "10.1.2.3";
+  o.master_port = 29500;
+  o.join_timeout = 10s;
+  o.progress_interval = 100ms;
+  o.log = [](const std::string&) {};
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("static: ranks follow node_rank, offsets are prefix sums of nproc", "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  const std::vector<int> nproc{2, 3, 1};
+  std::vector<std::unique_ptr<StaticRendezvous>> nodes;
+  std::vector<std::future<RendezvousInfo>> futures;
+  // Start in reverse order: ranks must not depend on who comes first.
+  for (int r = 2; r >= 0; --r) {
+    nodes.push_back(std::make_unique<StaticRendezvous>(options(3, r, nproc[r]), store));
+    auto* node = nodes.back().get();
+    futures.push_back(std::async(std::launch::async, [node] { return node->next_rendezvous(); }));
+  }
+  std::vector<RendezvousInfo> infos;
+  for (auto& f : futures) infos.push_back(f.get());
+  // infos[0] is node_rank 2, infos[2] is node_rank 0.
+  CHECK(infos[2].group_rank == 0);
+  CHECK(infos[2].rank_offset == 0);
+  CHECK(infos[1].group_rank == 1);
+  CHECK(infos[1].rank_offset == 2);
+  CHECK(infos[0].group_rank == 2);
+  CHECK(infos[0].rank_offset == 5);
+  for (const auto& info : infos) {
+    CHECK(info.world_size == 6);
+    CHECK(info.group_world_size == 3);
+    CHECK(info.master_addr == "10.1.2.3");
+    CHECK(info.master_port == 29500);
+  }
+  // A restart returns the same ranks in the next round without waiting for anyone.
+  const auto again = nodes[0]->next_rendezvous();
+  CHECK(again.round == 1);
+  CHECK(again.rank_offset == 5);
+}
+
+TEST_CASE("static: a missing node times out naming who is missing", "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  auto o = options(3, 0, 1);
+  o.join_timeout = 300ms;
+  StaticRendezvous node0(o, store);
+  StaticRendezvous node2(options(3, 2, 1), store);
+  auto f = std::async(std::launch::async, [&] { return node2.next_rendezvous(); });
+  REQUIRE_THROWS_WITH(node0.next_rendezvous(), Catch::Contains("2/3 nodes joined") &&
+                                                   Catch::Contains("missing node_rank 1") &&
+                                                   Catch::Contains("join_timeout 300 ms"));
+  StaticRendezvous node1(options(3, 1, 1), store);
+  node1.next_rendezvous();  // lets node2 finish
+  CHECK(f.get().group_rank == 2);
+}
+
+TEST_CASE("static: two agents with the same node_rank are refused", "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  auto o = options(2, 1, 1);
+  o.join_timeout = 200ms;
+  StaticRendezvous first(o, store);
+  CHECK_THROWS_AS(first.next_rendezvous(), ddp::RendezvousError);  // node 0 never came
+  StaticRendezvous second(o, store);
+  CHECK_THROWS_WITH(second.next_rendezvous(), Catch::Contains("--node_rank 1 is already taken"));
+}
+
+TEST_CASE("static: closed after shutdown, bad node_rank rejected", "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  StaticRendezvous node(options(1, 0, 4), store);
+  CHECK(node.next_rendezvous().world_size == 4);
+  node.shutdown();
+  CHECK_THROWS_AS(node.next_rendezvous(), ddp::RendezvousClosed);
+  CHECK_THROWS_WITH(StaticRendezvous(options(2, 2, 1), store),
+                    Catch::Contains("--node_rank 2: expected 0..1"));
+}
+
+TEST_CASE("static: after a failed job the store host does not wait for dead nodes",
+          "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  auto o0 = options(2, 0, 1);
+  o0.hosts_store = true;
+  o0.exit_barrier_timeout = std::chrono::hours(1);  // a wait would outlast the test's timeout
+  StaticRendezvous node0(o0, store);
+  StaticRendezvous node1(options(2, 1, 1), store);
+  auto f = std::async(std::launch::async, [&] { return node1.next_rendezvous(); });
+  node0.next_rendezvous();
+  f.get();
+  // node1 "died": it never departs. A failed job must not hold node 0 at the barrier.
+  auto done = std::async(std::launch::async, [&] { node0.shutdown_after_failure(); });
+  REQUIRE(done.wait_for(60s) == std::future_status::ready);
+  CHECK_THROWS_AS(node0.next_rendezvous(), ddp::RendezvousClosed);
+}
+
+TEST_CASE("static: after success the store host waits until every node departed",
+          "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  auto o0 = options(2, 0, 1);
+  o0.hosts_store = true;
+  o0.exit_barrier_timeout = std::chrono::hours(1);
+  StaticRendezvous node0(o0, store);
+  StaticRendezvous node1(options(2, 1, 1), store);
+  auto f = std::async(std::launch::async, [&] { return node1.next_rendezvous(); });
+  node0.next_rendezvous();
+  f.get();
+  auto done = std::async(std::launch::async, [&] { node0.shutdown(); });
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);  // node 1 is still running
+  node1.shutdown();
+  REQUIRE(done.wait_for(60s) == std::future_status::ready);
+}
