@@ -243,7 +243,7 @@ RendezvousSetup make_local(const LaunchConfig& config) {
   RendezvousSetup setup;
   setup.run_id = config.run_id.value_or(config.standalone ? random_run_id() : "none");
 
-  LocalRendezvousOptions local;
+  rendezvous::LocalRendezvousOptions local;
   local.run_id = setup.run_id;
   local.nproc_per_node = config.nproc_per_node;
   // Workers get the bare address ("[::1]" -> "::1"), as torchrun hands it.
@@ -260,7 +260,7 @@ RendezvousSetup make_local(const LaunchConfig& config) {
   } else {
     local.master_port = port == 0 ? pick_free_port(local.master_addr) : static_cast<uint16_t>(port);
   }
-  setup.handler = std::make_unique<LocalRendezvous>(local);
+  setup.handler = std::make_unique<rendezvous::LocalRendezvous>(local);
   return setup;
 }
 

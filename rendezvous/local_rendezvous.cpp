@@ -2,14 +2,14 @@
 
 #include "common/error.hpp"
 
-namespace ddp::launcher {
+namespace ddp::rendezvous {
 
-rendezvous::RendezvousInfo LocalRendezvous::next_rendezvous() {
+RendezvousInfo LocalRendezvous::next_rendezvous() {
   if (closed_) {
     throw RendezvousClosed("rendezvous of run '" + options_.run_id +
                            "' was already shut down (the job ended)");
   }
-  rendezvous::RendezvousInfo info;
+  RendezvousInfo info;
   info.round = round_++;
   info.group_rank = 0;
   info.group_world_size = 1;
@@ -20,6 +20,6 @@ rendezvous::RendezvousInfo LocalRendezvous::next_rendezvous() {
   return info;
 }
 
-void LocalRendezvous::watch(std::function<void(rendezvous::MembershipChange)> /*on_change*/) {}
+void LocalRendezvous::watch(std::function<void(MembershipChange)> /*on_change*/) {}
 
-}  // namespace ddp::launcher
+}  // namespace ddp::rendezvous

@@ -7,7 +7,7 @@
 
 #include "rendezvous/rendezvous_handler.hpp"
 
-namespace ddp::launcher {
+namespace ddp::rendezvous {
 
 struct LocalRendezvousOptions {
   std::string run_id = "none";
@@ -16,14 +16,14 @@ struct LocalRendezvousOptions {
   uint16_t master_port = 0;
 };
 
-class LocalRendezvous final : public rendezvous::RendezvousHandler {
+class LocalRendezvous final : public RendezvousHandler {
  public:
   explicit LocalRendezvous(LocalRendezvousOptions options) : options_(std::move(options)) {}
 
   // Returns the next round at once; RendezvousClosed after shutdown().
-  rendezvous::RendezvousInfo next_rendezvous() override;
+  RendezvousInfo next_rendezvous() override;
   // Nothing can join or leave a single-node job: the callback is never called.
-  void watch(std::function<void(rendezvous::MembershipChange)> on_change) override;
+  void watch(std::function<void(MembershipChange)> on_change) override;
   void shutdown() override { closed_ = true; }
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
 
@@ -33,4 +33,4 @@ class LocalRendezvous final : public rendezvous::RendezvousHandler {
   std::atomic<bool> closed_{false};
 };
 
-}  // namespace ddp::launcher
+}  // namespace ddp::rendezvous

@@ -38,7 +38,7 @@ inline std::string opened(uint64_t round) {
 }
 // Membership changes of a running round, one write-once slot each (slot 1 is "changed",
 // later ones "changed/<slot>"): "waiting", "rejoin" or "lost <group_rank>", or the same text
-// after "refuted " once the members found the claim false (see rdzv_changes.hpp).
+// after "refuted " once the members found the claim false (see membership_claims.hpp).
 inline std::string changed(uint64_t round, int slot = 1) {
   return slot <= 1 ? round_key(round, "changed")
                    : round_key(round, "changed/" + std::to_string(slot));
@@ -48,7 +48,7 @@ inline std::string changed(uint64_t round, int slot = 1) {
 inline std::string finished(uint64_t round) {
   return round_key(round, "finished");
 }
-// The round's exit barrier (rdzv_exit_barrier.hpp): an ADD counter of members counted out,
+// The round's exit barrier (exit_barrier.hpp): an ADD counter of members counted out,
 // "<key>/out/<group_rank>" saying why each left (finished, failed, rejoined, lost), and
 // "<key>/all" set by the last one.
 inline std::string departed(uint64_t round) {

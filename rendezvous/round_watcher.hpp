@@ -1,7 +1,7 @@
 #pragma once
 // Watches one closed round of the dynamic rendezvous from a running agent:
 //  - the events thread writes this node's heartbeat every heartbeat_interval and, between
-//    beats, blocks in wait() on the round's change slots (rdzv_changes.hpp), so a late
+//    beats, blocks in wait() on the round's change slots (membership_claims.hpp), so a late
 //    joiner, a re-joining member or a lost node is noticed as soon as it is claimed. Each
 //    claim is checked against the store before anyone acts on it;
 //  - the monitor thread blocks on the heartbeat keys of the next group rank (a ring, so

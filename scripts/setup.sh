@@ -15,6 +15,7 @@ PACKAGES=(
   gnuplot-nox               # scripts/plot_metrics
   slurm-wlm munge           # a real single-host SLURM for the srun tests
   hyperfine iproute2 procps psmisc
+  clang-format clang-tidy   # scripts/lint.sh
 )
 
 missing=()

@@ -1,4 +1,4 @@
-// The elastic rendezvous over the real Asio store server, nodes as threads each with their
+// The elastic rendezvous over the real store server, nodes as threads each with their
 // own TcpStore connections (as separate agents have).
 #include <catch2/catch.hpp>
 #include <condition_variable>

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Lint, as CI runs it (scripts/test.sh calls this after the build):
+#  1. clang-format: every tracked C++/CUDA file is formatted (.clang-format);
+#  2. layers: no lower layer includes a higher one (scripts/check_layers.sh);
+#  3. test names: no ';' in a TEST_CASE name (CTest splits it, and then nothing runs);
+#  4. clang-tidy (.clang-tidy) on the library sources: the number of distinct findings may
+#     not grow past scripts/tidy_baseline.txt (older findings are listed there to be paid
+#     down; a change that removes some lowers the number).
+# Needs build/compile_commands.json (scripts/build.sh writes it) for step 4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+status=0
+
+mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh')
+if ! clang-format --dry-run -Werror "${sources[@]}" 2>/tmp/ddp_format.$$; then
+  echo "lint: clang-format: these files need 'clang-format -i':"
+  grep -oE '^[^:]+\.(cpp|hpp|cu|cuh)' /tmp/ddp_format.$$ | sort -u | sed 's/^/  /'
+  status=1
+fi
+rm -f /tmp/ddp_format.$$
+
+scripts/check_layers.sh || status=1
+
+bad_names=$(grep -rnE 'TEST_CASE\("[^"]*;' tests || true)
+if [ -n "$bad_names" ]; then
+  echo "lint: test names with ';' (CTest splits them and runs nothing):"
+  echo "$bad_names" | sed 's/^/  /'
+  status=1
+fi
+
+if [ -f "$BUILD_DIR/compile_commands.json" ]; then
+  mapfile -t units < <(git ls-files 'common/*.cpp' 'rendezvous/*.cpp' 'launcher/*.cpp' \
+    'worker_runtime/*.cpp' 'trainer/*.cpp' | grep -v boost_process_impl)
+  findings=$(printf '%s\n' "${units[@]}" |
+    xargs -P "$JOBS" -n 4 clang-tidy -p "$BUILD_DIR" --quiet 2>/dev/null |
+    grep -E '^/.*: warning: .*\[[a-z-]+.*\]$' | sed "s|^$PWD/||" | sort -u || true)
+  count=$(printf '%s' "$findings" | grep -c . || true)
+  baseline=$(cat scripts/tidy_baseline.txt)
+  if [ "$count" -gt "$baseline" ]; then
+    echo "lint: clang-tidy: $count findings, more than the baseline of $baseline:"
+    echo "$findings" | sed 's/^/  /'
+    status=1
+  else
+    echo "lint: clang-tidy: $count findings (baseline $baseline)"
+  fi
+else
+  echo "lint: no $BUILD_DIR/compile_commands.json; clang-tidy skipped (run scripts/build.sh)"
+fi
+
+[ $status -eq 0 ] && echo "lint: clean"
+exit $status
