@@ -70,6 +70,14 @@ struct Cluster {
     return o;
   }
 
+  // The node hosting the store: its shutdown() waits in the exit barrier (60 s at most, so
+  // a wait for a node that never comes hits the test's hang guard first).
+  std::unique_ptr<DynamicRendezvous> store_host(DynamicRendezvousOptions o) {
+    o.hosts_store = true;
+    o.exit_barrier_timeout = std::chrono::seconds(60);
+    return node(o);
+  }
+
   std::unique_ptr<DynamicRendezvous> node(const DynamicRendezvousOptions& o) {
     auto shared = store;
     return std::make_unique<DynamicRendezvous>(o, shared, [shared] { return shared; });
@@ -340,10 +348,7 @@ TEST_CASE("dynamic: the store host finishing first serves until the others finis
           "[rdzv][dynamic]") {
   Cluster c;
   auto o = Cluster::options(2, 2);
-  auto host_options = o;
-  host_options.hosts_store = true;
-  host_options.exit_barrier_timeout = 60s;
-  auto host = c.node(host_options);
+  auto host = c.store_host(o);
   auto b = c.node(o);
   join_all({host.get(), b.get()});
   ChangeLog log_b;
@@ -359,10 +364,7 @@ TEST_CASE("dynamic: a store host that finished still notices a member lost after
           "[rdzv][dynamic]") {
   Cluster c;
   auto o = Cluster::options(2, 2);
-  auto host_options = o;
-  host_options.hosts_store = true;
-  host_options.exit_barrier_timeout = 60s;  // waiting for the lost node would hit the guard
-  auto host = c.node(host_options);
+  auto host = c.store_host(o);
   auto b = c.node(o);
   const auto infos = join_all({host.get(), b.get()});
   auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
@@ -375,10 +377,7 @@ TEST_CASE("dynamic: a store host that finished still notices a member lost after
 TEST_CASE("dynamic: the exit barrier wait ends at once on interrupt()", "[rdzv][dynamic]") {
   Cluster c;
   auto o = Cluster::options(2, 2);
-  auto host_options = o;
-  host_options.hosts_store = true;
-  host_options.exit_barrier_timeout = 60s;
-  auto host = c.node(host_options);
+  auto host = c.store_host(o);
   auto b = c.node(o);
   join_all({host.get(), b.get()});
   auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
