@@ -23,9 +23,6 @@ std::string seconds_text(Duration d) {
   return std::to_string(ms) + " ms";
 }
 
-// What read_existing() returns for a key that does not exist.
-const std::string kMissing("\0ddp-missing\0", 13);
-
 // Time left until deadline, at least 1 ms so a store wait never gets a zero timeout.
 Duration remaining(std::chrono::steady_clock::time_point deadline) {
   const auto left =
@@ -122,8 +119,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     if (idx <= options_.max_nodes) {
       wait_closed(round, idx, deadline);
       // Members find their assignment at once: it was written together with "closed".
-      const std::string value = read_existing(keys::assign(round, idx));
-      if (value != kMissing) assignment = value;
+      assignment = read_if_present(*store_, keys::assign(round, idx));
     }
     if (!assignment) {
       const Closing closing = read_closing(round, idx);
@@ -251,7 +247,7 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, Clock::time_poi
   } catch (const StoreTimeout&) {
     throw RendezvousError("rendezvous '" + run + "' on " + store_->describe() + " round " +
                           std::to_string(round) + ": the closing node (" +
-                          read_existing(keys::closing(round)) +
+                          read_if_present(*store_, keys::closing(round)).value_or("no claim") +
                           ") did not publish ranks within close_timeout " +
                           seconds_text(options_.close_timeout) + " (it may have died)");
   }
@@ -266,7 +262,7 @@ bool DynamicRendezvous::try_claim(uint64_t round, int64_t count, int64_t idx) {
 DynamicRendezvous::Closing DynamicRendezvous::read_closing(uint64_t round, int64_t idx) {
   if (idx > options_.max_nodes) return Closing{options_.max_nodes, 0};  // full, never waited
   const std::string key = keys::closed(round);
-  const std::string value = read_existing(key);
+  const std::string value = read_if_present(*store_, key).value_or("");
   Closing closing;
   const char* end = value.data() + value.size();
   auto first = std::from_chars(value.data(), end, closing.count);
@@ -343,13 +339,6 @@ std::string DynamicRendezvous::after_change() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_reason_.empty() ? std::string()
                               : " (the group re-formed because " + last_reason_ + ")";
-}
-
-std::string DynamicRendezvous::read_existing(const std::string& key) const {
-  // A COMPARE_SET that cannot match returns the current value without changing it (or the
-  // expected value, kMissing, when the key does not exist): one request, where get() is a
-  // WAIT and a GET.
-  return store_->compare_set(key, kMissing, kMissing);
 }
 
 void DynamicRendezvous::throw_if_closed() const {

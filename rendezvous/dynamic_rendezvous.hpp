@@ -99,8 +99,6 @@ class DynamicRendezvous final : public RendezvousHandler {
   void publish_round(uint64_t round, int64_t count, int64_t closer);
   [[nodiscard]] RendezvousInfo make_info(uint64_t round, const NodeAssignment& a) const;
   void throw_if_closed() const;
-  // The value of a key known to exist, in one store request.
-  [[nodiscard]] std::string read_existing(const std::string& key) const;
   // " (the group re-formed because <reason>)" after a membership change, else "".
   [[nodiscard]] std::string after_change() const;
   void start_watcher(const RendezvousInfo& info);

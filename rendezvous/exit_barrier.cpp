@@ -7,8 +7,6 @@
 namespace ddp::rendezvous {
 namespace {
 
-// What read_out() finds for a member still in.
-const std::string kStillIn("\0ddp-in\0", 8);
 // Value of "<key>/all" written by interrupt(): the waiter stops, nobody else reads it.
 const std::string kInterrupted = "interrupted";
 
@@ -24,9 +22,7 @@ bool ExitBarrier::count_out(int member, const std::string& why) const {
 }
 
 std::string ExitBarrier::out_reason(int member) const {
-  // A COMPARE_SET that cannot match reads the key in one request.
-  const std::string value = store.compare_set(out_key(member), kStillIn, kStillIn);
-  return value == kStillIn ? std::string() : value;
+  return read_if_present(store, out_key(member)).value_or("");
 }
 
 void ExitBarrier::interrupt() const {

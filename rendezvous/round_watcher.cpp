@@ -18,16 +18,9 @@ namespace {
 // Heartbeat ticks kept per node: the watcher may lag a little behind the writer.
 constexpr uint64_t kTicksKept = 3;
 
-// What read_or_empty() returns for a missing key is "" (no key here is ever set to "").
-std::string read_or_empty(Store& store, const std::string& key) {
-  static const std::string kMissing("\0ddp-missing\0", 13);
-  const std::string value = store.compare_set(key, kMissing, kMissing);
-  return value == kMissing ? std::string() : value;
-}
-
 // The latest heartbeat tick group rank g wrote, -1 when none.
 int64_t latest_tick(Store& store, uint64_t round, int g) {
-  const std::string text = read_or_empty(store, keys::heartbeat_latest(round, g));
+  const std::string text = read_if_present(store, keys::heartbeat_latest(round, g)).value_or("");
   int64_t tick = -1;
   std::from_chars(text.data(), text.data() + text.size(), tick);
   return tick;
@@ -135,7 +128,7 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
         return "a member already finished, so the round admits nobody new";
       }
       // A waiting node arrived after the round closed: more arrivals than members.
-      const std::string closed = read_or_empty(store, keys::closed(round));
+      const std::string closed = read_if_present(store, keys::closed(round)).value_or("");
       int64_t members = 0;
       std::from_chars(closed.data(), closed.data() + closed.size(), members);
       const int64_t arrivals = store.add(keys::arrived(round), 0);

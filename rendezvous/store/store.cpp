@@ -18,4 +18,12 @@ std::string describe_timeout(Duration timeout) {
   return std::to_string(timeout.count()) + " ms";
 }
 
+std::optional<std::string> read_if_present(Store& store, const std::string& key) {
+  // Never a stored value: rendezvous values are decimal text, records and ids.
+  static const std::string kAbsent("\0ddp-absent\0", 13);
+  std::string value = store.compare_set(key, kAbsent, kAbsent);
+  if (value == kAbsent) return std::nullopt;
+  return value;
+}
+
 }  // namespace ddp::rendezvous

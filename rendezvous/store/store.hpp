@@ -4,6 +4,7 @@
 // no sockets. Keys and values are binary-safe std::strings.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,5 +67,10 @@ class Store {
 std::string join_keys(const std::vector<std::string>& keys);
 // "300000 ms" / "no timeout" for error messages.
 std::string describe_timeout(Duration timeout);
+
+// key's value, or nullopt when it does not exist, in one request and without waiting: a
+// COMPARE_SET that cannot match returns the current value unchanged (get() is a WAIT and a
+// GET, and PyTorch's TCPStore protocol has no plain read).
+std::optional<std::string> read_if_present(Store& store, const std::string& key);
 
 }  // namespace ddp::rendezvous
