@@ -20,7 +20,7 @@ std::string describe_timeout(Duration timeout) {
 
 std::optional<std::string> read_if_present(Store& store, const std::string& key) {
   // Never a stored value: rendezvous values are decimal text, records and ids.
-  static const std::string kAbsent("\0ddp-absent\0", 13);
+  static const std::string kAbsent("\0ddp-absent\0", 12);
   std::string value = store.compare_set(key, kAbsent, kAbsent);
   if (value == kAbsent) return std::nullopt;
   return value;
