@@ -116,6 +116,10 @@ TEST_CASE("e2e elastic: a SIGKILLed node is noticed, survivors re-form smaller",
   auto& b = job.start("b", elastic(port, "2:3", "127.0.0.2"), env);
   auto& c = job.start("c", elastic(port, "2:3", "127.0.0.3"), env);
   for (auto* agent : {&a, &b, &c}) REQUIRE(agent->wait_for_log("WORLD_SIZE=6", kGuard));
+  // Both of c's workers have printed (each records its pid first); one may print before the
+  // other has started.
+  REQUIRE(c.wait_for_log("LOCAL_RANK=0 WORLD_SIZE=6", kGuard));
+  REQUIRE(c.wait_for_log("LOCAL_RANK=1 WORLD_SIZE=6", kGuard));
   c.kill(SIGKILL);
   REQUIRE(a.wait(kGuard) == 0);
   REQUIRE(b.wait(kGuard) == 0);
