@@ -48,7 +48,7 @@ TEST_CASE("fd: the descriptor is closed when its owner goes", "[fd]") {
   CHECK_FALSE(is_open(raw));
 }
 
-TEST_CASE("fd: moving hands ownership over; the source owns nothing", "[fd]") {
+TEST_CASE("fd: moving hands ownership over, the source owns nothing", "[fd]") {
   auto [r, w] = make_pipe();
   const int raw = r.get();
   Fd moved(std::move(r));
