@@ -1,7 +1,7 @@
 #pragma once
 // A store server's I/O backend: the event loop that accepts connections, moves their bytes
-// and runs one StoreSession per connection. Two implementations: EpollLoop (Boost.Asio with
-// the client sockets in an epoll set) and UringLoop (io_uring completions). StoreServer picks
+// and runs one StoreSession per connection. Two implementations: EpollLoop (a plain epoll
+// loop: readiness, recv and send) and UringLoop (io_uring completions). StoreServer picks
 // one and runs it on its thread; nothing else differs between them.
 #include <atomic>
 #include <cstddef>

@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
 #include <cerrno>
 
 #include "common/error.hpp"
@@ -13,31 +12,23 @@ namespace ddp::rendezvous {
 EpollLoop::EpollLoop(const LoopContext& context)
     : context_(context),
       accept_log_(context.sessions->log_name, context.port),
-      retry_timer_(io_),
-      poller_(io_, [this] { closed_.clear(); }) {}
+      loop_(context.sessions->log_name, [this] { closed_.clear(); }),
+      retry_timer_(loop_, [this] {
+        if (!stopped_) loop_.rewatch(context_.listen_fd, EPOLLIN, this);
+      }) {}
 
 EpollLoop::~EpollLoop() = default;
 
 void EpollLoop::run() {
-  poller_.add(context_.listen_fd, this, EPOLLIN);
-  poller_.start();
-  for (;;) {
-    try {
-      io_.run();
-      return;
-    } catch (const std::exception& e) {
-      // A bug in one handler must not take every client's rendezvous down with it.
-      log_line(context_.sessions->log_name,
-               std::string("unexpected error in the event loop: ") + e.what());
-    }
-  }
+  loop_.watch(context_.listen_fd, EPOLLIN, this);
+  loop_.run();
 }
 
 void EpollLoop::stop() {
-  boost::asio::post(io_, [this] { stop_all(); });
+  loop_.post([this] { stop_all(); });
 }
 
-void EpollLoop::on_ready(uint32_t /*events*/) {
+void EpollLoop::handle_events(uint32_t /*events*/) {
   if (stopped_ || accept_all()) return;
   retry_accept_later();
 }
@@ -65,18 +56,14 @@ bool EpollLoop::accept_all() {
 
 void EpollLoop::retry_accept_later() {
   // Level-triggered: a listener left in the set would wake the loop at once, again and again.
-  poller_.modify(context_.listen_fd, this, 0);
-  retry_timer_.expires_after(std::chrono::milliseconds(50));
-  retry_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || stopped_) return;
-    poller_.modify(context_.listen_fd, this, EPOLLIN);
-  });
+  loop_.rewatch(context_.listen_fd, 0, this);
+  retry_timer_.start(std::chrono::milliseconds(50));
 }
 
 void EpollLoop::add_connection(int fd, const std::string& peer) {
   tune_connection(fd);
   auto connection =
-      std::make_unique<EpollTransport>(fd, poller_, read_buffer_, [this](EpollTransport* c) {
+      std::make_unique<EpollTransport>(fd, loop_, read_buffer_, [this](EpollTransport* c) {
         auto it = connections_.find(c);
         if (it == connections_.end()) return;  // stop_all() owns it now
         closed_.push_back(std::move(it->second));
@@ -96,15 +83,15 @@ void EpollLoop::add_connection(int fd, const std::string& peer) {
 }
 
 void EpollLoop::stop_all() {
+  // Posted work runs after the turn's handlers, so no event still names a connection here.
   stopped_ = true;
   retry_timer_.cancel();
+  loop_.forget(context_.listen_fd);
   auto all = std::move(connections_);
   connections_.clear();
   for (auto& [ptr, connection] : all) connection->session().stop();
   *context_.num_connections = 0;
-  closed_.clear();
-  poller_.stop();
-  io_.stop();
+  loop_.quit();
 }
 
 }  // namespace ddp::rendezvous

@@ -1,24 +1,23 @@
 #pragma once
-// The epoll backend: one Boost.Asio io_context on the server's thread. The listener and the
-// client sockets sit in one level-triggered epoll set (ConnectionPoller) that the Asio loop
-// waits on; the accept-retry timer and stop() are ordinary Asio operations. Works on every
-// Linux; StoreServer uses it where io_uring is unavailable or DDPLAUNCH_STORE_IO=epoll.
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
+// The epoll backend: one plain epoll loop (EventLoop) on the server's thread. The listener,
+// every client socket, the accept-retry timer (a timerfd) and the stop() wake-up (an
+// eventfd) are descriptors of the same level-triggered epoll set, each with its handler.
+// Works on every Linux; StoreServer uses it where io_uring is unavailable or
+// DDPLAUNCH_STORE_IO=epoll.
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
-#include "rendezvous/store/server/epoll/poller.hpp"
+#include "rendezvous/store/server/epoll/event_loop.hpp"
 #include "rendezvous/store/server/epoll/transport.hpp"
 #include "rendezvous/store/server/listener.hpp"
 #include "rendezvous/store/server/server_loop.hpp"
 
 namespace ddp::rendezvous {
 
-class EpollLoop final : public ServerLoop, private PollTarget {
+class EpollLoop final : public ServerLoop, private EpollHandler {
  public:
-  // Throws StoreError when the epoll set cannot be created.
+  // Throws StoreError when the epoll set, its eventfd or timerfd cannot be created.
   explicit EpollLoop(const LoopContext& context);
   ~EpollLoop() override;
   EpollLoop(const EpollLoop&) = delete;
@@ -30,7 +29,7 @@ class EpollLoop final : public ServerLoop, private PollTarget {
 
  private:
   // The listener is readable: accept every queued connection.
-  void on_ready(uint32_t events) override;
+  void handle_events(uint32_t events) override;
   // False when accept failed for another reason than an empty queue (out of descriptors...).
   bool accept_all();
   // Stops watching the listener for 50 ms after a failed accept, instead of spinning on it.
@@ -38,16 +37,15 @@ class EpollLoop final : public ServerLoop, private PollTarget {
   void add_connection(int fd, const std::string& peer);
   void stop_all();
 
-  // Declared first so it is destroyed last: the timer and the poller are its.
-  boost::asio::io_context io_{1};  // one thread runs the loop; others only post stop()
   LoopContext context_;
   AcceptLog accept_log_;
-  boost::asio::steady_timer retry_timer_;
-  ConnectionPoller poller_;
+  // Declared before everything registered with it, so it is destroyed after them.
+  EventLoop loop_;
+  LoopTimer retry_timer_;
   std::vector<char> read_buffer_ = std::vector<char>(size_t{64} * 1024);  // shared by all
   std::unordered_map<EpollTransport*, std::unique_ptr<EpollTransport>> connections_;
-  // Connections closed during the poller's current batch: later events of the batch may
-  // still name them, so they are released after it.
+  // Connections closed during the loop's current turn: later events of the turn may still
+  // name them, so they are released after it.
   std::vector<std::unique_ptr<EpollTransport>> closed_;
   bool stopped_ = false;
 };

@@ -1,7 +1,6 @@
 #include "rendezvous/store/server/epoll/transport.hpp"
 
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <cerrno>
 
@@ -9,19 +8,17 @@
 
 namespace ddp::rendezvous {
 
-EpollTransport::EpollTransport(int fd, ConnectionPoller& poller, std::vector<char>& read_buffer,
+EpollTransport::EpollTransport(int fd, EventLoop& loop, std::vector<char>& read_buffer,
                                OnClosed on_closed)
-    : fd_(fd), poller_(poller), read_buffer_(read_buffer), on_closed_(std::move(on_closed)) {}
+    : fd_(fd), loop_(loop), read_buffer_(read_buffer), on_closed_(std::move(on_closed)) {}
 
-EpollTransport::~EpollTransport() {
-  if (fd_ >= 0) ::close(fd_);
-}
+EpollTransport::~EpollTransport() = default;
 
 void EpollTransport::start() {
-  poller_.add(fd_, this, EPOLLIN);
+  loop_.watch(fd_.get(), EPOLLIN, this);
 }
 
-void EpollTransport::on_ready(uint32_t events) {
+void EpollTransport::handle_events(uint32_t events) {
   if (closed_) return;  // closed earlier in this batch
   if ((events & EPOLLOUT) != 0) flush();
   if (closed_) return;
@@ -34,7 +31,7 @@ void EpollTransport::on_ready(uint32_t events) {
 void EpollTransport::on_readable() {
   ssize_t n = 0;
   do {
-    n = ::recv(fd_, read_buffer_.data(), read_buffer_.size(), 0);
+    n = ::recv(fd_.get(), read_buffer_.data(), read_buffer_.size(), 0);
   } while (n < 0 && errno == EINTR);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // level-triggered: later
   if (n <= 0) {
@@ -46,7 +43,7 @@ void EpollTransport::on_readable() {
 
 void EpollTransport::flush() {
   while (!closed_ && queued_bytes() > 0) {
-    const ssize_t n = ::send(fd_, out_.data() + out_sent_, queued_bytes(), MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd_.get(), out_.data() + out_sent_, queued_bytes(), MSG_NOSIGNAL);
     if (n > 0) {
       out_sent_ += static_cast<size_t>(n);
       continue;
@@ -81,7 +78,7 @@ void EpollTransport::update_interest() {
   if (closed_) return;
   const uint32_t interest =
       (reading_ ? uint32_t{EPOLLIN} : 0U) | (want_writable_ ? uint32_t{EPOLLOUT} : 0U);
-  if (!poller_.modify(fd_, this, interest)) {
+  if (!loop_.rewatch(fd_.get(), interest, this)) {
     session_->failed("cannot update epoll: " + errno_text(errno));
   }
 }
@@ -89,10 +86,9 @@ void EpollTransport::update_interest() {
 void EpollTransport::close() {
   if (closed_) return;
   closed_ = true;
-  poller_.remove(fd_);
-  ::shutdown(fd_, SHUT_RDWR);
-  ::close(fd_);
-  fd_ = -1;
+  loop_.forget(fd_.get());
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  fd_.reset();
   if (on_closed_) on_closed_(this);
 }
 

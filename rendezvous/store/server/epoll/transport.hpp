@@ -9,21 +9,21 @@
 #include <vector>
 
 #include "rendezvous/store/server/byte_transport.hpp"
-#include "rendezvous/store/server/epoll/poller.hpp"
+#include "rendezvous/store/server/epoll/event_loop.hpp"
+#include "rendezvous/store/server/epoll/owned_fd.hpp"
 #include "rendezvous/store/server/store_session.hpp"
 
 namespace ddp::rendezvous {
 
-class EpollTransport final : public PollTarget, public ByteTransport {
+class EpollTransport final : public EpollHandler, public ByteTransport {
  public:
   // Called once when the connection closes; the connection may be destroyed only after the
-  // poller's current batch (later events of the batch may still name it).
+  // loop's current turn (later events of the turn may still name it).
   using OnClosed = std::function<void(EpollTransport*)>;
 
   // Takes ownership of fd (connected, non-blocking). read_buffer is the loop's, shared by
   // every connection (one thread).
-  EpollTransport(int fd, ConnectionPoller& poller, std::vector<char>& read_buffer,
-                 OnClosed on_closed);
+  EpollTransport(int fd, EventLoop& loop, std::vector<char>& read_buffer, OnClosed on_closed);
   ~EpollTransport() override;
   EpollTransport(const EpollTransport&) = delete;
   EpollTransport& operator=(const EpollTransport&) = delete;
@@ -31,10 +31,10 @@ class EpollTransport final : public PollTarget, public ByteTransport {
   // The session this connection carries; set once, before start().
   void attach(std::shared_ptr<StoreSession> session) { session_ = std::move(session); }
   [[nodiscard]] StoreSession& session() { return *session_; }
-  // Registers with the poller; throws StoreError when it cannot.
+  // Registers with the loop; throws StoreError when it cannot.
   void start();
 
-  void on_ready(uint32_t events) override;
+  void handle_events(uint32_t events) override;
   void write(std::string_view bytes) override { out_.append(bytes); }
   void flush() override;
   [[nodiscard]] size_t queued_bytes() const override { return out_.size() - out_sent_; }
@@ -46,8 +46,8 @@ class EpollTransport final : public PollTarget, public ByteTransport {
   // Epoll interest from the current state: read unless paused, write while replies wait.
   void update_interest();
 
-  int fd_;
-  ConnectionPoller& poller_;
+  OwnedFd fd_;
+  EventLoop& loop_;
   std::vector<char>& read_buffer_;
   OnClosed on_closed_;
   std::shared_ptr<StoreSession> session_;
