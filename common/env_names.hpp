@@ -23,6 +23,9 @@ inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+// Set to 1 unless the user set it: a Python worker that dies of a fatal signal (or is sent
+// SIGABRT by hang detection) prints every thread's traceback (docs/hangs.md).
+inline constexpr const char* kPythonFaultHandler = "PYTHONFAULTHANDLER";
 inline constexpr const char* kTorchNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";
 

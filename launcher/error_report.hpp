@@ -28,6 +28,13 @@ struct WorkerFailure {
   std::chrono::system_clock::time_point observed;  // when the agent saw the exit
   std::string error_file;                          // path handed to the worker
   std::optional<ErrorFileContent> error;           // its content, when it wrote one
+  // A hang found by the agent (docs/hangs.md): what it said, and whether this rank was
+  // named the culprit (a culprit is the root cause before any victim of the same hang).
+  std::string hang;
+  bool culprit = false;
+  // The worker's last stderr lines when it died of a signal and wrote no error file: a
+  // Python traceback from faulthandler, a native worker's backtrace.
+  std::vector<std::string> output_tail;
 };
 
 // Parses an error file; nullopt when it is missing, empty or not PyTorch's format.

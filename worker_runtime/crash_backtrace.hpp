@@ -1,0 +1,13 @@
+#pragma once
+// A native worker that dies of a fatal signal prints where it was: a symbolised backtrace
+// (Boost.Stacktrace) of the thread that took the signal, on stderr, which the agent keeps
+// for the failure summary. SIGABRT is also the signal the agent sends a hung rank before
+// killing it (docs/hangs.md), as PYTHONFAULTHANDLER makes Python workers print theirs.
+// Installed by init() for SIGABRT, SIGSEGV, SIGBUS, SIGFPE and SIGILL wherever no handler
+// is set yet; DDPLAUNCH_BACKTRACE=0 turns it off. The handler prints once, restores the
+// default action and re-raises, so the exit status still names the signal.
+namespace ddp::worker_runtime {
+
+void install_crash_backtrace(int rank);
+
+}  // namespace ddp::worker_runtime
