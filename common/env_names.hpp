@@ -52,6 +52,16 @@ inline constexpr const char* kStoreIo = "DDPLAUNCH_STORE_IO";
 // Store key prefix for workers of one attempt, shared by agent and PyTorch workers.
 inline constexpr const char* kWorkerPrefixBase = "/worker/attempt_";
 
+// Progress lines (docs/hangs.md, "The progress protocol"): the FIFO a worker writes
+// "v1 rank=.. pid=.. step=.." lines into; the agent sets it for every worker.
+inline constexpr const char* kProgressFile = "DDPLAUNCH_PROGRESS_FILE";
+
+// --- torchrun's file timer (torch.distributed.elastic.timer.FileTimerServer/Client) ---
+// "1" in the agent's environment turns the file-timer server on.
+inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
+// The FIFO path: read by the agent when set, passed to workers (FileTimerClient(path)).
+inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
+
 // Nodes of the current srun step (SLURM_JOB_NODELIST is the whole allocation); multinode.
 inline constexpr const char* kSlurmStepNodelist = "SLURM_STEP_NODELIST";
 
