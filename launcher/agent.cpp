@@ -325,7 +325,7 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
   failure.error = read_error_file(slot.error_file);
   failure.hang = slot.hang;
   failure.culprit = slot.culprit;
-  if (!failure.error && status.signal != 0) failure.output_tail = logs_.stderr_tail(slot.local_rank);
+  if (status.signal != 0) failure.output_tail = logs_.stderr_tail(slot.local_rank);
   // While stopping, a worker dying of the signal we sent (or SIGKILL after the grace
   // period) did not fail on its own; anything else did, and belongs in the summary.
   int sent = stop_signal_sent_;

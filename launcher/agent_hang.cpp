@@ -17,13 +17,6 @@ std::string env_value(const Environment& env, const char* name) {
   return it == env.end() ? "" : it->second;
 }
 
-std::string round_seconds(double s) {
-  std::ostringstream out;
-  out.precision(s < 10 ? 2 : 0);
-  out << std::fixed << s << " s";
-  return out.str();
-}
-
 // How long a dumped rank may take to print its stack and die before the group is stopped.
 constexpr auto kDumpGrace = std::chrono::seconds(10);
 
@@ -54,8 +47,12 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
                                         std::chrono::system_clock::now().time_since_epoch())
                                             .count() -
                                         timer.expiration_time);
-  const std::string what = "file timer scope '" + timer.scope + "' expired; sent " +
-                           signal_name(timer.signal) + " (TORCHELASTIC_ENABLE_FILE_TIMER)";
+  const std::string sent = timer.signal == 0 ? "no signal was asked for"
+                           : timer.kill_error != 0
+                               ? "sending " + signal_name(timer.signal) + " failed"
+                               : "sent " + signal_name(timer.signal);
+  const std::string what = "file timer scope '" + timer.scope + "' expired; " + sent +
+                           " (TORCHELASTIC_ENABLE_FILE_TIMER)";
   if (slot == workers_.end()) {
     notice("pid " + std::to_string(timer.pid) + ": " + what);
     return;

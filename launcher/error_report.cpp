@@ -78,12 +78,12 @@ void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& 
   } else if (failure.status.signal != 0) {
     out << "  traceback : Signal " << failure.status.signal << " ("
         << signal_name(failure.status.signal) << ") received by PID " << failure.pid << "\n";
-    if (!failure.output_tail.empty()) {
-      out << "  stderr    : (last " << failure.output_tail.size() << " lines)\n";
-      for (const auto& line : failure.output_tail) out << "    " << line << "\n";
-    }
   } else {
     out << "  traceback : <N/A> (the worker wrote no error file; see its output above)\n";
+  }
+  if (!failure.output_tail.empty()) {
+    out << "  stderr    : (last " << failure.output_tail.size() << " lines)\n";
+    for (const auto& line : failure.output_tail) out << "    " << line << "\n";
   }
 }
 

@@ -32,8 +32,8 @@ struct WorkerFailure {
   // named the culprit (a culprit is the root cause before any victim of the same hang).
   std::string hang;
   bool culprit = false;
-  // The worker's last stderr lines when it died of a signal and wrote no error file: a
-  // Python traceback from faulthandler, a native worker's backtrace.
+  // The worker's last stderr lines when it died of a signal: a Python traceback from
+  // faulthandler, a native worker's backtrace.
   std::vector<std::string> output_tail;
 };
 

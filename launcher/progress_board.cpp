@@ -13,18 +13,6 @@ int64_t wall_ms() {
       .count();
 }
 
-const char* phase_name(progress::Phase phase) {
-  switch (phase) {
-    case progress::Phase::kEnter:
-      return "enter";
-    case progress::Phase::kExit:
-      return "exit";
-    case progress::Phase::kNone:
-      break;
-  }
-  return "";
-}
-
 std::string key(uint64_t round, int group_rank) {
   return "hang/" + std::to_string(round) + "/" + std::to_string(group_rank);
 }
@@ -42,7 +30,7 @@ std::string encode_snapshots(const std::vector<RankSnapshot>& ranks, int64_t now
                    {"step", r.last.step},
                    {"op", r.last.op},
                    {"seq", r.last.seq},
-                   {"phase", phase_name(r.last.phase)}});
+                   {"phase", progress::phase_name(r.last.phase)}});
   }
   return out.dump();
 }

@@ -13,6 +13,9 @@ namespace ddp::worker_runtime {
 namespace {
 
 int g_rank = -1;
+constexpr int kSignals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+// The handler each signal had before (run_main's error-file writer): called after ours.
+struct sigaction g_previous[NSIG];
 
 void write_all(const std::string& text) {
   size_t done = 0;
@@ -31,6 +34,12 @@ void on_fatal_signal(int sig) {
       << "; backtrace:\n"
       << boost::stacktrace::stacktrace();
   write_all(out.str());
+  const auto& previous = g_previous[sig];
+  if ((previous.sa_flags & SA_SIGINFO) == 0 && previous.sa_handler != SIG_DFL &&
+      previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(sig);  // e.g. writes the error file, then re-raises
+    return;
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -41,9 +50,12 @@ void install_crash_backtrace(int rank) {
   const char* off = ::getenv("DDPLAUNCH_BACKTRACE");
   if (off != nullptr && std::string(off) == "0") return;
   g_rank = rank;
-  for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
+  for (int sig : kSignals) {
     struct sigaction current {};
-    if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
+    if (::sigaction(sig, nullptr, &current) != 0) continue;
+    if (current.sa_handler == on_fatal_signal) continue;  // installed already
+    if ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler == SIG_IGN) continue;
+    g_previous[sig] = current;
     struct sigaction action {};
     action.sa_handler = on_fatal_signal;
     sigemptyset(&action.sa_mask);

@@ -184,14 +184,14 @@ TEST_CASE("hang e2e: two nodes name the same culprit, and both recover", "[hang]
   const int port = ddp::test::free_port();
   Run a;
   Run b;
-  const auto node = [&](const std::string& addr, const Run& run) {
+  const auto node = [&](const std::string& addr) {
     return with({"--nnodes", "2", "--nproc_per_node", "2", "--max_restarts", "1", "--stop_timeout",
                  "2", "--hang_timeout", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
                  "127.0.0.1:" + std::to_string(port), "--rdzv_id", "hang", "--local_addr", addr},
                 with(train_args(a.dir), {"--fault_hang_at_step", "13", "--fault_rank", "3"}));
   };
-  auto& first = a.start(node("127.0.0.1", a), {}, "a");
-  auto& second = b.start(node("127.0.0.2", b), {}, "b");
+  auto& first = a.start(node("127.0.0.1"), {}, "a");
+  auto& second = b.start(node("127.0.0.2"), {}, "b");
   const auto rc_a = first.wait(kGuard);
   const auto rc_b = second.wait(kGuard);
   INFO(first.log());
