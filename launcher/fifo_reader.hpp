@@ -25,6 +25,7 @@ std::string excerpt(std::string_view line, size_t max_bytes = 160);
 // A line longer than this (newline not counted) is dropped, and counted.
 inline constexpr size_t kMaxFifoLineBytes = size_t{64} * 1024;
 
+// Everything runs on io's thread: call the members from there too (the agent's one loop).
 class FifoReader {
  public:
   using LineHandler = std::function<void(std::string_view line)>;

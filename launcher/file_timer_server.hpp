@@ -28,6 +28,7 @@ struct ExpiredTimer {
   int kill_error = 0;          // errno of kill(2), 0 when sent (or none asked); ESRCH: gone
 };
 
+// Everything runs on io's thread: call the members from there too (the agent's one loop).
 class FileTimerServer {
  public:
   using ExpiryHandler = std::function<void(const ExpiredTimer&)>;

@@ -48,7 +48,7 @@ std::string expected_line(int w, int i) {
 
 }  // namespace
 
-TEST_CASE("FifoReader delivers complete lines; a partial line waits for its newline",
+TEST_CASE("FifoReader delivers complete lines, a partial line waits for its newline",
           "[fifo_reader]") {
   Fixture f;
   CHECK(std::filesystem::is_fifo(f.reader.path()));
@@ -194,7 +194,7 @@ TEST_CASE("FifoReader removes the FIFO it made, and only that one", "[fifo_reade
   CHECK(std::filesystem::is_fifo(existing));
 }
 
-TEST_CASE("FifoReader::close stops reading; writers then find no reader", "[fifo_reader]") {
+TEST_CASE("FifoReader::close stops reading, writers then find no reader", "[fifo_reader]") {
   Fixture f;
   REQUIRE(write_fifo(f.reader.path(), "one\n"));
   REQUIRE(f.wait_lines(1));

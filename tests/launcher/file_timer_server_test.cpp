@@ -166,7 +166,7 @@ TEST_CASE("FileTimerServer: clear(pid) forgets one worker's timers, clear_all() 
   CHECK(f.expired.size() == 1);
 }
 
-TEST_CASE("FileTimerServer: a pid's timers expire together; the earliest scope is reported",
+TEST_CASE("FileTimerServer: a pid's timers expire together, the earliest scope is reported",
           "[file_timer_server]") {
   Fixture f;
   double now = wall_now();
