@@ -378,8 +378,7 @@ void Agent::abandon_unkillable_later() {
       notice("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
              ") is unkillable: still there after SIGKILL" +
              (status ? " (state " + std::string(1, status->state) + ")" : "") +
-             "; no longer waiting for it" +
-             (status ? "\n  " + describe(*status) : std::string()));
+             "; no longer waiting for it" + (status ? "\n  " + describe(*status) : std::string()));
       events_.record("unkillable", {{"rank", slot.rank},
                                     {"local_rank", slot.local_rank},
                                     {"pid", slot.pid},
@@ -412,8 +411,8 @@ void Agent::after_failure() {
     ++restart_count_;
     notice("worker group failed (rank " + std::to_string(root.rank) + ": " +
            (root.hang.empty() ? "" : "hung, ") + root.status.describe() +
-           "); restarting, attempt " + std::to_string(restart_count_) +
-           " of " + std::to_string(options_.config.max_restarts));
+           "); restarting, attempt " + std::to_string(restart_count_) + " of " +
+           std::to_string(options_.config.max_restarts));
     events_.record("restart", {{"restarts_spent", restart_count_},
                                {"failed_rank", root.rank},
                                {"exit_code", root.status.exit_code},

@@ -130,8 +130,8 @@ class Agent {
   std::optional<int> agent_signal_;  // the first signal the agent received
   int exit_status_ = 0;
   boost::asio::steady_timer kill_timer_;
-  std::unique_ptr<HangWatch> hang_;          // null when no hang detection was asked for
-  boost::asio::steady_timer hang_timer_;     // a dumped culprit that does not die
+  std::unique_ptr<HangWatch> hang_;       // null when no hang detection was asked for
+  boost::asio::steady_timer hang_timer_;  // a dumped culprit that does not die
   std::optional<boost::asio::signal_set> signals_;
   std::thread rendezvous_thread_;
   std::thread exit_thread_;

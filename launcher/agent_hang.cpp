@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/env_names.hpp"
 #include "launcher/agent.hpp"
 
 namespace ddp::launcher {
@@ -25,8 +26,8 @@ constexpr auto kDumpGrace = std::chrono::seconds(10);
 void Agent::start_hang_watch() {
   HangWatchOptions o;
   o.timeout = options_.config.hang_timeout;
-  o.file_timer = env_value(options_.env, "TORCHELASTIC_ENABLE_FILE_TIMER") == "1";
-  o.timer_file = env_value(options_.env, "TORCHELASTIC_TIMER_FILE");
+  o.file_timer = env_value(options_.env, env::kEnableFileTimer) == "1";
+  o.timer_file = env_value(options_.env, env::kTimerFile);
   o.run_dir = options_.run_dir;
   if (o.timeout.count() == 0 && !o.file_timer) return;
   std::filesystem::create_directories(o.run_dir);
@@ -35,6 +36,7 @@ void Agent::start_hang_watch() {
   callbacks.on_hang = [this](const HangReport& report, const std::vector<RankSnapshot>& all) {
     on_hang(report, all);
   };
+  callbacks.warn = [this](const std::string& message) { notice("warning: " + message); };
   hang_ = std::make_unique<HangWatch>(
       io_, o, std::move(callbacks),
       options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status));
@@ -43,10 +45,10 @@ void Agent::start_hang_watch() {
 void Agent::on_timer_expired(const ExpiredTimer& timer) {
   auto slot = std::find_if(workers_.begin(), workers_.end(),
                            [&](const WorkerSlot& s) { return s.running && s.pid == timer.pid; });
-  const double late = std::max(0.0, std::chrono::duration<double>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                            .count() -
-                                        timer.expiration_time);
+  const double late = std::max(
+      0.0,
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+          timer.expiration_time);
   const std::string sent = timer.signal == 0 ? "no signal was asked for"
                            : timer.kill_error != 0
                                ? "sending " + signal_name(timer.signal) + " failed"
@@ -59,7 +61,8 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
   }
   slot->hang = what;
   slot->culprit = true;
-  notice("rank " + std::to_string(slot->rank) + " (pid " + std::to_string(slot->pid) + "): " + what);
+  notice("rank " + std::to_string(slot->rank) + " (pid " + std::to_string(slot->pid) +
+         "): " + what);
   events_.record("hang", {{"rank", slot->rank},
                           {"local_rank", slot->local_rank},
                           {"pid", slot->pid},
@@ -124,8 +127,8 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
   }
   // Normally the dumped rank dies of SIGABRT and its exit stops the group; one that does not
   // (a handler that hangs too, an uninterruptible wait) is stopped with the rest.
-  hang_timer_.expires_after(std::min<std::chrono::milliseconds>(options_.config.stop_timeout,
-                                                                kDumpGrace));
+  hang_timer_.expires_after(
+      std::min<std::chrono::milliseconds>(options_.config.stop_timeout, kDumpGrace));
   hang_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || state_ != State::kHealthy) return;
     notice("the hung rank did not exit after SIGABRT; stopping the workers (pids " +

@@ -6,7 +6,9 @@ namespace ddp::launcher {
 
 namespace {
 
-bool is_stopped(char state) { return state == 'T' || state == 't'; }
+bool is_stopped(char state) {
+  return state == 'T' || state == 't';
+}
 
 bool same_place(const progress::Report& a, const progress::Report& b) {
   return a.step == b.step && a.seq == b.seq && a.phase == b.phase && a.op == b.op;
@@ -14,8 +16,7 @@ bool same_place(const progress::Report& a, const progress::Report& b) {
 
 }  // namespace
 
-void HangDetector::reset(const std::vector<std::pair<int, int>>& rank_pids,
-                         Clock::time_point now) {
+void HangDetector::reset(const std::vector<std::pair<int, int>>& rank_pids, Clock::time_point now) {
   ranks_.clear();
   for (auto [rank, pid] : rank_pids) {
     Tracked t;

@@ -8,9 +8,15 @@ namespace ddp::launcher {
 
 namespace {
 
-bool stopped(const RankSnapshot& r) { return r.state == 'T' || r.state == 't' || r.state == 'D'; }
-bool has_seq(const RankSnapshot& r) { return r.has_source && r.last.seq >= 0; }
-bool has_step(const RankSnapshot& r) { return r.has_source && r.last.step >= 0; }
+bool stopped(const RankSnapshot& r) {
+  return r.state == 'T' || r.state == 't' || r.state == 'D';
+}
+bool has_seq(const RankSnapshot& r) {
+  return r.has_source && r.last.seq >= 0;
+}
+bool has_step(const RankSnapshot& r) {
+  return r.has_source && r.last.step >= 0;
+}
 
 std::string seconds(double s) {
   if (s < 10) {
@@ -22,7 +28,8 @@ std::string seconds(double s) {
 }
 
 std::string state_text(char state) {
-  return state == 'D' ? "uninterruptible (state D)" : "stopped (state " + std::string(1, state) + ")";
+  return state == 'D' ? "uninterruptible (state D)"
+                      : "stopped (state " + std::string(1, state) + ")";
 }
 
 // The ranks whose key is the smallest, when not every rank has the same key.
@@ -99,13 +106,14 @@ HangReport analyze_hang(std::vector<RankSnapshot> ranks) {
   }
   std::vector<std::string> parts;
   for (int c : report.culprits) {
-    parts.push_back(culprit_text(*std::find_if(ranks.begin(), ranks.end(),
-                                               [c](auto& r) { return r.rank == c; })));
+    parts.push_back(culprit_text(
+        *std::find_if(ranks.begin(), ranks.end(), [c](auto& r) { return r.rank == c; })));
   }
   // Victims: hung ranks that are not culprits, grouped by where they wait.
   std::map<std::string, std::vector<int>> waiting;
   for (const auto& r : ranks) {
-    if (!r.hung || std::count(report.culprits.begin(), report.culprits.end(), r.rank) != 0) continue;
+    if (!r.hung || std::count(report.culprits.begin(), report.culprits.end(), r.rank) != 0)
+      continue;
     report.victims.push_back(r.rank);
     if (report.culprits.empty()) continue;
     const bool inside = r.has_source && r.last.phase == progress::Phase::kEnter;
@@ -130,7 +138,8 @@ HangReport analyze_hang(std::vector<RankSnapshot> ranks) {
     std::string where;
     for (auto& [position, members] : at) {
       if (!where.empty()) where += ", ";
-      where += (members.size() == 1 ? "rank " : "ranks ") + rank_ranges(members) + " at " + position;
+      where +=
+          (members.size() == 1 ? "rank " : "ranks ") + rank_ranges(members) + " at " + position;
     }
     parts.push_back("no progress for " + seconds(longest) + ": " + where +
                     "; no rank is behind the others (a hang inside the collective?)");

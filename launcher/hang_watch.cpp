@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 
+#include "common/env_names.hpp"
 #include "common/progress_protocol.hpp"
 
 namespace ddp::launcher {
@@ -33,11 +34,13 @@ HangWatch::HangWatch(asio::io_context& io, HangWatchOptions options, HangWatchCa
       detector_.forget(t.pid);
       if (callbacks_.on_timer_expired) callbacks_.on_timer_expired(t);
     });
+    if (callbacks_.warn) file_timer_->set_warning_sink(callbacks_.warn);
   }
   if (timeout_on()) {
     progress_ = std::make_unique<ProgressChannel>(
         io_, options_.run_dir / "progress.fifo",
         [this](const progress::Report& report) { detector_.on_progress(report, Clock::now()); });
+    if (callbacks_.warn) progress_->set_warning_sink(callbacks_.warn);
   }
 }
 
@@ -45,8 +48,9 @@ HangWatch::~HangWatch() = default;
 
 std::vector<std::string> HangWatch::worker_env() const {
   std::vector<std::string> env;
-  if (progress_) env.push_back(std::string(progress::kEnvProgressFile) + "=" + progress_->path().string());
-  if (file_timer_) env.push_back("TORCHELASTIC_TIMER_FILE=" + file_timer_->path().string());
+  if (progress_)
+    env.push_back(std::string(progress::kEnvProgressFile) + "=" + progress_->path().string());
+  if (file_timer_) env.push_back(std::string(env::kTimerFile) + "=" + file_timer_->path().string());
   return env;
 }
 

@@ -38,6 +38,8 @@ struct HangWatchCallbacks {
   std::function<void(const ExpiredTimer&)> on_timer_expired;
   // Ranks are hung: the analysis over every node's ranks, and which of them are local.
   std::function<void(const HangReport&, const std::vector<RankSnapshot>& all)> on_hang;
+  // Warnings of the FIFO readers (bad lines); null: stderr.
+  std::function<void(const std::string&)> warn;
 };
 
 class HangWatch {
@@ -55,9 +57,8 @@ class HangWatch {
   [[nodiscard]] std::vector<std::string> worker_env() const;
 
   // A new group: the job's store (null: one node), this node's place, and its workers.
-  void begin_attempt(ProgressBoard::Connector connect_store, uint64_t round,
-                     int group_rank, int group_world_size,
-                     const std::vector<std::pair<int, int>>& rank_pids);
+  void begin_attempt(ProgressBoard::Connector connect_store, uint64_t round, int group_rank,
+                     int group_world_size, const std::vector<std::pair<int, int>>& rank_pids);
   void worker_exited(int pid);
   // The group is stopping: no more checks until the next begin_attempt.
   void end_attempt();

@@ -1,12 +1,12 @@
 #include "trainer/trainer.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "common/error.hpp"
 #include "worker_runtime/checkpoint.hpp"

@@ -3,8 +3,8 @@
 #include <arpa/inet.h>
 
 #include "common/env_names.hpp"
-#include "common/progress_protocol.hpp"
 #include "common/error.hpp"
+#include "common/progress_protocol.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "rendezvous/store/tcp_store.hpp"
@@ -159,7 +159,8 @@ std::unique_ptr<DistContext> init(const InitOptions& options) {
   }
   install_crash_backtrace(env.rank);
   // The agent asked for progress (--hang_timeout): report steps and collectives to it.
-  if (auto file = vars.find(progress::kEnvProgressFile); file != vars.end() && !file->second.empty()) {
+  if (auto file = vars.find(progress::kEnvProgressFile);
+      file != vars.end() && !file->second.empty()) {
     group->set_progress(std::make_shared<ProgressReporter>(file->second, env.rank));
   }
   return std::make_unique<DistContext>(std::move(env), std::move(store), std::move(group),

@@ -70,8 +70,7 @@ namespace {
 // An async collective's Work that reports the exit once waited for (or dropped).
 class TrackedWork final : public Work {
  public:
-  TrackedWork(std::unique_ptr<Work> inner, ProgressReporter* progress, const char* op,
-              int64_t seq)
+  TrackedWork(std::unique_ptr<Work> inner, ProgressReporter* progress, const char* op, int64_t seq)
       : inner_(std::move(inner)), progress_(progress), op_(op), seq_(seq) {}
   ~TrackedWork() override { report(); }
   TrackedWork(const TrackedWork&) = delete;

@@ -37,7 +37,7 @@ class ProgressReporter {
   int rank_ = -1;
   int pid_ = 0;
   std::atomic<int64_t> step_{0};  // 0 until the first step (the protocol needs one)
-  std::atomic<int64_t> seq_{0};  // collectives entered
+  std::atomic<int64_t> seq_{0};   // collectives entered
   // The last collective reported (a step line repeats it, so the agent always knows it).
   std::atomic<const char*> last_op_{nullptr};
   std::atomic<int64_t> last_seq_{-1};

@@ -46,8 +46,12 @@ struct Run {
 };
 
 std::vector<std::string> launch(int nproc, int max_restarts, const std::string& hang_timeout) {
-  std::vector<std::string> args{"--standalone", "--nproc_per_node", std::to_string(nproc),
-                                "--max_restarts", std::to_string(max_restarts), "--stop_timeout",
+  std::vector<std::string> args{"--standalone",
+                                "--nproc_per_node",
+                                std::to_string(nproc),
+                                "--max_restarts",
+                                std::to_string(max_restarts),
+                                "--stop_timeout",
                                 "2"};
   if (!hang_timeout.empty()) {
     args.push_back("--hang_timeout");
@@ -62,11 +66,31 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
 }
 
 std::vector<std::string> train_args(const std::string& dir) {
-  return {kTrain,          "--data",        "synthetic", "--synthetic_rows", "640",
-          "--synthetic_features", "16",     "--synthetic_classes", "4",     "--hidden",
-          "32,32",         "--batch_size",  "16",        "--epochs",         "2",
-          "--seed",        "3",             "--log_every", "8",             "--checkpoint_dir",
-          dir + "/ckpt",   "--checkpoint_every", "5",     "--out",           dir + "/final.safetensors"};
+  return {kTrain,
+          "--data",
+          "synthetic",
+          "--synthetic_rows",
+          "640",
+          "--synthetic_features",
+          "16",
+          "--synthetic_classes",
+          "4",
+          "--hidden",
+          "32,32",
+          "--batch_size",
+          "16",
+          "--epochs",
+          "2",
+          "--seed",
+          "3",
+          "--log_every",
+          "8",
+          "--checkpoint_dir",
+          dir + "/ckpt",
+          "--checkpoint_every",
+          "5",
+          "--out",
+          dir + "/final.safetensors"};
 }
 
 std::vector<float> weights(const std::string& path) {
@@ -89,17 +113,18 @@ pid_t read_pid(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("hang e2e: a native rank that stops progressing is named with its step and collective, "
-          "and the restarted run ends like a clean one",
-          "[hang][e2e]") {
+TEST_CASE(
+    "hang e2e: a native rank that stops progressing is named with its step and collective, "
+    "and the restarted run ends like a clean one",
+    "[hang][e2e]") {
   Run clean;
   auto& c = clean.start(with(launch(2, 0, ""), train_args(clean.dir)));
   REQUIRE(c.wait(kGuard) == 0);
 
   Run hung;
-  auto& a = hung.start(with(launch(2, 1, "2"), with(train_args(hung.dir), {"--fault_hang_at_step",
-                                                                          "13", "--fault_rank",
-                                                                          "1"})));
+  auto& a = hung.start(
+      with(launch(2, 1, "2"),
+           with(train_args(hung.dir), {"--fault_hang_at_step", "13", "--fault_rank", "1"})));
   const auto rc = a.wait(kGuard);
   INFO(a.log());
   REQUIRE(rc == 0);
@@ -116,9 +141,9 @@ TEST_CASE("hang e2e: a native rank that stops progressing is named with its step
 TEST_CASE("hang e2e: with no restart left the summary carries the hang and the native backtrace",
           "[hang][e2e]") {
   Run run;
-  auto& a = run.start(with(launch(2, 0, "1.5"), with(train_args(run.dir), {"--fault_hang_at_step",
-                                                                          "3", "--fault_rank",
-                                                                          "0"})));
+  auto& a = run.start(
+      with(launch(2, 0, "1.5"),
+           with(train_args(run.dir), {"--fault_hang_at_step", "3", "--fault_rank", "0"})));
   const auto rc = a.wait(kGuard);
   INFO(a.log());
   REQUIRE(rc.has_value());
@@ -144,9 +169,10 @@ TEST_CASE("hang e2e: a stopped worker with no progress source is hung after the 
   CHECK_THAT(a.log(), Contains("restarting, attempt 1 of 1"));
 }
 
-TEST_CASE("hang e2e: a slow job that keeps reporting progress and a job with no source are "
-          "never killed",
-          "[hang][e2e]") {
+TEST_CASE(
+    "hang e2e: a slow job that keeps reporting progress and a job with no source are "
+    "never killed",
+    "[hang][e2e]") {
   SECTION("slow but progressing: a step every 0.4 s against a 1 s timeout, for 4 s") {
     Run run;
     auto& a = run.start(with(launch(2, 0, "1"), {kPyWorker}), {{"HANG_MODE", "slow"}});
@@ -173,8 +199,7 @@ TEST_CASE("hang e2e: a Python rank behind the others is dumped: its traceback is
   INFO(a.log());
   REQUIRE(rc.has_value());
   CHECK(*rc == 128 + SIGABRT);
-  CHECK_THAT(a.log(), Contains("hang detected: rank 1: no progress for") &&
-                          Contains("in step 1"));
+  CHECK_THAT(a.log(), Contains("hang detected: rank 1: no progress for") && Contains("in step 1"));
   // faulthandler (PYTHONFAULTHANDLER=1, set by the agent) printed where rank 1 was.
   CHECK_THAT(a.log(), Contains("Fatal Python error: Aborted") && Contains("stuck_in_here") &&
                           Contains("hang      : rank 1"));
@@ -199,8 +224,9 @@ TEST_CASE("hang e2e: two nodes name the same culprit, and both recover", "[hang]
   CHECK(rc_a == 0);
   CHECK(rc_b == 0);
   // Both agents print the same culprit, step and collective (the seconds may differ).
-  const std::regex named("hang detected: rank (\\d+): no progress for [0-9.]+ s in step (\\d+), "
-                         "collective all_reduce #(\\d+)");
+  const std::regex named(
+      "hang detected: rank (\\d+): no progress for [0-9.]+ s in step (\\d+), "
+      "collective all_reduce #(\\d+)");
   std::smatch ma;
   std::smatch mb;
   const std::string la = first.log();

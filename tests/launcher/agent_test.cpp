@@ -315,8 +315,8 @@ TEST_CASE("a rank behind the others is dumped (SIGABRT) first, then the group re
   CHECK(h.spawner.workers[1].signals.front() == SIGABRT);  // the culprit, asked for its stack
   CHECK(h.spawner.workers[0].signals.front() == SIGTERM);  // the victim, only stopped
   const std::string events = ddp::test::read_file(*h.events_path);
-  CHECK_THAT(events, Catch::Contains(R"("event":"hang")") &&
-                         Catch::Contains(R"("scope":"all_reduce #2")"));
+  CHECK_THAT(events,
+             Catch::Contains(R"("event":"hang")") && Catch::Contains(R"("scope":"all_reduce #2")"));
   CHECK(std::regex_search(events, std::regex(R"("culprit":true[^\n]*"rank":1)")));
   std::filesystem::remove(*h.events_path);
 }
@@ -330,7 +330,7 @@ TEST_CASE("a worker still there after SIGKILL (state D) is reported and not wait
   h.spawner.on_spawn = [&](size_t) { h.agent_ptr->handle_signal(SIGTERM); };
   CHECK(h.run() == 128 + SIGTERM);
   const std::string events = ddp::test::read_file(*h.events_path);
-  CHECK_THAT(events, Catch::Contains(R"("event":"unkillable")") &&
-                         Catch::Contains(R"("state":"D")"));
+  CHECK_THAT(events,
+             Catch::Contains(R"("event":"unkillable")") && Catch::Contains(R"("state":"D")"));
   std::filesystem::remove(*h.events_path);
 }

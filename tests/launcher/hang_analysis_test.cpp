@@ -46,9 +46,10 @@ Report report(int rank, int pid, int64_t step, int64_t seq = -1, Phase phase = P
 
 TEST_CASE("hang report: the rank behind by one collective is the culprit, the rest wait",
           "[hang]") {
-  std::vector<RankSnapshot> ranks = {
-      at(0, 1200, "all_reduce", 5312, Phase::kEnter, 58), at(1, 1200, "all_reduce", 5312, Phase::kEnter, 58),
-      at(2, 1200, "all_reduce", 5312, Phase::kEnter, 59), at(3, 1200, "all_reduce", 5311, Phase::kExit, 60)};
+  std::vector<RankSnapshot> ranks = {at(0, 1200, "all_reduce", 5312, Phase::kEnter, 58),
+                                     at(1, 1200, "all_reduce", 5312, Phase::kEnter, 58),
+                                     at(2, 1200, "all_reduce", 5312, Phase::kEnter, 59),
+                                     at(3, 1200, "all_reduce", 5311, Phase::kExit, 60)};
   auto report = analyze_hang(ranks);
   CHECK(report.culprits == std::vector<int>{3});
   CHECK(report.victims == std::vector<int>{0, 1, 2});
@@ -67,8 +68,7 @@ TEST_CASE("hang report: every agent names the same culprit whatever order it rea
   CHECK(analyze_hang(a).culprits == analyze_hang(b).culprits);
 }
 
-TEST_CASE("hang report: a stopped rank is the culprit even without a progress source",
-          "[hang]") {
+TEST_CASE("hang report: a stopped rank is the culprit even without a progress source", "[hang]") {
   RankSnapshot stopped;
   stopped.rank = 1;
   stopped.state = 'T';
@@ -90,8 +90,8 @@ TEST_CASE("hang report: steps decide when no rank reports collectives (the Pytho
 }
 
 TEST_CASE("hang report: nobody behind names no culprit and says where they all are", "[hang]") {
-  auto report = analyze_hang({at(0, 5, "all_reduce", 9, Phase::kEnter, 30),
-                              at(1, 5, "all_reduce", 9, Phase::kEnter, 31)});
+  auto report = analyze_hang(
+      {at(0, 5, "all_reduce", 9, Phase::kEnter, 30), at(1, 5, "all_reduce", 9, Phase::kEnter, 31)});
   CHECK(report.culprits.empty());
   CHECK(report.victims == std::vector<int>{0, 1});
   CHECK_THAT(report.text, Catch::StartsWith("no progress for 31 s: ranks 0-1 at all_reduce #9"));
