@@ -326,6 +326,16 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
   failure.hang = slot.hang;
   failure.culprit = slot.culprit;
   if (status.signal != 0) failure.output_tail = logs_.stderr_tail(slot.local_rank);
+  if (!failure.error && !slot.hang.empty()) {
+    // A hung worker rarely records why it died: the agent does, so the error file (and
+    // tools that read it) say "hang" with the stack it printed.
+    std::string stack;
+    for (const auto& line : failure.output_tail) stack += line + "\n";
+    if (write_error_file(slot.error_file, "hang: " + slot.hang, stack)) {
+      failure.error = read_error_file(slot.error_file);
+      failure.output_tail.clear();  // it is the error file's traceback now
+    }
+  }
   // While stopping, a worker dying of the signal we sent (or SIGKILL after the grace
   // period) did not fail on its own; anything else did, and belongs in the summary.
   int sent = stop_signal_sent_;

@@ -66,7 +66,8 @@ void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& 
     out << " (pid: " << failure.pid << ")\n";
   }
   out << "  error_file: " << (failure.error ? failure.error_file : "<N/A>") << "\n";
-  if (!failure.hang.empty()) out << "  hang      : " << failure.hang << "\n";
+  const bool hang_in_message = failure.error && failure.error->message.starts_with("hang: ");
+  if (!failure.hang.empty() && !hang_in_message) out << "  hang      : " << failure.hang << "\n";
   if (failure.error) {
     if (!failure.error->message.empty()) out << "  message   : " << failure.error->message << "\n";
     std::string traceback = failure.error->traceback;
@@ -119,6 +120,20 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
     content.message = json_text(message);
   }
   return content;
+}
+
+bool write_error_file(const std::string& path, const std::string& message,
+                      const std::string& callstack) {
+  const auto now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  nlohmann::json doc = {
+      {"message",
+       {{"message", message},
+        {"extraInfo", {{"py_callstack", callstack}, {"timestamp", std::to_string(now)}}}}}};
+  std::ofstream out(path, std::ios::trunc);
+  out << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out.close();
+  return static_cast<bool>(out);
 }
 
 size_t root_cause_index(const std::vector<WorkerFailure>& failures) {

@@ -39,6 +39,10 @@ struct WorkerFailure {
 
 // Parses an error file; nullopt when it is missing, empty or not PyTorch's format.
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
+// Writes an error file in PyTorch's format (message, callstack, timestamp now) for a worker
+// that left none: the agent's own account of why it ended (a hang). False when it cannot.
+bool write_error_file(const std::string& path, const std::string& message,
+                      const std::string& callstack);
 // Index of the root cause: the earliest failure, each timed by its error-file timestamp
 // (never later than its observed exit), else by its observed exit.
 size_t root_cause_index(const std::vector<WorkerFailure>& failures);

@@ -202,7 +202,7 @@ TEST_CASE("hang e2e: a Python rank behind the others is dumped: its traceback is
   CHECK_THAT(a.log(), Contains("hang detected: rank 1: no progress for") && Contains("in step 1"));
   // faulthandler (PYTHONFAULTHANDLER=1, set by the agent) printed where rank 1 was.
   CHECK_THAT(a.log(), Contains("Fatal Python error: Aborted") && Contains("stuck_in_here") &&
-                          Contains("hang      : rank 1"));
+                          Contains("message   : hang: rank 1"));
 }
 
 TEST_CASE("hang e2e: two nodes name the same culprit, and both recover", "[hang][e2e][multinode]") {
