@@ -30,6 +30,19 @@ class StoreTimeout : public StoreError {
   using StoreError::StoreError;
 };
 
+// A socket call failed: refused, reset, closed by the peer (common/socket_io.hpp). Names
+// the peer and the errno text; callers wrap it into their own error (StoreError, ...).
+class SocketError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A socket call passed its deadline.
+class SocketTimeout : public SocketError {
+ public:
+  using SocketError::SocketError;
+};
+
 // Bytes on the wire that do not parse (unknown command, oversize length, short frame).
 class ProtocolError : public Error {
  public:

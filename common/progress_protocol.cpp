@@ -1,6 +1,8 @@
 #include "common/progress_protocol.hpp"
 
-#include <charconv>
+#include <limits>
+
+#include "common/parse_int.hpp"
 
 namespace ddp::progress {
 
@@ -25,16 +27,6 @@ bool is_space(char c) {
   return c == ' ' || c == '\t';
 }
 
-// The whole of text as an integer in [min, max], or nullopt.
-template <typename Int>
-std::optional<Int> parse_int(std::string_view text, Int min) {
-  Int value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end || value < min) return std::nullopt;
-  return value;
-}
-
 bool fail(std::string* error, std::string message) {
   if (error != nullptr) *error = std::move(message);
   return false;
@@ -53,19 +45,19 @@ bool apply(std::string_view token, Report& report, std::string* error) {
                 "bad token " + quoted(token) + ": expected " + std::string(key) + "=" + expected);
   };
   if (key == "rank") {
-    auto v = parse_int<int>(value, 0);
+    auto v = try_parse_int(value, 0, std::numeric_limits<int>::max());
     if (!v) return bad("<int >= 0>");
-    report.rank = *v;
+    report.rank = static_cast<int>(*v);
   } else if (key == "pid") {
-    auto v = parse_int<int>(value, 1);
+    auto v = try_parse_int(value, 1, std::numeric_limits<int>::max());
     if (!v) return bad("<int > 0>");
-    report.pid = *v;
+    report.pid = static_cast<int>(*v);
   } else if (key == "step") {
-    auto v = parse_int<int64_t>(value, 0);
+    auto v = try_parse_int(value, 0);
     if (!v) return bad("<int64 >= 0>");
     report.step = *v;
   } else if (key == "seq") {
-    auto v = parse_int<int64_t>(value, 0);
+    auto v = try_parse_int(value, 0);
     if (!v) return bad("<int64 >= 0>");
     report.seq = *v;
   } else if (key == "op") {

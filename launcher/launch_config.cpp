@@ -4,24 +4,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/parse_int.hpp"
 
 namespace ddp::launcher {
 namespace {
 
-// Parses a whole string as a base-10 int; nullopt on anything else.
-std::optional<int> to_int(const std::string& text) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
-  return value;
-}
+constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 
 int cpu_count() {
   cpu_set_t set;
@@ -54,9 +48,9 @@ StreamSelection parse_stream_selection(const std::string& flag, const std::strin
   };
   StreamSelection selection;
   if (value.find(':') == std::string::npos) {
-    auto mode = to_int(value);
-    if (!mode || *mode < 0 || *mode > 3) throw bad("not a mode");
-    selection.default_mode = *mode;
+    auto mode = try_parse_int(value, 0, 3);
+    if (!mode) throw bad("not a mode");
+    selection.default_mode = static_cast<int>(*mode);
     return selection;
   }
   std::stringstream items(value);
@@ -64,27 +58,27 @@ StreamSelection parse_stream_selection(const std::string& flag, const std::strin
   while (std::getline(items, item, ',')) {
     auto colon = item.find(':');
     if (colon == std::string::npos) throw bad("'" + item + "' has no ':'");
-    auto rank = to_int(item.substr(0, colon));
-    auto mode = to_int(item.substr(colon + 1));
-    if (!rank || *rank < 0) throw bad("'" + item + "' has a bad local rank");
-    if (!mode || *mode < 0 || *mode > 3) throw bad("'" + item + "' has a bad mode");
-    selection.per_rank[*rank] = *mode;
+    auto rank = try_parse_int(item.substr(0, colon), 0, kMaxInt);
+    auto mode = try_parse_int(item.substr(colon + 1), 0, 3);
+    if (!rank) throw bad("'" + item + "' has a bad local rank");
+    if (!mode) throw bad("'" + item + "' has a bad mode");
+    selection.per_rank[static_cast<int>(*rank)] = static_cast<int>(*mode);
   }
   return selection;
 }
 
 std::pair<int, int> parse_nnodes(const std::string& value) {
   auto colon = value.find(':');
-  auto min = to_int(value.substr(0, colon));
-  auto max = colon == std::string::npos ? min : to_int(value.substr(colon + 1));
-  if (!min || !max || *min < 1 || *max < 1) {
+  auto min = try_parse_int(value.substr(0, colon), 1, kMaxInt);
+  auto max = colon == std::string::npos ? min : try_parse_int(value.substr(colon + 1), 1, kMaxInt);
+  if (!min || !max) {
     throw ConfigError("--nnodes=" + value + ": expected N or MIN:MAX with positive integers");
   }
   if (*min > *max) {
     throw ConfigError("--nnodes=" + value + ": MIN " + std::to_string(*min) +
                       " is greater than MAX " + std::to_string(*max));
   }
-  return {*min, *max};
+  return {static_cast<int>(*min), static_cast<int>(*max)};
 }
 
 int probe_nvidia_gpus(const std::filesystem::path& root) {
@@ -93,7 +87,7 @@ int probe_nvidia_gpus(const std::filesystem::path& root) {
   for (auto it = std::filesystem::directory_iterator(root / "dev", ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     auto name = it->path().filename().string();
-    if (name.size() > 6 && name.starts_with("nvidia") && to_int(name.substr(6))) ++nodes;
+    if (name.size() > 6 && name.starts_with("nvidia") && try_parse_int(name.substr(6))) ++nodes;
   }
   // A device node the driver does not know (a stale node in an image) cannot run CUDA; a
   // GPU the driver knows without a node (a container not given it) cannot either.
@@ -121,10 +115,10 @@ int count_visible_gpus(const Environment& env, int present) {
       ++uuids;  // which GPU it names is NVML's to say; count it as one that exists
       continue;
     }
-    auto index = to_int(item);
-    if (!index || *index < 0 || *index >= present) break;
+    auto index = try_parse_int(item, 0, int64_t{present} - 1);
+    if (!index) break;
     if (std::find(indices.begin(), indices.end(), *index) == indices.end()) {
-      indices.push_back(*index);
+      indices.push_back(static_cast<int>(*index));
     }
   }
   return std::min(present, static_cast<int>(indices.size()) + uuids);
@@ -156,12 +150,12 @@ int resolve_nproc_per_node(const std::string& spec, const Environment& env, cons
     int visible = count_visible_gpus(env, gpus());
     return visible > 0 ? visible : cpu_count();
   }
-  auto n = to_int(spec);
-  if (!n || *n < 1) {
+  auto n = try_parse_int(spec, 1, kMaxInt);
+  if (!n) {
     throw ConfigError("--nproc_per_node=" + spec +
                       ": expected a positive integer, 'gpu', 'cpu' or 'auto'");
   }
-  return *n;
+  return static_cast<int>(*n);
 }
 
 std::optional<std::string> find_executable(const std::string& name, const Environment& env) {

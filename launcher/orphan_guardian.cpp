@@ -59,11 +59,11 @@ OrphanGuardian::OrphanGuardian() {
     guardian_main(fds[0]);
   }
   ::close(fds[0]);
-  write_fd_ = fds[1];
+  write_fd_.reset(fds[1]);
 }
 
 OrphanGuardian::~OrphanGuardian() {
-  if (write_fd_ >= 0) ::close(write_fd_);
+  write_fd_.reset();  // EOF: the guardian exits
   // The guardian exits as soon as it reads EOF, so this wait is short and bounded.
   while (pid_ > 0 && ::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
   }
@@ -82,7 +82,7 @@ void OrphanGuardian::send(int record) {
   // blocks for long. A failed write means the guardian is gone: nothing more to do.
   ssize_t n = 0;
   do {
-    n = ::send(write_fd_, &record, sizeof(record), MSG_NOSIGNAL);
+    n = ::send(write_fd_.get(), &record, sizeof(record), MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
 }
 

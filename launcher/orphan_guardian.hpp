@@ -6,6 +6,8 @@
 // (however it dies) and killpg(SIGKILL)s every registered group.
 #include <sys/types.h>
 
+#include "common/fd.hpp"
+
 namespace ddp::launcher {
 
 class OrphanGuardian {
@@ -28,7 +30,7 @@ class OrphanGuardian {
   void send(int record);
 
   pid_t pid_ = -1;
-  int write_fd_ = -1;
+  Fd write_fd_;
 };
 
 }  // namespace ddp::launcher

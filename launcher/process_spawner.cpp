@@ -110,11 +110,10 @@ ProcessSpawner::ProcessSpawner(asio::io_context& io, OrphanGuardian* guardian)
   // Workers live in their own process groups, i.e. in the terminal's background: reading a
   // terminal there stops them (SIGTTIN) and the job would hang. Give them /dev/null then;
   // a pipe or file on stdin is inherited as torchrun does.
-  if (::isatty(STDIN_FILENO) != 0) stdin_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (::isatty(STDIN_FILENO) != 0) stdin_fd_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 }
 
 ProcessSpawner::~ProcessSpawner() {
-  if (stdin_fd_ >= 0) ::close(stdin_fd_);
   for (auto& [pid, child] : children_) {
     child->released = true;
     ::killpg(pid, SIGKILL);
@@ -145,7 +144,7 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
   std::vector<char*> envp;
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
-  pid_t pid = fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(), stdin_fd_,
+  pid_t pid = fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(), stdin_fd_.get(),
                           out_write.native_handle(), err_write.native_handle(), ::getpid());
   if (pid < 0) {
     throw Error("could not start worker " + std::to_string(spec.local_rank) + " ('" +

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "common/fd.hpp"
 #include "launcher/worker_spawner.hpp"
 
 namespace boost::asio {
@@ -36,7 +37,7 @@ class ProcessSpawner final : public WorkerSpawner {
   boost::asio::io_context& io_;
   OrphanGuardian* guardian_;
   std::map<int, std::shared_ptr<Child>> children_;
-  int stdin_fd_ = -1;  // /dev/null when the agent's stdin is a terminal; -1: inherit
+  Fd stdin_fd_;  // /dev/null when the agent's stdin is a terminal; none: inherit
 };
 
 }  // namespace ddp::launcher

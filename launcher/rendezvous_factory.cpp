@@ -10,13 +10,13 @@
 #include <random>
 
 #include "common/error.hpp"
+#include "common/host_address.hpp"
 #include "launcher/slurm_env.hpp"
 #include "rendezvous/connect_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
 #include "rendezvous/local_rendezvous.hpp"
 #include "rendezvous/rdzv_conf.hpp"
 #include "rendezvous/static_rendezvous.hpp"
-#include "rendezvous/store/host_address.hpp"
 #include "rendezvous/store/server/listener.hpp"
 #include "rendezvous/store/server/own_client.hpp"
 #include "rendezvous/store/tcp_store.hpp"
@@ -40,7 +40,7 @@ std::string random_run_id() {
 // kernel for a free port of master_addr's family. (The agent-store mode never does this; it
 // keeps the socket bound.)
 uint16_t pick_free_port(const std::string& master_addr) {
-  const bool v6 = rendezvous::is_ipv6_literal(master_addr);
+  const bool v6 = is_ipv6_literal(master_addr);
   const char* loopback = v6 ? "::1" : "127.0.0.1";
   int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw StoreError("socket() for a free port failed: " + errno_text(errno));
@@ -92,7 +92,7 @@ void rdzv_line(const std::string& line) {
 // the loopback address named, else every interface (IPv6 and IPv4 where there is IPv6).
 std::unique_ptr<rendezvous::StoreServer> host_store(const std::string& dial_host, uint16_t port) {
   rendezvous::StoreServerOptions server;
-  server.host = rendezvous::listen_host_for(dial_host, rendezvous::ipv6_available());
+  server.host = listen_host_for(dial_host, ipv6_available());
   server.port = port;
   server.log_name = kProgram;
   return std::make_unique<rendezvous::StoreServer>(server);
@@ -100,7 +100,7 @@ std::unique_ptr<rendezvous::StoreServer> host_store(const std::string& dial_host
 
 std::optional<std::string> normalized(const std::optional<std::string>& host) {
   if (!host) return std::nullopt;
-  return rendezvous::normalize_host(*host);
+  return normalize_host(*host);
 }
 
 void require_agent_store(const LaunchConfig& config) {
@@ -137,7 +137,7 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
   }
   const auto conf = rendezvous::parse_rdzv_conf(config.rdzv_conf.value_or(""));
   rendezvous::Endpoint master{
-      rendezvous::normalize_host(config.master_addr.value_or(kDefaultMasterAddr)),
+      normalize_host(config.master_addr.value_or(kDefaultMasterAddr)),
       static_cast<uint16_t>(config.master_port.value_or(kDefaultMasterPort))};
   if (config.rdzv_endpoint) master = rendezvous::parse_endpoint(*config.rdzv_endpoint, master.port);
 
@@ -213,7 +213,7 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
   const bool explicit_host = conf.is_host.has_value();
   bool host = explicit_host ? *conf.is_host
               : local_addr  ? *local_addr == endpoint.host
-                            : rendezvous::is_local_address(endpoint.host);
+                            : is_local_address(endpoint.host);
   if (host) {
     try {
       setup.store_server = host_store(endpoint.host, endpoint.port);
@@ -247,7 +247,7 @@ RendezvousSetup make_local(const LaunchConfig& config) {
   local.run_id = setup.run_id;
   local.nproc_per_node = config.nproc_per_node;
   // Workers get the bare address ("[::1]" -> "::1"), as torchrun hands it.
-  local.master_addr = rendezvous::normalize_host(config.master_addr.value_or(kDefaultMasterAddr));
+  local.master_addr = normalize_host(config.master_addr.value_or(kDefaultMasterAddr));
   int port = config.standalone ? 0 : config.master_port.value_or(kDefaultMasterPort);
 
   if (config.agent_store) {

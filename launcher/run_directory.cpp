@@ -86,10 +86,10 @@ RunDirectory::RunDirectory(const LaunchConfig& config, const std::string& run_id
   // Where flock is not supported the directory just gets no .owner: it is then never removed
   // by another agent (this one still removes it at exit).
   auto pending = path_ / ".owner.new";
-  owner_fd_ = ::open(pending.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (owner_fd_ >= 0 && ::flock(owner_fd_, LOCK_EX | LOCK_NB) == 0) {
+  owner_fd_.reset(::open(pending.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (owner_fd_ && ::flock(owner_fd_.get(), LOCK_EX | LOCK_NB) == 0) {
     std::string text = "ddplaunch agent pid " + std::to_string(::getpid()) + "\n";
-    ssize_t ignored = ::write(owner_fd_, text.data(), text.size());
+    ssize_t ignored = ::write(owner_fd_.get(), text.data(), text.size());
     (void)ignored;
     ::rename(pending.c_str(), (path_ / kOwnerFile).c_str());
   }
@@ -98,7 +98,6 @@ RunDirectory::RunDirectory(const LaunchConfig& config, const std::string& run_id
 RunDirectory::~RunDirectory() {
   std::error_code ec;
   if (temporary_) std::filesystem::remove_all(path_, ec);
-  if (owner_fd_ >= 0) ::close(owner_fd_);
 }
 
 std::string RunDirectory::finish(int exit_status) {

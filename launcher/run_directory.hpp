@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include "common/fd.hpp"
 #include "launcher/launch_config.hpp"
 
 namespace ddp::launcher {
@@ -33,7 +34,7 @@ class RunDirectory {
  private:
   std::filesystem::path path_;
   bool temporary_ = false;
-  int owner_fd_ = -1;  // holds the flock on path_/.owner
+  Fd owner_fd_;  // holds the flock on path_/.owner
 };
 
 // The directory temporary run directories go in: $TMPDIR, else /tmp.

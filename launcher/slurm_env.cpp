@@ -1,11 +1,12 @@
 #include "launcher/slurm_env.hpp"
 
-#include <charconv>
+#include <limits>
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
-#include "launcher/hostlist.hpp"
-#include "rendezvous/store/host_address.hpp"
+#include "common/host_address.hpp"
+#include "common/hostlist.hpp"
+#include "common/parse_int.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -19,13 +20,8 @@ std::optional<std::string> lookup(const Environment& env, const char* name) {
   return it->second;
 }
 
-int to_int(const std::string& name, const std::string& value, int min) {
-  int out = 0;
-  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), out);
-  if (ec != std::errc() || ptr != value.data() + value.size() || out < min) {
-    throw ConfigError(name + "=" + value + ": expected an integer >= " + std::to_string(min));
-  }
-  return out;
+int to_int(const char* name, const std::string& value, int min) {
+  return static_cast<int>(parse_int(name, value, min, std::numeric_limits<int>::max()));
 }
 
 }  // namespace
@@ -78,7 +74,7 @@ bool apply_slurm_defaults(LaunchConfig& config, const Environment& env) {
   if (!slurm->first_host.empty() && config.max_nodes > 1) {
     if (!config.master_addr) config.master_addr = slurm->first_host;
     if (dynamic && !config.rdzv_endpoint) {
-      config.rdzv_endpoint = rendezvous::join_host_port(slurm->first_host, kDefaultRdzvPort);
+      config.rdzv_endpoint = join_host_port(slurm->first_host, kDefaultRdzvPort);
     }
   }
   if (!config.run_id) config.run_id = slurm->run_id;

@@ -8,15 +8,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/deadline.hpp"
 #include "common/error.hpp"
-#include "rendezvous/store/host_address.hpp"
+#include "common/host_address.hpp"
 
 namespace ddp::rendezvous {
 
 std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto started = Clock::now();
-  const auto deadline = started + o.patience;
+  const auto deadline = Deadline::after(o.patience);
   const std::string endpoint = join_host_port(o.host, o.port);
   if (is_ipv6_literal(o.host) && !ipv6_available()) {
     // Waiting would not help: this machine cannot open an IPv6 connection at all.
@@ -24,17 +25,16 @@ std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
                      ": that is an IPv6 address and this machine has no IPv6");
   }
   while (true) {
-    const auto left = std::chrono::duration_cast<Duration>(deadline - Clock::now());
     TcpStoreOptions tcp;
     tcp.host = o.host;
     tcp.port = o.port;
     tcp.timeout = o.timeout;
-    tcp.connect_timeout = std::clamp(left, Duration(1), o.progress_interval);
+    tcp.connect_timeout = deadline.slice(o.progress_interval);
     try {
       return std::make_shared<TcpStore>(tcp);
     } catch (const StoreError& e) {
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started);
-      if (Clock::now() >= deadline) {
+      if (deadline.expired()) {
         throw StoreError("could not reach the rendezvous store of " + o.who + " at " + endpoint +
                          " within " + describe_timeout(o.patience) + ": " + e.what());
       }

@@ -23,17 +23,6 @@ std::string seconds_text(Duration d) {
   return std::to_string(ms) + " ms";
 }
 
-// Time left until deadline, at least 1 ms so a store wait never gets a zero timeout.
-Duration remaining(std::chrono::steady_clock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
-  return std::max(left, Duration(1));
-}
-
-bool passed(std::chrono::steady_clock::time_point deadline) {
-  return std::chrono::steady_clock::now() >= deadline;
-}
-
 void validate(const DynamicRendezvousOptions& o) {
   if (o.min_nodes < 1 || o.max_nodes < o.min_nodes) {
     throw ConfigError("--nnodes " + std::to_string(o.min_nodes) + ":" +
@@ -95,7 +84,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     std::lock_guard<std::mutex> lock(conn_mu_);
     last_info_.reset();
   }
-  const auto deadline = Clock::now() + options_.join_timeout;
+  const auto deadline = Deadline::after(options_.join_timeout);
   bool admitted = false;  // a member re-joining opens its next round itself
   uint64_t round = 0;
   if (last_round_) {
@@ -177,18 +166,17 @@ void DynamicRendezvous::open_round(uint64_t round) {
   }
 }
 
-void DynamicRendezvous::wait_admitted(uint64_t round, Clock::time_point deadline) const {
+void DynamicRendezvous::wait_admitted(uint64_t round, const Deadline& deadline) const {
   const auto started = Clock::now();
   while (true) {
     try {
-      store_->wait({keys::opened(round)},
-                   std::min(remaining(deadline), options_.progress_interval));
+      store_->wait({keys::opened(round)}, deadline.slice(options_.progress_interval));
       return;
     } catch (const StoreTimeout&) {
     }
     throw_if_closed();
     const auto waited = std::chrono::duration_cast<Duration>(Clock::now() - started);
-    if (passed(deadline)) {
+    if (deadline.expired()) {
       throw RendezvousError(
           "rendezvous '" + options_.run_id + "' on " + store_->describe() +
           ": not admitted within join_timeout " + seconds_text(options_.join_timeout) + ": round " +
@@ -201,7 +189,7 @@ void DynamicRendezvous::wait_admitted(uint64_t round, Clock::time_point deadline
   }
 }
 
-void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, Clock::time_point deadline) {
+void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, const Deadline& deadline) {
   const std::string& run = options_.run_id;
   const std::string closed_key = keys::closed(round);
   // With min == max the round closes when min is reached: wait for that directly.
@@ -211,7 +199,7 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, Clock::time_poi
     const std::string& phase1_key = fixed_size ? closed_key : keys::min_reached(round);
     while (true) {
       try {
-        store_->wait({phase1_key}, std::min(remaining(deadline), options_.progress_interval));
+        store_->wait({phase1_key}, deadline.slice(options_.progress_interval));
         break;
       } catch (const StoreTimeout&) {
       }
@@ -219,7 +207,7 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, Clock::time_poi
       const std::string count = std::to_string(joined) + "/" + std::to_string(options_.min_nodes) +
                                 " nodes joined (min " + std::to_string(options_.min_nodes) +
                                 ", max " + std::to_string(options_.max_nodes) + ")";
-      if (passed(deadline)) {
+      if (deadline.expired()) {
         store_->set(keys::node(round, idx), "");  // withdraw: the closer skips this slot
         throw RendezvousError("rendezvous '" + run + "' on " + store_->describe() + " round " +
                               std::to_string(round) + ": only " + count + " within join_timeout " +
@@ -461,7 +449,7 @@ void DynamicRendezvous::close_rendezvous(Store& store) {
 }
 
 void DynamicRendezvous::wait_for_members(Store& store, const RendezvousInfo& info) {
-  const auto deadline = Clock::now() + options_.exit_barrier_timeout;
+  const auto deadline = Deadline::after(options_.exit_barrier_timeout);
   uint64_t round = info.round;
   int members = info.group_world_size;
   while (true) {
@@ -490,8 +478,7 @@ void DynamicRendezvous::wait_for_members(Store& store, const RendezvousInfo& inf
 }
 
 bool DynamicRendezvous::wait_interruptible(Store& store, const std::string& key,
-                                           const std::string& wake_value,
-                                           Clock::time_point deadline,
+                                           const std::string& wake_value, const Deadline& deadline,
                                            const std::function<std::string()>& what) {
   {
     std::lock_guard<std::mutex> lock(wake_mu_);
@@ -502,12 +489,12 @@ bool DynamicRendezvous::wait_interruptible(Store& store, const std::string& key,
   const auto started = Clock::now();
   while (true) {
     try {
-      store.wait({key}, std::min(remaining(deadline), options_.progress_interval));
+      store.wait({key}, deadline.slice(options_.progress_interval));
       return true;
     } catch (const StoreTimeout&) {
     }
     const auto waited = std::chrono::duration_cast<Duration>(Clock::now() - started);
-    if (passed(deadline)) {
+    if (deadline.expired()) {
       rdzv_log(options_.log, "exit barrier: still waiting for " + what() + " after " +
                                  seconds_text(options_.exit_barrier_timeout) +
                                  " (exit_barrier_timeout); closing the store anyway");

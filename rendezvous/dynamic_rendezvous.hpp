@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "common/deadline.hpp"
 #include "rendezvous/assignment.hpp"
 #include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
@@ -92,9 +93,9 @@ class DynamicRendezvous final : public RendezvousHandler {
 
   uint64_t start_round();
   void open_round(uint64_t round);
-  void wait_admitted(uint64_t round, Clock::time_point deadline) const;
+  void wait_admitted(uint64_t round, const Deadline& deadline) const;
   // Returns once the round is closed and published (or throws on join/close timeouts).
-  void wait_closed(uint64_t round, int64_t idx, Clock::time_point deadline);
+  void wait_closed(uint64_t round, int64_t idx, const Deadline& deadline);
   bool try_claim(uint64_t round, int64_t count, int64_t idx);
   Closing read_closing(uint64_t round, int64_t idx);
   // Reads the records, assigns ranks, writes every assignment and "closed" in one MULTI_SET.
@@ -117,7 +118,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   void wait_for_members(Store& store, const RendezvousInfo& info);
   // Blocks on key (interrupt() sets it to wake_value) with progress lines; false on timeout.
   bool wait_interruptible(Store& store, const std::string& key, const std::string& wake_value,
-                          Clock::time_point deadline, const std::function<std::string()>& what);
+                          const Deadline& deadline, const std::function<std::string()>& what);
 
   DynamicRendezvousOptions options_;
   std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>

@@ -1,7 +1,6 @@
 #include "rendezvous/exit_barrier.hpp"
 
-#include <algorithm>
-
+#include "common/deadline.hpp"
 #include "common/error.hpp"
 
 namespace ddp::rendezvous {
@@ -30,12 +29,11 @@ void ExitBarrier::interrupt() const {
 }
 
 bool ExitBarrier::wait_all() const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = Deadline::after(timeout);
   while (true) {
-    const auto left =
-        std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
+    const auto left = deadline.remaining();
     try {
-      store.wait({all_key()}, std::clamp(left, Duration(1), progress_interval));
+      store.wait({all_key()}, deadline.slice(progress_interval));
       return store.get(all_key()) != kInterrupted;
     } catch (const StoreTimeout&) {
     }

@@ -1,7 +1,9 @@
 #include "rendezvous/membership_claims.hpp"
 
-#include <charconv>
+#include <limits>
+#include <string_view>
 
+#include "common/parse_int.hpp"
 #include "rendezvous/round_keys.hpp"
 
 namespace ddp::rendezvous {
@@ -13,10 +15,9 @@ ChangeClaim parse_change(const std::string& value) {
   } else if (value == "rejoin") {
     claim.kind = ChangeClaim::Kind::kRejoin;
   } else if (value.rfind("lost ", 0) == 0) {
-    const char* first = value.data() + 5;
-    const char* last = value.data() + value.size();
-    auto [ptr, ec] = std::from_chars(first, last, claim.rank);
-    if (ec == std::errc() && ptr == last && ptr != first && claim.rank >= 0) {
+    if (auto rank =
+            try_parse_int(std::string_view(value).substr(5), 0, std::numeric_limits<int>::max())) {
+      claim.rank = static_cast<int>(*rank);
       claim.kind = ChangeClaim::Kind::kLost;
     }
   }

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
 
 #include "common/error.hpp"
-#include "rendezvous/store/host_address.hpp"
+#include "common/host_address.hpp"
+#include "common/parse_int.hpp"
 
 namespace ddp::rendezvous {
 namespace {
@@ -75,13 +77,8 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
     } else if (key == "keep_alive_interval") {
       keep_alive_interval = parse_duration(key, value);
     } else if (key == "keep_alive_max_attempt") {
-      int n = 0;
-      auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc() || ptr != value.data() + value.size() || n < 1) {
-        throw ConfigError("--rdzv_conf keep_alive_max_attempt=" + value +
-                          ": expected an integer >= 1");
-      }
-      keep_alive_max_attempt = n;
+      keep_alive_max_attempt = static_cast<int>(parse_int(
+          "--rdzv_conf keep_alive_max_attempt", value, 1, std::numeric_limits<int>::max()));
     } else if (key == "is_host") {
       conf.is_host = parse_bool(key, value);
     } else if (kIgnoredKeys.count(key) != 0) {
@@ -136,13 +133,9 @@ Endpoint parse_endpoint(const std::string& text, uint16_t default_port) {
     ep.port = default_port;
     return ep;
   }
-  int port = 0;
-  auto [ptr, ec] = std::from_chars(port_text->data(), port_text->data() + port_text->size(), port);
-  if (port_text->empty() || ec != std::errc() || ptr != port_text->data() + port_text->size() ||
-      port < 1 || port > 65535) {
-    throw bad();
-  }
-  ep.port = static_cast<uint16_t>(port);
+  const auto port = try_parse_int(*port_text, 1, 65535);
+  if (!port) throw bad();
+  ep.port = static_cast<uint16_t>(*port);
   return ep;
 }
 

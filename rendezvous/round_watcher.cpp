@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "common/deadline.hpp"
 #include "common/error.hpp"
 #include "rendezvous/exit_barrier.hpp"
 #include "rendezvous/membership_claims.hpp"
@@ -173,13 +174,12 @@ bool RoundWatcher::still_beating(Store& store, int g) {
   const uint64_t round = options_.round;
   const std::string next =
       keys::heartbeat(round, g, static_cast<uint64_t>(latest_tick(store, round, g) + 1));
-  const auto deadline = Clock::now() + options_.heartbeat_interval * 3 / 2;
-  while (Clock::now() < deadline && !stop_) {
+  const auto deadline = Deadline::after(options_.heartbeat_interval * 3 / 2);
+  while (!deadline.expired() && !stop_) {
     if (Clock::now() >= next_beat_) beat(store);  // checking must not make us look lost
-    const auto until = std::min(deadline, next_beat_);
+    const auto until = std::min(deadline, Deadline::at(next_beat_));
     try {
-      store.wait({next},
-                 std::max(std::chrono::duration_cast<Duration>(until - Clock::now()), Duration(1)));
+      store.wait({next}, std::max(until.remaining(), Duration(1)));
       return true;
     } catch (const StoreTimeout&) {
     }

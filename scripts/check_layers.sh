@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Fails when a lower layer includes a higher one (docs/architecture.md, "Layers"):
+#   common is the lowest layer: it includes nothing of rendezvous/, launcher/,
+#   worker_runtime/ or trainer/ (only the standard library and the system);
 #   common <- rendezvous/store <- rendezvous/store/server
 #   common <- rendezvous/store <- rendezvous (algorithms)
-#   launcher uses all of the above; worker_runtime uses the store and its server;
-#   trainer uses worker_runtime only.
+#   launcher uses all of the above; worker_runtime uses common, the store and its server;
+#   trainer uses worker_runtime (and common) only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +34,8 @@ mapfile -t runtime < <(files worker_runtime)
 mapfile -t launcher < <(files launcher)
 mapfile -t trainer < <(files trainer)
 
-check "common/ includes a module above it" 'rendezvous/|launcher/|worker_runtime/|trainer/' "${common[@]}"
+check "common/ (the lowest layer) includes a module above it" \
+  'rendezvous/|launcher/|worker_runtime/|trainer/|bench/|tests/' "${common[@]}"
 check "rendezvous/store/ (the clients) includes the server, the algorithms or a module above" \
   "rendezvous/store/server/|$top_rdzv|launcher/|worker_runtime/|trainer/" "${store[@]}"
 check "rendezvous/store/server/ includes the rendezvous algorithms or a module above" \

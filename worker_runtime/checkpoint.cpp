@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "common/fd.hpp"
 #include "worker_runtime/checkpoint_temp.hpp"
 
 namespace ddp::worker_runtime {
@@ -23,24 +24,6 @@ static_assert(std::endian::native == std::endian::little,
 constexpr const char* kStateKey = "ddp_training_state";
 constexpr const char* kCrcKey = "ddp_crc32";
 constexpr uint64_t kMaxHeaderBytes = 100ULL * 1024 * 1024;  // safetensors' own limit
-
-// An fd closed on scope exit.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  [[nodiscard]] int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 void write_all(int fd, const void* data, size_t size, const std::string& path) {
   const auto* p = static_cast<const char*>(data);
@@ -64,7 +47,7 @@ void write_atomically(const std::string& path,
                       const std::vector<std::pair<const void*, size_t>>& chunks) {
   remove_stale_checkpoint_temps(path);
   const std::string tmp = checkpoint_temp_path(path);
-  FileDescriptor fd(open_checkpoint_temp(tmp));
+  Fd fd(open_checkpoint_temp(tmp));
   try {
     for (const auto& [data, size] : chunks) {
       write_all(fd.get(), data, size, tmp);
@@ -72,7 +55,7 @@ void write_atomically(const std::string& path,
     if (::fsync(fd.get()) != 0) {
       throw CheckpointError("fsync of " + tmp + " failed: " + errno_text(errno));
     }
-    if (::close(fd.release()) != 0) {
+    if (fd.close() != 0) {
       throw CheckpointError("close of " + tmp + " failed: " + errno_text(errno));
     }
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -83,9 +66,8 @@ void write_atomically(const std::string& path,
     throw;
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
-  FileDescriptor dir_fd(
-      ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() >= 0) {
+  const Fd dir_fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd) {
     ::fsync(dir_fd.get());  // best effort: some filesystems refuse fsync on directories
   }
 }
@@ -184,7 +166,7 @@ void save_checkpoint(const std::string& path, const std::vector<TensorRef>& tens
 Checkpoint load_checkpoint(const std::string& path) {
   remove_stale_checkpoint_temps(path);
   remove_stale_checkpoint_temps(path + ".json");
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     throw CheckpointError("cannot open checkpoint " + path + ": " + errno_text(errno));
   }

@@ -1,98 +1,31 @@
 #include "worker_runtime/direct_mesh.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
+#include "common/deadline.hpp"
 #include "common/error.hpp"
+#include "common/fd.hpp"
+#include "common/parse_int.hpp"
+#include "worker_runtime/reduce_kernels.hpp"
 
 namespace ddp::worker_runtime {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct FrameHeader {
   uint64_t seq;
   uint64_t bytes;
 };
-
-int remaining_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1000));  // re-check each second
-}
-
-void set_socket_options(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // small frames go at once
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-}
-
-// Waits until fd is ready for events or the deadline passes (false).
-bool wait_fd(int fd, short events, Clock::time_point deadline) {
-  while (Clock::now() < deadline) {
-    pollfd p{fd, events, 0};
-    const int rc = ::poll(&p, 1, remaining_ms(deadline));
-    if (rc > 0) {
-      return true;
-    }
-    if (rc < 0 && errno != EINTR) {
-      return false;
-    }
-  }
-  return false;
-}
-
-// Blocking-with-deadline full read/write used only while the mesh is being built.
-void io_all(int fd, void* data, size_t len, bool write, Clock::time_point deadline,
-            const std::string& what) {
-  auto* p = static_cast<char*>(data);
-  while (len > 0) {
-    const ssize_t n = write ? ::send(fd, p, len, MSG_NOSIGNAL) : ::recv(fd, p, len, 0);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait_fd(fd, write ? POLLOUT : POLLIN, deadline)) {
-        throw CollectiveError(what + ": timed out");
-      }
-    } else {
-      throw CollectiveError(what + ": " + (n == 0 ? "connection closed" : errno_text(errno)));
-    }
-  }
-}
-
-// Non-blocking connect finished within the deadline, or CollectiveError naming `what`.
-void connect_before(int fd, const addrinfo* ai, Clock::time_point deadline,
-                    const std::string& what) {
-  if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-    return;
-  }
-  if (errno != EINPROGRESS) {
-    throw CollectiveError(what + " failed: " + errno_text(errno));
-  }
-  if (!wait_fd(fd, POLLOUT, deadline)) {
-    throw CollectiveError(what + " timed out");
-  }
-  int err = 0;
-  socklen_t len = sizeof(err);
-  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  if (err != 0) {
-    throw CollectiveError(what + " failed: " + errno_text(err));
-  }
-}
 
 std::string sockaddr_text(const sockaddr_storage& addr) {
   char host[INET6_ADDRSTRLEN] = {};
@@ -107,6 +40,33 @@ std::string sockaddr_text(const sockaddr_storage& addr) {
     port = ntohs(in6->sin6_port);
   }
   return std::string(host) + " " + std::to_string(port);
+}
+
+// True for a numeric IPv4 or IPv6 address: what a peer publishes (getsockname()).
+bool is_numeric_address(const std::string& host) {
+  in6_addr v6{};
+  in_addr v4{};
+  return ::inet_pton(AF_INET, host.c_str(), &v4) == 1 ||
+         ::inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+}
+
+// A listening socket on bind_addr, port chosen by the kernel, non-blocking (accepts are
+// bounded by poll_until).
+Fd listen_on(const std::string& bind_addr, int backlog, const std::string& me) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+  addrinfo* bound = nullptr;
+  if (const int rc = ::getaddrinfo(bind_addr.c_str(), "0", &hints, &bound); rc != 0) {
+    throw CollectiveError(me + ": bad bind address '" + bind_addr + "': " + ::gai_strerror(rc));
+  }
+  const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(bound, &::freeaddrinfo);
+  Fd listener(::socket(bound->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listener || ::bind(listener.get(), bound->ai_addr, bound->ai_addrlen) != 0 ||
+      ::listen(listener.get(), backlog) != 0) {
+    throw CollectiveError(me + ": cannot listen on " + bind_addr + ": " + errno_text(errno));
+  }
+  return listener;
 }
 
 // One peer's progress through an exchange().
@@ -127,123 +87,134 @@ struct Transfer {
 }  // namespace
 
 DirectMesh::DirectMesh(rendezvous::Store& store, const DirectMeshOptions& options)
-    : rank_(options.rank), size_(options.size), fds_(static_cast<size_t>(options.size), -1) {
-  const auto deadline = Clock::now() + options.connect_timeout;
+    : rank_(options.rank), size_(options.size), peers_(static_cast<size_t>(options.size)) {
+  const auto deadline = Deadline::after(options.connect_timeout);
   const std::string me = "direct mesh rank " + std::to_string(rank_) + "/" + std::to_string(size_);
-  // Listen on the routed address, port chosen by the kernel.
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
-  addrinfo* bound = nullptr;
-  if (const int rc = ::getaddrinfo(options.bind_addr.c_str(), "0", &hints, &bound); rc != 0) {
-    throw CollectiveError(me + ": bad bind address '" + options.bind_addr +
-                          "': " + ::gai_strerror(rc));
-  }
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> bound_guard(bound, &::freeaddrinfo);
-  const int listener = ::socket(bound->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listener < 0 || ::bind(listener, bound->ai_addr, bound->ai_addrlen) != 0 ||
-      ::listen(listener, size_) != 0) {
-    const int err = errno;
-    if (listener >= 0) {
-      ::close(listener);
-    }
-    throw CollectiveError(me + ": cannot listen on " + options.bind_addr + ": " + errno_text(err));
-  }
-  try {
-    sockaddr_storage local{};
-    socklen_t len = sizeof(local);
-    ::getsockname(listener, reinterpret_cast<sockaddr*>(&local), &len);
-    store.set(options.key_prefix + "/" + std::to_string(rank_), sockaddr_text(local));
+  const Fd listener = listen_on(options.bind_addr, size_, me);
+  sockaddr_storage local{};
+  socklen_t len = sizeof(local);
+  ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&local), &len);
+  store.set(options.key_prefix + "/" + std::to_string(rank_), sockaddr_text(local));
 
-    // Connect to every lower rank and say who we are.
-    for (int peer = 0; peer < rank_; ++peer) {
-      const std::string key = options.key_prefix + "/" + std::to_string(peer);
-      store.wait({key}, options.connect_timeout);
-      std::istringstream addr(store.get(key));
-      std::string host, port;
-      addr >> host >> port;
-      addrinfo* peer_ai = nullptr;
-      hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-      if (::getaddrinfo(host.c_str(), port.c_str(), &hints, &peer_ai) != 0) {
-        throw CollectiveError(me + ": rank " + std::to_string(peer) + " published a bad address '" +
-                              host + " " + port + "'");
-      }
-      std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> peer_guard(peer_ai, &::freeaddrinfo);
-      const int fd = ::socket(peer_ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      fds_[static_cast<size_t>(peer)] = fd;
-      if (fd < 0) {
-        throw CollectiveError(me + ": socket failed: " + errno_text(errno));
-      }
-      set_socket_options(fd);  // non-blocking: the connect below is bounded by the deadline
-      connect_before(fd, peer_ai, deadline,
-                     me + ": connect to rank " + std::to_string(peer) + " at " +
-                         (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
-                         port);
-      int32_t id = rank_;
-      io_all(fd, &id, sizeof(id), true, deadline, me + ": hello to rank " + std::to_string(peer));
+  // Connect to every lower rank and say who we are.
+  const int32_t my_id = rank_;
+  const std::string_view hello(reinterpret_cast<const char*>(&my_id), sizeof(my_id));
+  for (int peer = 0; peer < rank_; ++peer) {
+    const std::string key = options.key_prefix + "/" + std::to_string(peer);
+    store.wait({key}, options.connect_timeout);
+    std::istringstream addr(store.get(key));
+    std::string host, port_text;
+    addr >> host >> port_text;
+    const auto port = try_parse_int(port_text, 1, 65535);
+    if (!is_numeric_address(host) || !port) {
+      throw CollectiveError(me + ": rank " + std::to_string(peer) + " published a bad address '" +
+                            host + " " + port_text + "'");
     }
-    // Accept every higher rank; the hello says which one it is.
-    set_socket_options(listener);
-    for (int accepted = rank_ + 1; accepted < size_; ++accepted) {
-      if (!wait_fd(listener, POLLIN, deadline)) {
-        throw CollectiveError(me + ": timed out waiting for higher ranks to connect (" +
-                              std::to_string(accepted - rank_ - 1) + "/" +
-                              std::to_string(size_ - rank_ - 1) + " connected)");
-      }
-      const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EAGAIN || errno == EINTR) {
-          --accepted;
-          continue;
-        }
-        throw CollectiveError(me + ": accept failed: " + errno_text(errno));
-      }
-      set_socket_options(fd);
-      int32_t id = -1;
-      try {
-        io_all(fd, &id, sizeof(id), false, deadline, me + ": hello from a peer");
-      } catch (...) {
-        ::close(fd);
-        throw;
-      }
-      if (id <= rank_ || id >= size_ || fds_[static_cast<size_t>(id)] != -1) {
-        ::close(fd);
-        throw CollectiveError(me + ": unexpected hello from rank " + std::to_string(id));
-      }
-      fds_[static_cast<size_t>(id)] = fd;
+    const std::string who = "rank " + std::to_string(peer);
+    try {
+      SocketConn conn =
+          SocketConn::connect(host, static_cast<uint16_t>(*port), deadline.remaining(), who);
+      conn.send_all(hello, deadline);
+      peers_[static_cast<size_t>(peer)] = std::move(conn);
+    } catch (const SocketError& e) {
+      throw CollectiveError(me + ": connect and hello to " + who + ": " + e.what());
     }
-  } catch (...) {
-    ::close(listener);
-    for (int fd : fds_) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
-    }
-    throw;
   }
-  ::close(listener);
+  // Accept every higher rank; the hello says which one it is.
+  for (int accepted = rank_ + 1; accepted < size_;) {
+    if (!poll_until(listener.get(), POLLIN, deadline)) {
+      throw CollectiveError(me + ": timed out waiting for higher ranks to connect (" +
+                            std::to_string(accepted - rank_ - 1) + "/" +
+                            std::to_string(size_ - rank_ - 1) + " connected)");
+    }
+    Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
+      throw CollectiveError(me + ": accept failed: " + errno_text(errno));
+    }
+    SocketConn conn(std::move(fd));
+    int32_t id = -1;
+    try {
+      const std::string bytes = conn.recv_exact(sizeof(id), deadline);
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    } catch (const SocketError& e) {
+      throw CollectiveError(me + ": hello from a peer: " + e.what());
+    }
+    if (id <= rank_ || id >= size_ || peers_[static_cast<size_t>(id)].is_open()) {
+      throw CollectiveError(me + ": unexpected hello from rank " + std::to_string(id));
+    }
+    peers_[static_cast<size_t>(id)] = std::move(conn);
+    ++accepted;
+  }
 }
 
-DirectMesh::~DirectMesh() {
-  for (int fd : fds_) {
-    if (fd >= 0) {
-      ::close(fd);
-    }
+void DirectMesh::all_reduce(void* data, size_t count, DataType type, ReduceOp op,
+                            const CollectiveCall& call) {
+  const size_t bytes = count * element_size(type);
+  const ReduceFunction fn = reduce_function(type, op);
+  slots_.resize(bytes * static_cast<size_t>(size_));
+  std::vector<std::span<std::byte>> recv(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    recv[static_cast<size_t>(r)] = {slots_.data() + bytes * static_cast<size_t>(r), bytes};
   }
+  auto* own = static_cast<std::byte*>(data);
+  exchange({own, bytes}, recv, call.timeout, call.what);
+  if (size_ == 2 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
+    // a + b == b + a bit for bit: add the peer's payload in place, no copies.
+    fn(own, own, recv[static_cast<size_t>(1 - rank_)].data(), count);
+    return;
+  }
+  // Rank order (r0 op r1 op ...) so every rank computes the same bits.
+  std::memcpy(recv[static_cast<size_t>(rank_)].data(), own, bytes);
+  std::memcpy(own, slots_.data(), bytes);
+  for (int r = 1; r < size_; ++r) {
+    fn(own, own, recv[static_cast<size_t>(r)].data(), count);
+  }
+}
+
+void DirectMesh::broadcast(void* data, size_t count, DataType type, int root,
+                           const CollectiveCall& call) {
+  const size_t bytes = count * element_size(type);
+  // Only the root sends; the others send empty frames (which keep the sequence aligned).
+  std::vector<std::span<std::byte>> recv(static_cast<size_t>(size_));
+  if (rank_ != root) {
+    recv[static_cast<size_t>(root)] = {static_cast<std::byte*>(data), bytes};
+  }
+  const std::span<const std::byte> send =
+      rank_ == root ? std::span<const std::byte>(static_cast<const std::byte*>(data), bytes)
+                    : std::span<const std::byte>();
+  exchange(send, recv, call.timeout, call.what);
+}
+
+void DirectMesh::all_gather(const void* send, void* recv, size_t count, DataType type,
+                            const CollectiveCall& call) {
+  const size_t bytes = count * element_size(type);
+  std::vector<std::span<std::byte>> slices(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    slices[static_cast<size_t>(r)] = {
+        static_cast<std::byte*>(recv) + bytes * static_cast<size_t>(r), bytes};
+  }
+  exchange({static_cast<const std::byte*>(send), bytes}, slices, call.timeout, call.what);
+  std::memcpy(slices[static_cast<size_t>(rank_)].data(), send, bytes);
+}
+
+void DirectMesh::barrier(const CollectiveCall& call) {
+  exchange({}, std::vector<std::span<std::byte>>(static_cast<size_t>(size_)), call.timeout,
+           call.what);
 }
 
 void DirectMesh::exchange(std::span<const std::byte> send,
                           const std::vector<std::span<std::byte>>& recv, Duration timeout,
                           const std::string& what) {
   const uint64_t seq = ++seq_;
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = Deadline::after(timeout);
   std::vector<Transfer> peers;
   peers.reserve(static_cast<size_t>(size_ - 1));
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) {
       Transfer t;
       t.peer = r;
-      t.fd = fds_[static_cast<size_t>(r)];
+      t.fd = peers_[static_cast<size_t>(r)].fd();
       t.out_header = {seq, send.size()};
       t.in = recv[static_cast<size_t>(r)];
       peers.push_back(t);
@@ -319,7 +290,7 @@ void DirectMesh::exchange(std::span<const std::byte> send,
     if (all_done) {
       return;
     }
-    if (Clock::now() >= deadline) {
+    if (deadline.expired()) {
       for (const auto& t : peers) {
         if (!t.send_done(send.size()) || !t.recv_done()) {
           throw fail(t, "timed out (sent " + std::to_string(t.sent) + ", received " +
@@ -327,7 +298,7 @@ void DirectMesh::exchange(std::span<const std::byte> send,
         }
       }
     }
-    const int rc = ::poll(polls.data(), polls.size(), remaining_ms(deadline));
+    const int rc = ::poll(polls.data(), polls.size(), deadline.poll_timeout_ms());
     if (rc < 0 && errno != EINTR) {
       throw CollectiveError(what + ": poll failed: " + errno_text(errno));
     }

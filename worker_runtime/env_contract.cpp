@@ -1,13 +1,13 @@
 #include "worker_runtime/env_contract.hpp"
 
-#include <cctype>
-#include <charconv>
 #include <limits>
 #include <optional>
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
-#include "rendezvous/store/host_address.hpp"
+#include "common/host_address.hpp"
+#include "common/hostlist.hpp"
+#include "common/parse_int.hpp"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -22,28 +22,11 @@ std::optional<std::string> lookup(const EnvMap& env, const char* name) {
   return it->second;
 }
 
-// Parses a whole decimal integer in [lo, hi]; names the variable and the range otherwise.
-int64_t parse_int(const char* name, const std::string& value, int64_t lo, int64_t hi) {
-  int64_t out = 0;
-  const char* first = value.data();
-  const char* last = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(first, last, out);
-  if (value.empty() || ec != std::errc() || ptr != last) {
-    throw ConfigError(std::string(name) + "='" + value + "' is not an integer (expected " +
-                      std::to_string(lo) + ".." + std::to_string(hi) + ")");
-  }
-  if (out < lo || out > hi) {
-    throw ConfigError(std::string(name) + "=" + value + " is out of range (expected " +
-                      std::to_string(lo) + ".." + std::to_string(hi) + ")");
-  }
-  return out;
-}
-
 int64_t require_int(const EnvMap& env, const char* name, int64_t lo, int64_t hi) {
   auto value = lookup(env, name);
   if (!value) {
-    throw ConfigError(std::string(name) + " is not set (expected an integer " + std::to_string(lo) +
-                      ".." + std::to_string(hi) + ")");
+    throw ConfigError(std::string(name) + " is not set (expected " + expected_int_text(lo, hi) +
+                      ")");
   }
   return parse_int(name, *value, lo, hi);
 }
@@ -59,49 +42,11 @@ constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 }  // namespace
 
 std::string first_slurm_host(const std::string& nodelist) {
-  // The first host ends at the first ',' outside brackets; a bracket range expands to its
-  // first number with the range's zero padding ("node[07-09]" -> "node07").
-  // A bracketed IPv6 address as first item is that address ("[fd00::1],n2" -> fd00::1).
-  if (!nodelist.empty() && nodelist.front() == '[') {
-    const size_t close = nodelist.find(']');
-    std::string inside = close == std::string::npos ? "" : nodelist.substr(1, close - 1);
-    if (inside.find(':') != std::string::npos) return inside;
+  try {
+    return first_host(nodelist);  // the launcher's grammar: "r[1-2]n[1-2]" -> r1n1
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(env::kSlurmJobNodelist) + ": " + e.what());
   }
-  std::string prefix;
-  size_t i = 0;
-  while (i < nodelist.size() && nodelist[i] != ',' && nodelist[i] != '[') {
-    prefix += nodelist[i++];
-  }
-  if (prefix.empty()) {
-    throw ConfigError(std::string(env::kSlurmJobNodelist) + "='" + nodelist +
-                      "' does not start with a host name (expected e.g. node[01-04],gpu2)");
-  }
-  if (i == nodelist.size() || nodelist[i] == ',') {
-    return prefix;
-  }
-  const size_t close = nodelist.find(']', i);
-  if (close == std::string::npos) {
-    throw ConfigError(std::string(env::kSlurmJobNodelist) + "='" + nodelist +
-                      "' has an unclosed '[' (expected e.g. node[01-04])");
-  }
-  std::string first;
-  for (size_t j = i + 1; j < close && std::isdigit(static_cast<unsigned char>(nodelist[j])); ++j) {
-    first += nodelist[j];
-  }
-  if (first.empty()) {
-    throw ConfigError(std::string(env::kSlurmJobNodelist) + "='" + nodelist +
-                      "' has a range without a number (expected e.g. node[01-04])");
-  }
-  // Text after ']' up to the next ',' is a suffix of the same host ("rack[1-2]-gpu").
-  std::string suffix;
-  for (size_t j = close + 1; j < nodelist.size() && nodelist[j] != ','; ++j) {
-    suffix += nodelist[j];
-  }
-  if (suffix.find('[') != std::string::npos) {
-    throw ConfigError(std::string(env::kSlurmJobNodelist) + "='" + nodelist +
-                      "' uses several ranges in one host name; set MASTER_ADDR instead");
-  }
-  return prefix + first + suffix;
 }
 
 EnvContract parse_env(const EnvMap& env) {
@@ -147,7 +92,7 @@ EnvContract parse_env(const EnvMap& env) {
     if (addr->empty()) {
       throw ConfigError(std::string(env::kMasterAddr) + " is empty (expected a host name or IP)");
     }
-    out.master_addr = rendezvous::normalize_host(*addr);  // "[::1]" -> "::1"
+    out.master_addr = normalize_host(*addr);  // "[::1]" -> "::1"
   } else if (out.source == EnvSource::kSlurm) {
     auto nodelist = lookup(env, env::kSlurmJobNodelist);
     if (!nodelist) {

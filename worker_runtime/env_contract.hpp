@@ -37,8 +37,9 @@ EnvContract parse_env(const EnvMap& env);
 // The current process environment as an EnvMap.
 EnvMap current_env();
 
-// First host of a SLURM hostlist: "node[01-04,07],gpu2" -> "node01", "[fd00::1],n2" ->
-// "fd00::1". ConfigError when malformed.
+// First host of a SLURM hostlist, in the launcher's grammar (common/hostlist.hpp):
+// "node[01-04,07],gpu2" -> "node01", "r[1-2]n[1-2]" -> "r1n1", "[fd00::1],n2" -> "fd00::1".
+// ConfigError naming SLURM_JOB_NODELIST, the text and the position when malformed.
 std::string first_slurm_host(const std::string& nodelist);
 
 }  // namespace ddp::worker_runtime

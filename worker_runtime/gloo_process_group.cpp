@@ -18,6 +18,7 @@
 
 #include "common/error.hpp"
 #include "rendezvous/store/prefix_store.hpp"
+#include "worker_runtime/collective_backend.hpp"
 #include "worker_runtime/comm_queue.hpp"
 #include "worker_runtime/direct_mesh.hpp"
 #include "worker_runtime/gloo_store_adapter.hpp"
@@ -92,66 +93,92 @@ std::string local_address_for(const std::string& host) {
   throw ConfigError("no local address routes to '" + host + "':" + errors);
 }
 
+namespace {
+
+// Gloo's own algorithms (ring all-reduce, ...) over the transport's pairs.
+class GlooCollectives final : public CollectiveBackend {
+ public:
+  std::shared_ptr<gloo::rendezvous::Context> context;
+
+  void all_reduce(void* data, size_t count, DataType type, ReduceOp op,
+                  const CollectiveCall& call) override {
+    dispatch(type, [&](auto* typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::AllreduceOptions opts(context);
+      opts.setOutput(static_cast<T*>(data), count);
+      opts.setReduceFunction(reduce_function(type, op));
+      opts.setTag(call.tag);
+      opts.setTimeout(call.timeout);
+      gloo::allreduce(opts);
+    });
+  }
+
+  void broadcast(void* data, size_t count, DataType type, int root,
+                 const CollectiveCall& call) override {
+    dispatch(type, [&](auto* typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::BroadcastOptions opts(context);
+      opts.setOutput(static_cast<T*>(data), count);
+      opts.setRoot(root);
+      opts.setTag(call.tag);
+      opts.setTimeout(call.timeout);
+      gloo::broadcast(opts);
+    });
+  }
+
+  void all_gather(const void* send, void* recv, size_t count, DataType type,
+                  const CollectiveCall& call) override {
+    dispatch(type, [&](auto* typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::AllgatherOptions opts(context);
+      // Gloo's input buffer is non-const but only read.
+      opts.setInput(const_cast<T*>(static_cast<const T*>(send)), count);
+      opts.setOutput(static_cast<T*>(recv), count * static_cast<size_t>(context->size));
+      opts.setTag(call.tag);
+      opts.setTimeout(call.timeout);
+      gloo::allgather(opts);
+    });
+  }
+
+  void barrier(const CollectiveCall& call) override {
+    gloo::BarrierOptions opts(context);
+    opts.setTag(call.tag);
+    opts.setTimeout(call.timeout);
+    gloo::barrier(opts);
+  }
+};
+
+}  // namespace
+
 struct GlooProcessGroup::Impl {
   int rank = 0;
   int size = 1;
   size_t direct_max_bytes = 0;
   std::shared_ptr<gloo::transport::Device> device;
-  std::shared_ptr<gloo::rendezvous::Context> context;
+  GlooCollectives gloo;
   std::unique_ptr<DirectMesh> mesh;  // small collectives (null: disabled or world of one)
   // Runner-only state (the comm thread or an inline call, never both at once):
-  std::vector<float> flat;       // coalesced all-reduce buffer
-  std::vector<std::byte> slots;  // every rank's payload of a direct all-reduce
+  std::vector<float> flat;  // coalesced all-reduce buffer
   uint32_t next_tag = 0;
   std::string broken;    // first failure; later collectives refuse to run
   std::string endpoint;  // "rank R/W" for messages
   CommQueue queue;       // last: destroyed (joined) before the context
 
-  // Every rank sends its payload to each of the size-1 peers, so the threshold counts the
-  // bytes one rank sends in all.
-  [[nodiscard]] bool direct(size_t bytes) const {
-    return mesh != nullptr && bytes * static_cast<size_t>(size - 1) <= direct_max_bytes;
+  // The one routing decision: a collective whose payload, sent to each of the size-1 peers,
+  // is at most direct_max_bytes in all runs on the direct mesh and never touches Gloo.
+  CollectiveBackend& pick(size_t bytes) {
+    const bool direct =
+        mesh != nullptr && bytes * static_cast<size_t>(size - 1) <= direct_max_bytes;
+    return direct ? static_cast<CollectiveBackend&>(*mesh) : gloo;
   }
 
-  // In place: data becomes the reduction over ranks. Small buffers: one direct exchange,
-  // reduced in rank order (so every rank gets the same bits); large ones: Gloo's ring.
-  void all_reduce(void* data, size_t count, DataType type, ReduceOp op, Duration timeout,
-                  uint32_t tag, const std::string& what) {
-    const size_t bytes = count * element_size(type);
+  // In place: data becomes the reduction over ranks (kAvg: the sum divided here).
+  void all_reduce(void* data, size_t count, DataType type, ReduceOp op,
+                  const CollectiveCall& call) {
     if (count == 0) {
       return;
     }
-    const ReduceFunction fn = reduce_function(type, op);
-    if (direct(bytes)) {
-      slots.resize(bytes * static_cast<size_t>(size));
-      std::vector<std::span<std::byte>> recv(static_cast<size_t>(size));
-      for (int r = 0; r < size; ++r) {
-        recv[static_cast<size_t>(r)] = {slots.data() + bytes * static_cast<size_t>(r), bytes};
-      }
-      auto* own = static_cast<std::byte*>(data);
-      mesh->exchange({own, bytes}, recv, timeout, what);
-      if (size == 2 && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
-        // a + b == b + a bit for bit: add the peer's payload in place, no copies.
-        fn(own, own, recv[static_cast<size_t>(1 - rank)].data(), count);
-      } else {
-        // Rank order (r0 op r1 op ...) so every rank computes the same bits.
-        std::memcpy(recv[static_cast<size_t>(rank)].data(), own, bytes);
-        std::memcpy(own, slots.data(), bytes);
-        for (int r = 1; r < size; ++r) {
-          fn(own, own, recv[static_cast<size_t>(r)].data(), count);
-        }
-      }
-    } else {
-      dispatch(type, [&](auto* typed) {
-        using T = std::remove_pointer_t<decltype(typed)>;
-        gloo::AllreduceOptions opts(context);
-        opts.setOutput(static_cast<T*>(data), count);
-        opts.setReduceFunction(fn);
-        opts.setTag(tag);
-        opts.setTimeout(timeout);
-        gloo::allreduce(opts);
-      });
-    }
+    pick(count * element_size(type)).all_reduce(data, count, type, op, call);
     if (op == ReduceOp::kAvg) {
       dispatch(type, [&](auto* typed) {
         divide(static_cast<std::remove_pointer_t<decltype(typed)>*>(data), count, size);
@@ -159,86 +186,33 @@ struct GlooProcessGroup::Impl {
     }
   }
 
-  void broadcast(void* data, size_t count, DataType type, int root, Duration timeout, uint32_t tag,
-                 const std::string& what) {
-    const size_t bytes = count * element_size(type);
-    if (count == 0) {
-      return;
+  void broadcast(void* data, size_t count, DataType type, int root, const CollectiveCall& call) {
+    if (count != 0) {
+      pick(count * element_size(type)).broadcast(data, count, type, root, call);
     }
-    if (direct(bytes)) {
-      // Only the root sends; the others send empty frames (which keep the sequence aligned).
-      std::vector<std::span<std::byte>> recv(static_cast<size_t>(size));
-      if (rank != root) {
-        recv[static_cast<size_t>(root)] = {static_cast<std::byte*>(data), bytes};
-      }
-      const std::span<const std::byte> send =
-          rank == root ? std::span<const std::byte>(static_cast<const std::byte*>(data), bytes)
-                       : std::span<const std::byte>();
-      mesh->exchange(send, recv, timeout, what);
-      return;
-    }
-    dispatch(type, [&](auto* typed) {
-      using T = std::remove_pointer_t<decltype(typed)>;
-      gloo::BroadcastOptions opts(context);
-      opts.setOutput(static_cast<T*>(data), count);
-      opts.setRoot(root);
-      opts.setTag(tag);
-      opts.setTimeout(timeout);
-      gloo::broadcast(opts);
-    });
   }
 
-  void all_gather(const void* send, void* recv, size_t count, DataType type, Duration timeout,
-                  uint32_t tag, const std::string& what) {
-    const size_t bytes = count * element_size(type);
-    if (count == 0) {
-      return;
+  void all_gather(const void* send, void* recv, size_t count, DataType type,
+                  const CollectiveCall& call) {
+    if (count != 0) {
+      pick(count * element_size(type)).all_gather(send, recv, count, type, call);
     }
-    if (direct(bytes)) {
-      std::vector<std::span<std::byte>> slices(static_cast<size_t>(size));
-      for (int r = 0; r < size; ++r) {
-        slices[static_cast<size_t>(r)] = {
-            static_cast<std::byte*>(recv) + bytes * static_cast<size_t>(r), bytes};
-      }
-      mesh->exchange({static_cast<const std::byte*>(send), bytes}, slices, timeout, what);
-      std::memcpy(slices[static_cast<size_t>(rank)].data(), send, bytes);
-      return;
-    }
-    dispatch(type, [&](auto* typed) {
-      using T = std::remove_pointer_t<decltype(typed)>;
-      gloo::AllgatherOptions opts(context);
-      // Gloo's input buffer is non-const but only read.
-      opts.setInput(const_cast<T*>(static_cast<const T*>(send)), count);
-      opts.setOutput(static_cast<T*>(recv), count * static_cast<size_t>(size));
-      opts.setTag(tag);
-      opts.setTimeout(timeout);
-      gloo::allgather(opts);
-    });
   }
 
-  void barrier(Duration timeout, uint32_t tag, const std::string& what) {
-    if (direct(0)) {
-      mesh->exchange({}, std::vector<std::span<std::byte>>(static_cast<size_t>(size)), timeout,
-                     what);
-      return;
-    }
-    gloo::BarrierOptions opts(context);
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::barrier(opts);
-  }
+  void barrier(const CollectiveCall& call) { pick(0).barrier(call); }
+
+  using Job = std::function<void(const CollectiveCall&)>;
 
   // job wrapped so any failure becomes a CollectiveError naming what, rank and timeout, and
   // marks the group broken (the pairs are unusable after a timeout or a lost peer).
-  std::function<void()> guarded(std::string what, Duration timeout,
-                                std::function<void(uint32_t, const std::string&)> job) {
+  std::function<void()> guarded(std::string what, Duration timeout, Job job) {
     return [this, what = std::move(what), timeout, job = std::move(job)] {
       if (!broken.empty()) {
         throw CollectiveError("gloo " + what + " on " + endpoint +
                               " refused: the group failed earlier (" + broken + ")");
       }
       try {
-        job(next_tag++, what);
+        job(CollectiveCall{timeout, next_tag++, what});
       } catch (const std::exception& e) {
         broken = what + ": " + e.what();
         throw CollectiveError("gloo " + what + " on " + endpoint + " failed (timeout " +
@@ -247,13 +221,11 @@ struct GlooProcessGroup::Impl {
     };
   }
   // Asynchronous: on the comm thread.
-  std::unique_ptr<Work> submit(std::string what, Duration timeout,
-                               std::function<void(uint32_t, const std::string&)> job) {
+  std::unique_ptr<Work> submit(std::string what, Duration timeout, Job job) {
     return queue.submit(guarded(std::move(what), timeout, std::move(job)));
   }
   // Blocking: inline when the comm thread is idle, else behind the queued work.
-  void run(std::string what, Duration timeout,
-           std::function<void(uint32_t, const std::string&)> job) {
+  void run(std::string what, Duration timeout, Job job) {
     queue.run_blocking(guarded(std::move(what), timeout, std::move(job)));
   }
 };
@@ -271,12 +243,12 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<rendezvous::Store> store,
     gloo::transport::tcp::attr attr;
     attr.hostname = bind;
     impl_->device = gloo::transport::tcp::CreateDevice(attr);
-    impl_->context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    impl_->context->setTimeout(options.connect_timeout);
+    impl_->gloo.context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    impl_->gloo.context->setTimeout(options.connect_timeout);
     auto prefixed = std::make_shared<rendezvous::PrefixStore>(options.store_prefix, store);
     GlooStoreAdapter adapter(prefixed, options.connect_timeout);
-    impl_->context->connectFullMesh(adapter, impl_->device);
-    impl_->context->setTimeout(options.timeout);
+    impl_->gloo.context->connectFullMesh(adapter, impl_->device);
+    impl_->gloo.context->setTimeout(options.timeout);
     if (options.size > 1 && options.direct_max_bytes > 0) {
       DirectMeshOptions mesh;
       mesh.rank = options.rank;
@@ -306,20 +278,18 @@ std::string all_reduce_text(ReduceOp op, DataType type, size_t count) {
 
 std::unique_ptr<Work> GlooProcessGroup::do_all_reduce(void* data, size_t count, DataType type,
                                                       ReduceOp op, Duration timeout) {
-  return impl_->submit(
-      all_reduce_text(op, type, count), timeout,
-      [impl = impl_.get(), data, count, type, op, timeout](uint32_t tag, const std::string& what) {
-        impl->all_reduce(data, count, type, op, timeout, tag, what);
-      });
+  return impl_->submit(all_reduce_text(op, type, count), timeout,
+                       [impl = impl_.get(), data, count, type, op](const CollectiveCall& call) {
+                         impl->all_reduce(data, count, type, op, call);
+                       });
 }
 
 void GlooProcessGroup::do_all_reduce_blocking(void* data, size_t count, DataType type, ReduceOp op,
                                               Duration timeout) {
-  impl_->run(
-      all_reduce_text(op, type, count), timeout,
-      [impl = impl_.get(), data, count, type, op, timeout](uint32_t tag, const std::string& what) {
-        impl->all_reduce(data, count, type, op, timeout, tag, what);
-      });
+  impl_->run(all_reduce_text(op, type, count), timeout,
+             [impl = impl_.get(), data, count, type, op](const CollectiveCall& call) {
+               impl->all_reduce(data, count, type, op, call);
+             });
 }
 
 std::unique_ptr<Work> GlooProcessGroup::do_all_reduce_coalesced(
@@ -331,23 +301,22 @@ std::unique_ptr<Work> GlooProcessGroup::do_all_reduce_coalesced(
   std::string what = std::string("all_reduce_coalesced(") + to_string(op) + ", " +
                      std::to_string(buffers.size()) + " buffers, float32 x " +
                      std::to_string(total) + ")";
-  return impl_->submit(std::move(what), timeout,
-                       [impl = impl_.get(), buffers = std::move(buffers), total, op, timeout](
-                           uint32_t tag, const std::string& what_) {
-                         auto& flat = impl->flat;
-                         flat.resize(total);
-                         auto out = flat.begin();
-                         for (const auto& b : buffers) {
-                           out = std::copy(b.begin(), b.end(), out);
-                         }
-                         impl->all_reduce(flat.data(), total, DataType::kFloat32, op, timeout, tag,
-                                          what_);
-                         auto in = flat.cbegin();
-                         for (const auto& b : buffers) {
-                           std::copy_n(in, b.size(), b.begin());
-                           in += static_cast<std::ptrdiff_t>(b.size());
-                         }
-                       });
+  return impl_->submit(
+      std::move(what), timeout,
+      [impl = impl_.get(), buffers = std::move(buffers), total, op](const CollectiveCall& call) {
+        auto& flat = impl->flat;
+        flat.resize(total);
+        auto out = flat.begin();
+        for (const auto& b : buffers) {
+          out = std::copy(b.begin(), b.end(), out);
+        }
+        impl->all_reduce(flat.data(), total, DataType::kFloat32, op, call);
+        auto in = flat.cbegin();
+        for (const auto& b : buffers) {
+          std::copy_n(in, b.size(), b.begin());
+          in += static_cast<std::ptrdiff_t>(b.size());
+        }
+      });
 }
 
 void GlooProcessGroup::do_broadcast(void* data, size_t count, DataType type, int root,
@@ -355,9 +324,8 @@ void GlooProcessGroup::do_broadcast(void* data, size_t count, DataType type, int
   std::string what = std::string("broadcast(") + to_string(type) + " x " + std::to_string(count) +
                      ", root " + std::to_string(root) + ")";
   impl_->run(std::move(what), timeout,
-             [impl = impl_.get(), data, count, type, root, timeout](uint32_t tag,
-                                                                    const std::string& what_) {
-               impl->broadcast(data, count, type, root, timeout, tag, what_);
+             [impl = impl_.get(), data, count, type, root](const CollectiveCall& call) {
+               impl->broadcast(data, count, type, root, call);
              });
 }
 
@@ -366,17 +334,14 @@ void GlooProcessGroup::do_all_gather(const void* send, void* recv, size_t count,
   std::string what =
       std::string("all_gather(") + to_string(type) + " x " + std::to_string(count) + ")";
   impl_->run(std::move(what), timeout,
-             [impl = impl_.get(), send, recv, count, type, timeout](uint32_t tag,
-                                                                    const std::string& what_) {
-               impl->all_gather(send, recv, count, type, timeout, tag, what_);
+             [impl = impl_.get(), send, recv, count, type](const CollectiveCall& call) {
+               impl->all_gather(send, recv, count, type, call);
              });
 }
 
 void GlooProcessGroup::do_barrier(Duration timeout) {
   impl_->run("barrier", timeout,
-             [impl = impl_.get(), timeout](uint32_t tag, const std::string& what) {
-               impl->barrier(timeout, tag, what);
-             });
+             [impl = impl_.get()](const CollectiveCall& call) { impl->barrier(call); });
 }
 
 }  // namespace ddp::worker_runtime

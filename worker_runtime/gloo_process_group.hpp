@@ -2,8 +2,11 @@
 // ProcessGroup over Gloo's TCP transport. Rendezvous goes through our Store (adapter to
 // gloo::rendezvous::Store); the transport binds the local address that routes to MASTER_ADDR.
 // Gloo collectives block, so async collectives run on one communication thread, in issue
-// order; a blocking call runs inline when that thread is idle. Payloads up to
-// direct_max_bytes go over a direct TCP mesh in one step instead of Gloo's ring.
+// order; a blocking call runs inline when that thread is idle.
+// Two backends (collective_backend.hpp), chosen per call in one place (Impl::pick): a
+// collective whose payload times (size - 1) peers is at most direct_max_bytes runs on the
+// DirectMesh (direct_mesh.hpp) in one step and never touches Gloo; larger ones use Gloo's
+// own algorithms. Every rank picks the same one: the choice depends only on the byte count.
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "rendezvous/store/host_address.hpp"
-#include "rendezvous/store/socket_io.hpp"
+#include "common/host_address.hpp"
+#include "common/socket_io.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddp::rendezvous {
@@ -37,11 +37,11 @@ class WaitTimedOut : public StoreTimeout {
   using StoreTimeout::StoreTimeout;
 };
 
-uint8_t recv_u8(SocketConn& conn, SteadyTime deadline) {
+uint8_t recv_u8(SocketConn& conn, const Deadline& deadline) {
   return static_cast<uint8_t>(conn.recv_exact(1, deadline)[0]);
 }
 
-int64_t recv_i64(SocketConn& conn, SteadyTime deadline) {
+int64_t recv_i64(SocketConn& conn, const Deadline& deadline) {
   return static_cast<int64_t>(wire::get_u64(conn.recv_exact(8, deadline).data()));
 }
 
@@ -58,11 +58,11 @@ struct TcpStore::Impl {
     // be lost without an error.
     if (c.is_open() && c.readable_now()) c.close();
     if (c.is_open()) return;
-    c = SocketConn::connect(options.host, options.port, options.connect_timeout);
+    c = SocketConn::connect(options.host, options.port, options.connect_timeout, "store");
     wire::Request hello = make(Command::kValidate);
     hello.nonce = wire::kValidationMagic;
     c.send_all(wire::encode_request(hello, wire::Dialect::kV2),
-               deadline_after(options.connect_timeout));
+               Deadline::after(options.connect_timeout));
   }
   void ensure_connected() { ensure_connected(conn); }
 
@@ -73,12 +73,12 @@ struct TcpStore::Impl {
     std::lock_guard<std::mutex> lock(mu);
     try {
       ensure_connected();
-      return body(deadline_after(timeout));
-    } catch (const StoreTimeout& e) {
+      return body(Deadline::after(timeout));
+    } catch (const SocketTimeout& e) {
       conn.close();
       throw StoreTimeout(context(op, keys) + ": timed out after " + describe_timeout(timeout) +
                          " (" + e.what() + ")");
-    } catch (const StoreError& e) {
+    } catch (const SocketError& e) {
       conn.close();
       throw StoreError(context(op, keys) + ": " + e.what());
     } catch (const ProtocolError& e) {
@@ -93,10 +93,10 @@ struct TcpStore::Impl {
     return s;
   }
 
-  static void send(SocketConn& c, const wire::Request& r, SteadyTime deadline) {
+  static void send(SocketConn& c, const wire::Request& r, const Deadline& deadline) {
     c.send_all(wire::encode_request(r, wire::Dialect::kV2), deadline);
   }
-  void send(const wire::Request& r, SteadyTime deadline) { send(conn, r, deadline); }
+  void send(const wire::Request& r, const Deadline& deadline) { send(conn, r, deadline); }
 
   // Blocking waits run on a connection of their own (taken from a small pool), so a thread
   // blocked in wait()/get() never holds up other threads' requests on the shared one, as
@@ -110,9 +110,9 @@ struct TcpStore::Impl {
     } catch (const WaitTimedOut&) {
       give_back(std::move(c));  // still in sync after CANCEL_WAIT
       throw;
-    } catch (const StoreTimeout& e) {
+    } catch (const SocketTimeout& e) {
       throw StoreTimeout(context(op, keys) + ": " + e.what());
-    } catch (const StoreError& e) {
+    } catch (const SocketError& e) {
       throw StoreError(context(op, keys) + ": " + e.what());
     } catch (const ProtocolError& e) {
       throw StoreError(context(op, keys) + ": bad reply: " + e.what());
@@ -136,27 +136,27 @@ struct TcpStore::Impl {
   // keys still missing. A server that goes away ends the wait at once with StoreError.
   void wait_on(SocketConn& c, const char* op, const std::vector<std::string>& keys,
                Duration timeout) const {
-    send(c, make(Command::kWait, keys), deadline_after(timeout));
+    send(c, make(Command::kWait, keys), Deadline::after(timeout));
     try {
-      const uint8_t r = recv_u8(c, deadline_after(timeout));
+      const uint8_t r = recv_u8(c, Deadline::after(timeout));
       if (r != wire::kWaitStopWaiting) {
         throw ProtocolError("WAIT answered " + std::to_string(r) + ", expected 0");
       }
       return;
-    } catch (const StoreTimeout&) {
+    } catch (const SocketTimeout&) {
       // fall through to cancel
     }
-    send(c, make(Command::kCancelWait), deadline_after(kCancelReplyTimeout));
-    uint8_t r = recv_u8(c, deadline_after(kCancelReplyTimeout));
-    if (r == wire::kWaitStopWaiting) r = recv_u8(c, deadline_after(kCancelReplyTimeout));
+    send(c, make(Command::kCancelWait), Deadline::after(kCancelReplyTimeout));
+    uint8_t r = recv_u8(c, Deadline::after(kCancelReplyTimeout));
+    if (r == wire::kWaitStopWaiting) r = recv_u8(c, Deadline::after(kCancelReplyTimeout));
     if (r != wire::kWaitCanceled) {
       throw ProtocolError("CANCEL_WAIT answered " + std::to_string(r) + ", expected 1");
     }
     std::vector<std::string> missing;
     for (const auto& k : keys) {
       if (missing.size() >= 8) break;  // enough to name in a message
-      send(c, make(Command::kCheck, {k}), deadline_after(kCancelReplyTimeout));
-      if (recv_u8(c, deadline_after(kCancelReplyTimeout)) != wire::kCheckReady) {
+      send(c, make(Command::kCheck, {k}), Deadline::after(kCancelReplyTimeout));
+      if (recv_u8(c, Deadline::after(kCancelReplyTimeout)) != wire::kCheckReady) {
         missing.push_back(k);
       }
     }
@@ -179,8 +179,10 @@ TcpStore::TcpStore(TcpStoreOptions options)
   std::lock_guard<std::mutex> lock(impl_->mu);
   try {
     impl_->ensure_connected();
-  } catch (const StoreTimeout& e) {
+  } catch (const SocketTimeout& e) {
     throw StoreError(impl_->endpoint + ": handshake failed: " + e.what());
+  } catch (const SocketError& e) {
+    throw StoreError(e.what());  // "cannot connect to store at tcp://..."
   }
 }
 
@@ -191,7 +193,7 @@ std::string TcpStore::describe() const {
 }
 
 void TcpStore::set(const std::string& key, const std::string& value) {
-  impl_->call("set", {key}, timeout(), [&](SteadyTime deadline) {
+  impl_->call("set", {key}, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kSet, {key}, {value}), deadline);
   });
 }
@@ -199,14 +201,14 @@ void TcpStore::set(const std::string& key, const std::string& value) {
 std::string TcpStore::get(const std::string& key) {
   // As PyTorch's client: wait for the key first, so a missing key times out cleanly.
   impl_->wait_unlocked("get", {key}, timeout());
-  return impl_->call("get", {key}, timeout(), [&](SteadyTime deadline) {
+  return impl_->call("get", {key}, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kGet, {key}), deadline);
     return impl_->conn.recv_string(deadline);
   });
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
-  return impl_->call("add", {key}, timeout(), [&](SteadyTime deadline) {
+  return impl_->call("add", {key}, timeout(), [&](const Deadline& deadline) {
     wire::Request r = make(Command::kAdd, {key});
     r.delta = delta;
     impl_->send(r, deadline);
@@ -216,14 +218,14 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
 
 std::string TcpStore::compare_set(const std::string& key, const std::string& expected,
                                   const std::string& desired) {
-  return impl_->call("compare_set", {key}, timeout(), [&](SteadyTime deadline) {
+  return impl_->call("compare_set", {key}, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kCompareSet, {key}, {expected, desired}), deadline);
     return impl_->conn.recv_string(deadline);
   });
 }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
-  return impl_->call("check", keys, timeout(), [&](SteadyTime deadline) {
+  return impl_->call("check", keys, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kCheck, keys), deadline);
     const uint8_t r = recv_u8(impl_->conn, deadline);
     if (r > wire::kCheckNotReady) {
@@ -238,28 +240,28 @@ void TcpStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 }
 
 bool TcpStore::delete_key(const std::string& key) {
-  return impl_->call("delete_key", {key}, timeout(), [&](SteadyTime deadline) {
+  return impl_->call("delete_key", {key}, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kDeleteKey, {key}), deadline);
     return recv_i64(impl_->conn, deadline) == 1;
   });
 }
 
 int64_t TcpStore::num_keys() {
-  return impl_->call("num_keys", {}, timeout(), [&](SteadyTime deadline) {
+  return impl_->call("num_keys", {}, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kGetNumKeys), deadline);
     return recv_i64(impl_->conn, deadline);
   });
 }
 
 void TcpStore::append(const std::string& key, const std::string& value) {
-  impl_->call("append", {key}, timeout(), [&](SteadyTime deadline) {
+  impl_->call("append", {key}, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kAppend, {key}, {value}), deadline);
   });
 }
 
 std::vector<std::string> TcpStore::multi_get(const std::vector<std::string>& keys) {
   impl_->wait_unlocked("multi_get", keys, timeout());
-  return impl_->call("multi_get", keys, timeout(), [&](SteadyTime deadline) {
+  return impl_->call("multi_get", keys, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kMultiGet, keys), deadline);
     std::vector<std::string> out;
     out.reserve(keys.size());
@@ -274,13 +276,13 @@ void TcpStore::multi_set(const std::vector<std::string>& keys,
     throw ConfigError("multi_set: " + std::to_string(keys.size()) + " keys but " +
                       std::to_string(values.size()) + " values");
   }
-  impl_->call("multi_set", keys, timeout(), [&](SteadyTime deadline) {
+  impl_->call("multi_set", keys, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kMultiSet, keys, values), deadline);
   });
 }
 
 void TcpStore::ping() {
-  impl_->call("ping", {}, timeout(), [&](SteadyTime deadline) {
+  impl_->call("ping", {}, timeout(), [&](const Deadline& deadline) {
     wire::Request r = make(Command::kPing);
     r.nonce = static_cast<uint32_t>(::getpid());
     impl_->send(r, deadline);

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/socket_io.hpp"
 #include "rendezvous/store/server/store_server.hpp"
-#include "rendezvous/store/socket_io.hpp"
 #include "rendezvous/store/tcp_store.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
@@ -15,9 +15,9 @@ namespace ddp::test {
 
 using namespace std::chrono_literals;
 namespace wire = ddp::rendezvous::wire;
-using ddp::rendezvous::deadline_after;
+using ddp::Deadline;
+using ddp::SocketConn;
 using ddp::rendezvous::Duration;
-using ddp::rendezvous::SocketConn;
 using ddp::rendezvous::StoreServerOptions;
 using ddp::rendezvous::TcpStore;
 using ddp::rendezvous::TcpStoreOptions;
@@ -33,31 +33,31 @@ struct Raw {
   explicit Raw(uint16_t port, bool v2 = true) : conn(SocketConn::connect("127.0.0.1", port, 5s)) {
     if (v2) send(std::string("\x00\xCE\xF7\x85\x3C", 5));
   }
-  void send(const std::string& bytes) { conn.send_all(bytes, deadline_after(5s)); }
+  void send(const std::string& bytes) { conn.send_all(bytes, Deadline::after(5s)); }
   void send(const wire::Request& r, wire::Dialect d = wire::Dialect::kV2) {
     send(wire::encode_request(r, d));
   }
-  std::string recv(size_t n) { return conn.recv_exact(n, deadline_after(5s)); }
-  std::string recv_string() { return conn.recv_string(deadline_after(5s)); }
+  std::string recv(size_t n) { return conn.recv_exact(n, Deadline::after(5s)); }
+  std::string recv_string() { return conn.recv_string(Deadline::after(5s)); }
   uint8_t recv_u8() { return static_cast<uint8_t>(recv(1)[0]); }
   int64_t recv_i64() { return static_cast<int64_t>(wire::get_u64(recv(8).data())); }
   // True when nothing arrives within a short while (the reply is parked).
   bool silent() {
     try {
-      conn.recv_exact(1, deadline_after(100ms));
+      conn.recv_exact(1, Deadline::after(100ms));
       return false;
-    } catch (const ddp::StoreTimeout&) {
+    } catch (const ddp::SocketTimeout&) {
       return true;
     }
   }
   // True when the server closed this connection.
   bool closed_by_server() {
     try {
-      conn.recv_exact(1, deadline_after(5s));
+      conn.recv_exact(1, Deadline::after(5s));
       return false;
-    } catch (const ddp::StoreTimeout&) {
+    } catch (const ddp::SocketTimeout&) {
       return false;
-    } catch (const ddp::StoreError&) {
+    } catch (const ddp::SocketError&) {
       return true;
     }
   }

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "rendezvous/store/socket_io.hpp"
+#include "common/socket_io.hpp"
 #include "rendezvous/store/tcp_store.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 
 using namespace ddp::rendezvous;
+using ddp::SocketConn;
 using namespace std::chrono_literals;
 namespace wire = ddp::rendezvous::wire;
 
@@ -146,7 +147,7 @@ TEST_CASE("ddpstore memory does not grow with garbage or with lengths it never r
       frame.resize(2000);
       for (auto& ch : frame) ch = static_cast<char>(rng());
     }
-    c.send_all(frame, deadline_after(5s));
+    c.send_all(frame, ddp::Deadline::after(5s));
     open.push_back(std::move(c));
   }
   CHECK(store.get("k") == "v");

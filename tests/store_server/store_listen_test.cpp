@@ -6,14 +6,16 @@
 #include <chrono>
 #include <memory>
 
+#include "common/host_address.hpp"
 #include "rendezvous/connect_store.hpp"
-#include "rendezvous/store/host_address.hpp"
 #include "rendezvous/store/server/listener.hpp"
 #include "rendezvous/store/server/own_client.hpp"
 #include "tests/store/raw_client.hpp"
 #include "tests/support/stderr_capture.hpp"
 
 using namespace ddp::rendezvous;
+using ddp::ipv6_available;
+using ddp::kAnyHost;
 using namespace ddp::test;
 using namespace std::chrono_literals;
 
@@ -39,7 +41,7 @@ bool refused(const std::string& host, uint16_t port) {
   try {
     SocketConn::connect(host, port, 200ms);
     return false;
-  } catch (const ddp::StoreError&) {
+  } catch (const ddp::SocketError&) {
     return true;
   }
 }
@@ -97,8 +99,8 @@ TEST_CASE("log lines name IPv4 peers of a dual-stack server as IPv4, IPv6 ones b
   StderrCapture log;
   for (const char* host : {"127.0.0.1", "::1"}) {
     auto conn = SocketConn::connect(host, server.port(), 5s);
-    conn.send_all(std::string("\x00\xCE\xF7\x85\x3C\x63", 6), deadline_after(5s));  // cmd 99
-    CHECK_THROWS_AS(conn.recv_exact(1, deadline_after(5s)), ddp::StoreError);       // closed
+    conn.send_all(std::string("\x00\xCE\xF7\x85\x3C\x63", 6), ddp::Deadline::after(5s));  // cmd 99
+    CHECK_THROWS_AS(conn.recv_exact(1, ddp::Deadline::after(5s)), ddp::SocketError);      // closed
   }
   const auto lines = log.wait_lines(2);
   REQUIRE(lines.size() == 2);

@@ -116,7 +116,7 @@ TEST_CASE("frames split across reads, pipelined and larger than a read are all a
   c.send(wire::encode_request(req(wire::Command::kSet, {"big"}, {big}), wire::Dialect::kV2) +
          wire::encode_request(req(wire::Command::kGet, {"big"}), wire::Dialect::kV2) +
          std::string("\x0D\x01\x02\x03\x04", 5));
-  CHECK(c.conn.recv_string(deadline_after(10s), big.size()) == big);
+  CHECK(c.conn.recv_string(ddp::Deadline::after(10s), big.size()) == big);
   CHECK(c.recv(4) == std::string("\x01\x02\x03\x04", 4));
   // And a small request right after the big one goes back to the shared read buffer.
   c.send(get);

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
-#include "rendezvous/store/host_address.hpp"
+#include "common/host_address.hpp"
 
 namespace ddp::rendezvous {
 

@@ -1,7 +1,7 @@
 #include "rendezvous/store/server/own_client.hpp"
 
 #include "common/error.hpp"
-#include "rendezvous/store/host_address.hpp"
+#include "common/host_address.hpp"
 
 namespace ddp::rendezvous {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ddp::rendezvous {
+namespace ddp {
 
 // The listen host meaning "every interface": one dual-stack IPv6 socket (IPv6 and IPv4
 // clients) where the machine has IPv6, 0.0.0.0 otherwise. StoreServerOptions' default.
@@ -29,4 +29,4 @@ std::string listen_host_for(const std::string& dial_host, bool have_ipv6);
 // interface addresses (IPv6 bracketed or not, in any spelling).
 bool is_local_address(const std::string& host);
 
-}  // namespace ddp::rendezvous
+}  // namespace ddp

@@ -1,4 +1,4 @@
-#include "launcher/hostlist.hpp"
+#include "common/hostlist.hpp"
 
 #include <charconv>
 #include <cstdint>
@@ -6,7 +6,7 @@
 
 #include "common/error.hpp"
 
-namespace ddp::launcher {
+namespace ddp {
 namespace {
 
 class HostlistParser {
@@ -139,4 +139,4 @@ std::string first_host(std::string_view hostlist) {
   return expand_hostlist(hostlist).front();
 }
 
-}  // namespace ddp::launcher
+}  // namespace ddp

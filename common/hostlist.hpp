@@ -1,5 +1,6 @@
 #pragma once
-// SLURM hostlist expressions: "gpu[01-04,07],cpu-a[1-2]" -> gpu01 gpu02 gpu03 gpu04 gpu07
+// SLURM hostlist expressions, one grammar for the launcher and the worker runtime:
+// "gpu[01-04,07],cpu-a[1-2]" -> gpu01 gpu02 gpu03 gpu04 gpu07
 // cpu-a1 cpu-a2. Zero padding of a range's lower bound is kept ("[08-10]" -> 08 09 10);
 // several bracket groups in one name expand as a product ("r[1-2]n[1-2]" -> r1n1 r1n2 ...).
 // An item that is a bracketed IPv6 address is that address: "[fd00::1],n1" -> fd00::1 n1.
@@ -8,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ddp::launcher {
+namespace ddp {
 
 // Upper bound on the hosts one expression may expand to (a typo like [1-99999999] must not
 // eat the memory of the agent).
@@ -21,4 +22,4 @@ std::vector<std::string> expand_hostlist(std::string_view hostlist);
 // The first host of hostlist (where SLURM puts node 0 of a step); same errors.
 std::string first_host(std::string_view hostlist);
 
-}  // namespace ddp::launcher
+}  // namespace ddp

@@ -1,4 +1,4 @@
-#include "rendezvous/store/host_address.hpp"
+#include "common/host_address.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -10,7 +10,7 @@
 
 #include "common/error.hpp"
 
-namespace ddp::rendezvous {
+namespace ddp {
 namespace {
 
 std::string strip_brackets(const std::string& host) {
@@ -112,4 +112,4 @@ bool is_local_address(const std::string& given) {
   return found;
 }
 
-}  // namespace ddp::rendezvous
+}  // namespace ddp

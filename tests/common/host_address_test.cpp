@@ -1,6 +1,6 @@
 // Hosts as users write them: bracketed and bare IPv6 literals, "host:port" text, where a
 // store listens for a given dial address, and which hosts name this machine.
-#include "rendezvous/store/host_address.hpp"
+#include "common/host_address.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -10,9 +10,8 @@
 #include <cstring>
 
 #include "common/error.hpp"
-#include "rendezvous/connect_store.hpp"
 
-using namespace ddp::rendezvous;
+using namespace ddp;
 
 TEST_CASE("normalize_host strips brackets and spells IPv6 canonically", "[ipv6]") {
   CHECK(normalize_host("[::1]") == "::1");
