@@ -49,6 +49,10 @@ inline constexpr const char* kStorePrefix = "DDPLAUNCH_STORE_PREFIX";
 // allows it, else epoll), "epoll" or "io_uring".
 inline constexpr const char* kStoreIo = "DDPLAUNCH_STORE_IO";
 
+// Which lines every program here logs (common/log.hpp): "error", "warn", "info" (default) or
+// "debug". A bad value is one warning naming it, then info.
+inline constexpr const char* kLogLevel = "DDPLAUNCH_LOG_LEVEL";
+
 // Store key prefix for workers of one attempt, shared by agent and PyTorch workers.
 inline constexpr const char* kWorkerPrefixBase = "/worker/attempt_";
 

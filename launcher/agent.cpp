@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <csignal>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace ddp::launcher {
 namespace asio = boost::asio;
@@ -48,14 +50,14 @@ Agent::~Agent() {
 int Agent::run() {
   if (options_.handle_signals) install_signals();
   if (sets_default_omp_threads(options_.config, options_.env)) {
-    notice(
+    DDP_LOG_INFO(
         "setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); "
         "set it yourself to tune performance");
   }
   try {
     start_hang_watch();
   } catch (const std::exception& e) {
-    notice(std::string("cannot start hang detection: ") + e.what());
+    DDP_LOG_ERROR(std::string("cannot start hang detection: ") + e.what());
     return 1;
   }
   busy_.emplace(io_.get_executor());
@@ -87,7 +89,7 @@ void Agent::handle_signal(int sig) {
   events_.record("signal", {{"signal", sig}, {"name", signal_name(sig)}});
   if (state_ == State::kExiting) {
     // The workers are gone; only the exit barrier (or closing the rendezvous) is left.
-    notice("received " + signal_name(sig) + " while leaving the rendezvous; exiting now");
+    DDP_LOG_INFO("received " + signal_name(sig) + " while leaving the rendezvous; exiting now");
     if (!agent_signal_) {
       agent_signal_ = sig;
       exit_status_ = 128 + sig;
@@ -97,8 +99,8 @@ void Agent::handle_signal(int sig) {
   }
   if (agent_signal_) {
     // A second signal: the user is done waiting for the grace period.
-    notice("received " + signal_name(sig) + " again; killing the workers now (pids " +
-           running_pids() + ")");
+    DDP_LOG_INFO("received " + signal_name(sig) + " again; killing the workers now (pids " +
+                 running_pids() + ")");
     for (auto& slot : workers_) {
       if (slot.running) spawner_.signal_group(slot.pid, SIGKILL);
     }
@@ -109,18 +111,18 @@ void Agent::handle_signal(int sig) {
   switch (state_) {
     case State::kInit:
     case State::kRendezvous:
-      notice("received " + signal_name(sig) + " during rendezvous; shutting down");
+      DDP_LOG_INFO("received " + signal_name(sig) + " during rendezvous; shutting down");
       // The rendezvous thread returns (RendezvousClosed) and on_rendezvous* finishes.
       rendezvous_.shutdown_after_failure();
       break;
     case State::kHealthy:
-      notice("received " + signal_name(sig) + "; forwarding it to the workers (pids " +
-             running_pids() + ")");
+      DDP_LOG_INFO("received " + signal_name(sig) + "; forwarding it to the workers (pids " +
+                   running_pids() + ")");
       begin_stop(sig, [this, exit_status] { finish(exit_status); });
       break;
     case State::kStopping:
-      notice("received " + signal_name(sig) + " while stopping the workers; forwarding it (pids " +
-             running_pids() + ")");
+      DDP_LOG_INFO("received " + signal_name(sig) +
+                   " while stopping the workers; forwarding it (pids " + running_pids() + ")");
       for (auto& slot : workers_) {
         if (slot.running) spawner_.signal_group(slot.pid, sig);
       }
@@ -173,6 +175,10 @@ void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
                                 {"master_port", info.master_port},
                                 {"restart_count", attempt_},
                                 {"restarts_spent", restart_count_}});
+  DDP_LOG_DEBUG("rendezvous round " + std::to_string(info.round) + ": group rank " +
+                std::to_string(info.group_rank) + " of " + std::to_string(info.group_world_size) +
+                ", world size " + std::to_string(info.world_size) + ", master " + info.master_addr +
+                ":" + std::to_string(info.master_port));
   rendezvous_.watch([this](rendezvous::MembershipChange change) {
     asio::post(io_, [this, change] { on_membership_change(change); });
   });
@@ -184,15 +190,15 @@ bool Agent::spend_restart_for_same_members() {
       "the group re-formed after a membership change with the same nodes as before (a "
       "member's workers failed, or the change was not real)";
   if (restart_count_ >= options_.config.max_restarts) {
-    notice(why + "; no restart is left (max_restarts " +
-           std::to_string(options_.config.max_restarts) + "); giving up");
+    DDP_LOG_ERROR(why + "; no restart is left (max_restarts " +
+                  std::to_string(options_.config.max_restarts) + "); giving up");
     events_.record("rendezvous_failed", {{"message", why}});
     finish(1);
     return false;
   }
   ++restart_count_;
-  notice(why + "; counting it as restart " + std::to_string(restart_count_) + " of " +
-         std::to_string(options_.config.max_restarts));
+  DDP_LOG_WARN(why + "; counting it as restart " + std::to_string(restart_count_) + " of " +
+               std::to_string(options_.config.max_restarts));
   events_.record("restart", {{"restarts_spent", restart_count_}, {"reason", "same_members"}});
   return true;
 }
@@ -202,7 +208,7 @@ void Agent::on_rendezvous_error(const std::string& message) {
     finish(128 + *agent_signal_);
     return;
   }
-  notice("rendezvous failed: " + message);
+  DDP_LOG_ERROR("rendezvous failed: " + message);
   events_.record("rendezvous_failed", {{"message", message}});
   finish(1);
 }
@@ -210,8 +216,9 @@ void Agent::on_rendezvous_error(const std::string& message) {
 void Agent::on_membership_change(rendezvous::MembershipChange change) {
   events_.record("membership_change", {{"change", change_name(change)}});
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
-  notice(std::string("membership changed (") + change_name(change) +
-         "); restarting the workers without spending a restart (pids " + running_pids() + ")");
+  DDP_LOG_INFO(std::string("membership changed (") + change_name(change) +
+               "); restarting the workers without spending a restart (pids " + running_pids() +
+               ")");
   begin_stop(SIGTERM, [this] {
     reforming_ = true;
     start_rendezvous();
@@ -263,7 +270,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     try {
       slot.pid = spawner_.spawn(spec, std::move(callbacks));
     } catch (const Error& e) {
-      notice(e.what());
+      DDP_LOG_ERROR(e.what());
       events_.record("spawn_failed", {{"local_rank", slot.local_rank}, {"message", e.what()}});
       // 127: what a shell reports for a command it could not run.
       begin_stop(SIGTERM, [this] { finish(127); });
@@ -275,6 +282,8 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
                                     {"local_rank", slot.local_rank},
                                     {"pid", slot.pid},
                                     {"restart_count", attempt_}});
+    DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
+                  std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
   }
   if (hang_) {
     std::vector<std::pair<int, int>> rank_pids;
@@ -297,10 +306,16 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
                                  {"exit_code", status.exit_code},
                                  {"signal", status.signal},
                                  {"restart_count", attempt_}});
+  DDP_LOG_DEBUG("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
+                ") exited: " + status.describe());
   if (state_ == State::kHealthy) {
     if (!status.success()) {
       record_failure(slot, status, /*must_report=*/true);
-      begin_stop(SIGTERM, [this] { after_failure(); });
+      // Other hung ranks still printing their stacks are not cut short: the dump grace
+      // (hang_timer_) or the last of them to exit stops the group.
+      const bool dumps_pending = std::any_of(workers_.begin(), workers_.end(),
+                                             [](const auto& s) { return s.running && s.dumping; });
+      if (!dumps_pending) begin_stop(SIGTERM, [this] { after_failure(); });
     } else if (running_ == 0) {
       state_ = State::kStopping;
       after_stop_ = [this] { finish(0); };
@@ -326,7 +341,7 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
   failure.hang = slot.hang;
   failure.culprit = slot.culprit;
   if (status.signal != 0) failure.output_tail = logs_.stderr_tail(slot.local_rank);
-  if (!failure.error && !slot.hang.empty()) {
+  if (!failure.error && slot.culprit) {
     // A hung worker rarely records why it died: the agent does, so the error file (and
     // tools that read it) say "hang" with the stack it printed.
     std::string stack;
@@ -366,8 +381,8 @@ void Agent::begin_stop(int sig, std::function<void()> then) {
   kill_timer_.expires_after(options_.config.stop_timeout);
   kill_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || state_ != State::kStopping) return;
-    notice("workers still running " + std::to_string(options_.config.stop_timeout.count()) +
-           " ms after " + signal_name(stop_signal_sent_) + "; sending SIGKILL");
+    DDP_LOG_WARN("workers still running " + std::to_string(options_.config.stop_timeout.count()) +
+                 " ms after " + signal_name(stop_signal_sent_) + "; sending SIGKILL");
     for (auto& slot : workers_) {
       if (slot.running) spawner_.signal_group(slot.pid, SIGKILL);
     }
@@ -385,16 +400,20 @@ void Agent::abandon_unkillable_later() {
     for (auto& slot : workers_) {
       if (!slot.running) continue;
       const auto status = reader(slot.pid);
-      notice("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
-             ") is unkillable: still there after SIGKILL" +
-             (status ? " (state " + std::string(1, status->state) + ")" : "") +
-             "; no longer waiting for it" + (status ? "\n  " + describe(*status) : std::string()));
+      DDP_LOG_ERROR("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
+                    ") is unkillable: still there after SIGKILL" +
+                    (status ? " (state " + std::string(1, status->state) + ")" : "") +
+                    "; no longer waiting for it" +
+                    (status ? "\n  " + describe(*status) : std::string()));
       events_.record("unkillable", {{"rank", slot.rank},
                                     {"local_rank", slot.local_rank},
                                     {"pid", slot.pid},
                                     {"state", status ? std::string(1, status->state) : ""}});
       slot.running = false;
       --running_;
+      // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
+      if (slot.hang.empty()) slot.hang = "unkillable: still there after SIGKILL";
+      record_failure(slot, ExitStatus{0, SIGKILL}, /*must_report=*/true);
     }
     if (running_ == 0) complete_stop();
   });
@@ -412,17 +431,28 @@ void Agent::complete_stop() {
 }
 
 void Agent::after_failure() {
-  if (failures_.empty()) {  // the hung ranks ended on their own while being stopped
-    start_rendezvous();
+  if (failures_.empty()) {
+    // Hung ranks that ended on their own (exit 0) while being stopped: still a failed
+    // attempt, and it spends a restart like any other.
+    if (restart_count_ < options_.config.max_restarts) {
+      ++restart_count_;
+      DDP_LOG_WARN("worker group stopped after a hang; restarting, attempt " +
+                   std::to_string(restart_count_) + " of " +
+                   std::to_string(options_.config.max_restarts));
+      events_.record("restart", {{"restarts_spent", restart_count_}, {"reason", "hang"}});
+      start_rendezvous();
+    } else {
+      finish(1);
+    }
     return;
   }
   const auto& root = failures_.at(root_cause_index(failures_));
   if (restart_count_ < options_.config.max_restarts) {
     ++restart_count_;
-    notice("worker group failed (rank " + std::to_string(root.rank) + ": " +
-           (root.hang.empty() ? "" : "hung, ") + root.status.describe() +
-           "); restarting, attempt " + std::to_string(restart_count_) + " of " +
-           std::to_string(options_.config.max_restarts));
+    DDP_LOG_WARN("worker group failed (rank " + std::to_string(root.rank) + ": " +
+                 (root.hang.empty() ? "" : "hung, ") + root.status.describe() +
+                 "); restarting, attempt " + std::to_string(restart_count_) + " of " +
+                 std::to_string(options_.config.max_restarts));
     events_.record("restart", {{"restarts_spent", restart_count_},
                                {"failed_rank", root.rank},
                                {"exit_code", root.status.exit_code},
@@ -460,10 +490,6 @@ void Agent::done() {
   if (signals_) signals_->cancel();
   busy_.reset();
   io_.stop();
-}
-
-void Agent::notice(const std::string& message) const {
-  emit("ddplaunch: " + message + "\n");
 }
 
 void Agent::emit(const std::string& text) const {

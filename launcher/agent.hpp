@@ -39,8 +39,11 @@ struct AgentOptions {
   bool write_log_files = true;  // -r/-t selected streams go to files under run_dir
   bool handle_signals = true;   // install the signal_set (tests drive handle_signal())
   std::string host = "localhost";
-  int notice_fd = 2;  // where the agent's own messages and the summary go without a console
-  // When set, messages and the summary go through it instead: never blocking the loop.
+  // The failure summary goes here without a console. The agent's own lines ("ddplaunch:
+  // received SIGTERM; ...") go through common/log.hpp, whose sink ddplaunch points at its
+  // console too.
+  int notice_fd = 2;
+  // When set, the summary goes through it instead: never blocking the loop.
   Console* notice_console = nullptr;
   // How hang detection reads /proc (tests pass a fake; null: the real one).
   HangWatch::ProcReader read_proc;
@@ -76,6 +79,7 @@ class Agent {
     std::string error_file;
     std::string hang;      // what hang detection said of this rank (for the summary)
     bool culprit = false;  // named as the culprit of the hang
+    bool dumping = false;  // sent SIGABRT for its stack; the group waits for it to exit
   };
 
   void start_rendezvous();
@@ -99,8 +103,7 @@ class Agent {
   // it as a restart (a stranger's write or a peer's failure, never a real change). False
   // when no restart is left (the agent is finishing).
   bool spend_restart_for_same_members();
-  void notice(const std::string& message) const;
-  // Writes text (whole lines) to the notice console, else to notice_fd.
+  // Writes text (whole lines: the failure summary) to the notice console, else to notice_fd.
   void emit(const std::string& text) const;
   // Hang detection (HangWatch) reports here.
   void start_hang_watch();

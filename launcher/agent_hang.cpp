@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/env_names.hpp"
+#include "common/log.hpp"
 #include "launcher/agent.hpp"
 
 namespace ddp::launcher {
@@ -18,8 +19,11 @@ std::string env_value(const Environment& env, const char* name) {
   return it == env.end() ? "" : it->second;
 }
 
-// How long a dumped rank may take to print its stack and die before the group is stopped.
-constexpr auto kDumpGrace = std::chrono::seconds(10);
+// How long dumped ranks may take to print their stacks and die before the group is stopped.
+constexpr std::chrono::milliseconds kDumpGrace{10000};
+// How long a node with only victims waits for the culprit's node to dump and kill it before
+// it stops its own workers (their collectives fail once the culprit is gone anyway).
+constexpr std::chrono::milliseconds kVictimGrace{5000};
 
 }  // namespace
 
@@ -36,7 +40,7 @@ void Agent::start_hang_watch() {
   callbacks.on_hang = [this](const HangReport& report, const std::vector<RankSnapshot>& all) {
     on_hang(report, all);
   };
-  callbacks.warn = [this](const std::string& message) { notice("warning: " + message); };
+  callbacks.warn = [](const std::string& message) { DDP_LOG_WARN("warning: " + message); };
   hang_ = std::make_unique<HangWatch>(
       io_, o, std::move(callbacks),
       options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status));
@@ -49,20 +53,25 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
       0.0,
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
           timer.expiration_time);
-  const std::string sent = timer.signal == 0 ? "no signal was asked for"
-                           : timer.kill_error != 0
-                               ? "sending " + signal_name(timer.signal) + " failed"
-                               : "sent " + signal_name(timer.signal);
+  const bool killed = timer.signal > 0 && timer.kill_error == 0;
+  const std::string sent = timer.signal <= 0 ? "no signal was asked for"
+                           : !killed         ? "sending " + signal_name(timer.signal) + " failed"
+                                             : "sent " + signal_name(timer.signal);
   const std::string what = "file timer scope '" + timer.scope + "' expired; " + sent +
                            " (TORCHELASTIC_ENABLE_FILE_TIMER)";
   if (slot == workers_.end()) {
-    notice("pid " + std::to_string(timer.pid) + ": " + what);
+    DDP_LOG_WARN("pid " + std::to_string(timer.pid) + ": " + what);
     return;
   }
-  slot->hang = what;
-  slot->culprit = true;
-  notice("rank " + std::to_string(slot->rank) + " (pid " + std::to_string(slot->pid) +
-         "): " + what);
+  DDP_LOG_WARN("rank " + std::to_string(slot->rank) + " (pid " + std::to_string(slot->pid) +
+               "): " + what);
+  // Only a scope that killed its rank while the group was healthy caused what follows; a
+  // report-only scope, or one expiring while the group already stops, is just reported.
+  const bool cause = killed && state_ == State::kHealthy;
+  if (cause) {
+    slot->hang = what;
+    slot->culprit = true;
+  }
   events_.record("hang", {{"rank", slot->rank},
                           {"local_rank", slot->local_rank},
                           {"pid", slot->pid},
@@ -70,12 +79,12 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
                           {"scope", timer.scope},
                           {"step", -1},
                           {"seconds_late", late},
-                          {"culprit", true}});
+                          {"culprit", cause}});
 }
 
 void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& all) {
   if (state_ != State::kHealthy) return;
-  notice("hang detected: " + report.text);
+  DDP_LOG_WARN("hang detected: " + report.text);
   const std::set<int> culprits(report.culprits.begin(), report.culprits.end());
   std::vector<WorkerSlot*> dump;
   for (auto& slot : workers_) {
@@ -86,7 +95,7 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     // With nobody behind, every hung rank here is dumped: one of them is the cause.
     const bool culprit = culprits.count(slot.rank) != 0 || (culprits.empty() && hung);
     if (!hung && !culprit) continue;
-    slot.hang = report.text;
+    slot.hang = culprit ? report.text : "waiting on a hung rank: " + report.text;
     slot.culprit = culprit;
     nlohmann::json event = {{"rank", slot.rank},
                             {"local_rank", slot.local_rank},
@@ -104,35 +113,39 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     if (culprit) dump.push_back(&slot);
   }
   if (dump.empty()) {
-    // The culprit runs on another node; its agent dumps and kills it. Ours only wait for
-    // it: stop them now so that the whole group restarts.
-    notice("the hung rank is on another node; stopping this node's workers (pids " +
-           running_pids() + ") so the group restarts");
-    begin_stop(SIGTERM, [this] { after_failure(); });
+    // The culprit runs on another node, whose agent dumps and kills it; then ours fail in
+    // their collectives. Give it that long before stopping them so the group restarts.
+    DDP_LOG_WARN("the hung rank is on another node; stopping this node's workers (pids " +
+                 running_pids() + ") if it is not gone first");
+    hang_timer_.expires_after(std::min(options_.config.stop_timeout, kVictimGrace));
+    hang_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || state_ != State::kHealthy) return;
+      begin_stop(SIGTERM, [this] { after_failure(); });
+    });
     return;
   }
+  auto reader = options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status);
   for (auto* slot : dump) {
     const std::string who =
         "rank " + std::to_string(slot->rank) + " (pid " + std::to_string(slot->pid) + ")";
-    auto reader = options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status);
     if (auto status = reader(slot->pid)) {
       std::string lines = who + " threads:";
       std::istringstream text(describe(*status));
       for (std::string line; std::getline(text, line);) lines += "\n  " + line;
-      notice(lines);
+      DDP_LOG_WARN(lines);
     }
-    notice(who + ": asking for its stack (SIGABRT), then stopping the group");
+    DDP_LOG_WARN(who + ": asking for its stack (SIGABRT), then stopping the group");
+    slot->dumping = true;
     spawner_.signal_process(slot->pid, SIGABRT);
     spawner_.signal_process(slot->pid, SIGCONT);  // a stopped rank handles it only once resumed
   }
-  // Normally the dumped rank dies of SIGABRT and its exit stops the group; one that does not
-  // (a handler that hangs too, an uninterruptible wait) is stopped with the rest.
-  hang_timer_.expires_after(
-      std::min<std::chrono::milliseconds>(options_.config.stop_timeout, kDumpGrace));
+  // Normally the dumped ranks die of SIGABRT and the last exit stops the group; one that does
+  // not (a handler that hangs too, an uninterruptible wait) is stopped with the rest.
+  hang_timer_.expires_after(std::min(options_.config.stop_timeout, kDumpGrace));
   hang_timer_.async_wait([this](boost::system::error_code ec) {
     if (ec || state_ != State::kHealthy) return;
-    notice("the hung rank did not exit after SIGABRT; stopping the workers (pids " +
-           running_pids() + ")");
+    DDP_LOG_WARN("a hung rank did not exit after SIGABRT; stopping the workers (pids " +
+                 running_pids() + ")");
     begin_stop(SIGTERM, [this] { after_failure(); });
   });
 }

@@ -9,7 +9,10 @@ namespace ddp::launcher {
 namespace {
 
 bool stopped(const RankSnapshot& r) {
-  return r.state == 'T' || r.state == 't' || r.state == 'D';
+  return r.state == 'T' || r.state == 't';
+}
+bool uninterruptible(const RankSnapshot& r) {
+  return r.state == 'D';
 }
 bool has_seq(const RankSnapshot& r) {
   return r.has_source && r.last.seq >= 0;
@@ -30,6 +33,11 @@ std::string seconds(double s) {
 std::string state_text(char state) {
   return state == 'D' ? "uninterruptible (state D)"
                       : "stopped (state " + std::string(1, state) + ")";
+}
+
+const RankSnapshot& find(const std::vector<RankSnapshot>& ranks, int rank) {
+  return *std::find_if(ranks.begin(), ranks.end(),
+                       [rank](const RankSnapshot& r) { return r.rank == rank; });
 }
 
 // The ranks whose key is the smallest, when not every rank has the same key.
@@ -53,13 +61,15 @@ std::vector<int> behind(const std::vector<RankSnapshot>& ranks, bool (*usable)(c
 
 std::string culprit_text(const RankSnapshot& r) {
   std::string text = "rank " + std::to_string(r.rank) + ": ";
-  text += stopped(r) ? state_text(r.state) + " for " + seconds(r.silent_s)
-                     : "no progress for " + seconds(r.silent_s);
+  if (stopped(r) || uninterruptible(r)) text += state_text(r.state) + ", ";
+  text += "no progress for " + seconds(r.silent_s);
   if (!r.has_source) return text + " (no progress source)";
   if (r.last.step >= 0) text += " in step " + std::to_string(r.last.step);
   if (!r.last.op.empty() && r.last.seq >= 0) {
-    text += std::string(r.last.step >= 0 ? ", " : " in ") + "collective " + r.last.op + " #" +
-            std::to_string(r.last.seq);
+    // "after": it left the collective and is stuck in its own work, not inside it.
+    const bool inside = r.last.phase != progress::Phase::kExit;
+    text += std::string(r.last.step >= 0 ? ", " : " ") + (inside ? "in" : "after") +
+            " collective " + r.last.op + " #" + std::to_string(r.last.seq);
   }
   return text;
 }
@@ -93,29 +103,42 @@ std::string rank_ranges(std::vector<int> ranks) {
 HangReport analyze_hang(std::vector<RankSnapshot> ranks) {
   std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
   HangReport report;
-  // 1. A stopped (or uninterruptible) rank cannot progress: it is the cause.
+  // 1. A stopped rank (SIGSTOP, a detached debugger) cannot progress: it is the cause.
   for (const auto& r : ranks) {
     if (r.hung && stopped(r)) report.culprits.push_back(r.rank);
   }
-  // 2. The rank that entered the fewest collectives, 3. else the one at the lowest step.
+  // 2. The rank that entered the fewest collectives, 3. else the one at the lowest step. A
+  // rank behind that still progresses is slow, not hung: named, never acted on.
   if (report.culprits.empty()) {
-    report.culprits = behind(ranks, has_seq, [](const RankSnapshot& r) { return r.last.seq; });
+    auto late = behind(ranks, has_seq, [](const RankSnapshot& r) { return r.last.seq; });
+    if (late.empty()) {
+      late = behind(ranks, has_step, [](const RankSnapshot& r) { return r.last.step; });
+    }
+    for (int rank : late) (find(ranks, rank).hung ? report.culprits : report.slow).push_back(rank);
+    if (!report.slow.empty()) report.culprits.clear();
   }
-  if (report.culprits.empty()) {
-    report.culprits = behind(ranks, has_step, [](const RankSnapshot& r) { return r.last.step; });
+  // 4. Nobody behind: a rank in an uninterruptible wait (state D) breaks the tie. One sample
+  // of D is weak evidence (a page fault, a log write), so it never outranks the rules above.
+  if (report.culprits.empty() && report.slow.empty()) {
+    for (const auto& r : ranks) {
+      if (r.hung && uninterruptible(r)) report.culprits.push_back(r.rank);
+    }
   }
   std::vector<std::string> parts;
-  for (int c : report.culprits) {
-    parts.push_back(culprit_text(
-        *std::find_if(ranks.begin(), ranks.end(), [c](auto& r) { return r.rank == c; })));
+  for (int s : report.slow) {
+    parts.push_back("rank " + std::to_string(s) + " is behind at " +
+                    describe_position(find(ranks, s)) + " but still progressing");
   }
+  for (int c : report.culprits) parts.push_back(culprit_text(find(ranks, c)));
   // Victims: hung ranks that are not culprits, grouped by where they wait.
+  const bool someone_named = !report.culprits.empty() || !report.slow.empty();
   std::map<std::string, std::vector<int>> waiting;
   for (const auto& r : ranks) {
-    if (!r.hung || std::count(report.culprits.begin(), report.culprits.end(), r.rank) != 0)
+    if (!r.hung || std::count(report.culprits.begin(), report.culprits.end(), r.rank) != 0) {
       continue;
+    }
     report.victims.push_back(r.rank);
-    if (report.culprits.empty()) continue;
+    if (!someone_named) continue;
     const bool inside = r.has_source && r.last.phase == progress::Phase::kEnter;
     waiting[(inside ? "wait in " : "wait at ") + describe_position(r)].push_back(r.rank);
   }
@@ -125,7 +148,7 @@ HangReport analyze_hang(std::vector<RankSnapshot> ranks) {
     if (one) verb.insert(4, "s");  // "wait in" -> "waits in"
     parts.push_back((one ? "rank " : "ranks ") + rank_ranges(members) + " " + verb);
   }
-  if (report.culprits.empty()) {
+  if (!someone_named) {
     // Nobody is behind: every hung rank sits at the same place (a hang inside a collective:
     // the network or a device), or no rank reports progress.
     std::map<std::string, std::vector<int>> at;

@@ -22,9 +22,12 @@ struct RankSnapshot {
 };
 
 struct HangReport {
-  std::vector<int> culprits;  // ranks named as the cause (empty: none is behind)
+  std::vector<int> culprits;  // hung ranks named as the cause (empty: none is behind)
   std::vector<int> victims;   // hung ranks waiting on a culprit
-  std::string text;           // one line: "rank 3: no progress for 60 s in step 1200, ..."
+  // Ranks behind the others that still make progress: the others wait for a slow rank, not
+  // a hung one, so nobody is acted on (a slow rank that reports is never killed).
+  std::vector<int> slow;
+  std::string text;  // one line: "rank 3: no progress for 60 s in step 1200, ..."
 };
 
 // Analyses the snapshots of every rank known (any order); at least one must be hung.

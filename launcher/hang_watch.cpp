@@ -31,7 +31,7 @@ HangWatch::HangWatch(asio::io_context& io, HangWatchOptions options, HangWatchCa
   if (options_.file_timer) {
     auto path = options_.timer_file.empty() ? options_.run_dir / "timer.fifo" : options_.timer_file;
     file_timer_ = std::make_unique<FileTimerServer>(io_, path, [this](const ExpiredTimer& t) {
-      detector_.forget(t.pid);
+      if (t.signal > 0 && t.kill_error == 0) detector_.forget(t.pid);  // it is dying
       if (callbacks_.on_timer_expired) callbacks_.on_timer_expired(t);
     });
     if (callbacks_.warn) file_timer_->set_warning_sink(callbacks_.warn);
@@ -44,7 +44,9 @@ HangWatch::HangWatch(asio::io_context& io, HangWatchOptions options, HangWatchCa
   }
 }
 
-HangWatch::~HangWatch() = default;
+HangWatch::~HangWatch() {
+  *alive_ = false;  // a collect still in flight must not call into a destroyed watch
+}
 
 std::vector<std::string> HangWatch::worker_env() const {
   std::vector<std::string> env;
@@ -59,11 +61,13 @@ void HangWatch::begin_attempt(ProgressBoard::Connector connect_store, uint64_t r
                               const std::vector<std::pair<int, int>>& rank_pids) {
   ++attempt_;
   reported_ = false;
+  slow_reported_ = false;
   if (file_timer_) file_timer_->clear_all();
   if (!timeout_on()) return;
   detector_.reset(rank_pids, Clock::now());
-  // A new board per attempt: its store connection belongs to this round's group.
-  board_ = std::make_unique<ProgressBoard>(std::move(connect_store));
+  // One board (and store connection, made on its thread) for the whole job: replacing it
+  // would join its thread on this loop.
+  if (!board_) board_ = std::make_unique<ProgressBoard>(std::move(connect_store));
   board_->begin_round(round, group_rank, group_world_size);
   watching_ = true;
   arm();
@@ -103,15 +107,26 @@ void HangWatch::check() {
     return;
   }
   reported_ = true;
-  board_->collect(std::move(local), [this, attempt = attempt_](std::vector<RankSnapshot> all) {
-    asio::post(io_, [this, attempt, all = std::move(all)]() mutable {
-      if (attempt != attempt_ || !watching_) return;
-      const double timeout_s = std::chrono::duration<double>(options_.timeout).count();
-      for (auto& r : all) r.hung = r.hung || (r.has_source && r.silent_s >= timeout_s);
-      const auto report = analyze_hang(all);
-      if (callbacks_.on_hang) callbacks_.on_hang(report, all);
-    });
-  });
+  std::weak_ptr<bool> alive = alive_;
+  board_->collect(
+      std::move(local), [this, alive, attempt = attempt_](std::vector<RankSnapshot> all) {
+        asio::post(io_, [this, alive, attempt, all = std::move(all)]() mutable {
+          if (auto flag = alive.lock(); !flag || !*flag) return;
+          if (attempt != attempt_ || !watching_) return;
+          const double timeout_s = std::chrono::duration<double>(options_.timeout).count();
+          for (auto& r : all) r.hung = r.hung || (r.has_source && r.silent_s >= timeout_s);
+          const auto report = analyze_hang(all);
+          if (report.culprits.empty() && !report.slow.empty()) {
+            // Waiting for a slow rank is not a hang: say so once, and keep watching.
+            if (!slow_reported_ && callbacks_.warn) callbacks_.warn(report.text);
+            slow_reported_ = true;
+            reported_ = false;
+            arm();
+            return;
+          }
+          if (callbacks_.on_hang) callbacks_.on_hang(report, all);
+        });
+      });
 }
 
 }  // namespace ddp::launcher

@@ -79,7 +79,9 @@ class HangWatch {
   boost::asio::steady_timer timer_;
   uint64_t attempt_ = 0;  // late callbacks of an earlier attempt are ignored
   bool watching_ = false;
-  bool reported_ = false;  // one report per attempt
+  bool reported_ = false;       // one report per attempt
+  bool slow_reported_ = false;  // "waiting for a slow rank" said once per attempt
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace ddp::launcher

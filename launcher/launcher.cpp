@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <string_view>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/console.hpp"
@@ -63,11 +65,17 @@ int launch(const LaunchConfig& config, const Environment& env) {
       : config.log_dir ? "the -r/-t log files under " + run_dir.path().string() + " keep every line"
                        : "the -r/-t log files keep every line";
   Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint);
+  // Every log line of this process (the agent's, the rendezvous watchers', the store
+  // server's) goes through the console's writer from now on, so no thread blocks on a
+  // stalled stderr, and lines keep their order with the workers' output.
+  std::optional<log::ScopedSink> to_console;
+  to_console.emplace(
+      [&err = consoles.err()](log::Level, std::string_view line) { err.write(line); });
   if (!run_dir.temporary()) {
-    consoles.err().write("ddplaunch: log directory set to: " + run_dir.path().string() + "\n");
+    DDP_LOG_INFO("log directory set to: " + run_dir.path().string());
   } else if (wants_files) {
-    consoles.err().write("ddplaunch: no --log_dir given; redirected output goes to " +
-                         run_dir.path().string() + " (removed at exit unless the job fails)\n");
+    DDP_LOG_INFO("no --log_dir given; redirected output goes to " + run_dir.path().string() +
+                 " (removed at exit unless the job fails)");
   }
 
   LogRouterOptions log_options;
@@ -94,7 +102,9 @@ int launch(const LaunchConfig& config, const Environment& env) {
   Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
   int status = agent.run();
   logs.end_attempt();  // a last line without its newline
-  consoles.err().write(run_dir.finish(status));
+  if (const auto kept = run_dir.finish(status); !kept.empty()) DDP_LOG_WARN(kept);
+  // Lines logged from here on (threads still winding down) go to stderr directly.
+  to_console.reset();
   consoles.close();
   return status;
 }
@@ -122,16 +132,16 @@ int run_launcher(const std::vector<std::string>& args, const Environment& env) {
     }
     config = std::move(command_line.config);
   } catch (const ConfigError& e) {
-    std::cerr << "ddplaunch: error: " << e.what() << "\n";
+    DDP_LOG_ERROR(std::string("error: ") + e.what());
     return kBadUsage;
   }
   try {
     return launch(*config, env);
   } catch (const ConfigError& e) {
-    std::cerr << "ddplaunch: error: " << e.what() << "\n";
+    DDP_LOG_ERROR(std::string("error: ") + e.what());
     return kBadUsage;
   } catch (const std::exception& e) {
-    std::cerr << "ddplaunch: error: " << e.what() << "\n";
+    DDP_LOG_ERROR(std::string("error: ") + e.what());
     return 1;
   }
 }

@@ -3,11 +3,13 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
 #include "launcher/launcher.hpp"
 
 extern char** environ;
 
 int main(int argc, char** argv) {
+  ddp::log::init("ddplaunch");
   std::vector<std::string> args(argv + 1, argv + argc);
   return ddp::launcher::run_launcher(args, ddp::launcher::capture_environment(environ));
 }

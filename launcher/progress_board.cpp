@@ -24,7 +24,8 @@ std::string encode_snapshots(const std::vector<RankSnapshot>& ranks, int64_t now
   for (const auto& r : ranks) {
     out.push_back({{"rank", r.rank},
                    {"source", r.has_source},
-                   {"moved_ms", now_ms - static_cast<int64_t>(r.silent_s * 1000)},
+                   // To 100 ms: the same progress gives the same text check after check.
+                   {"moved_ms", (now_ms - static_cast<int64_t>(r.silent_s * 1000)) / 100 * 100},
                    {"state", std::string(r.state == 0 ? "" : std::string(1, r.state))},
                    {"hung", r.hung},
                    {"step", r.last.step},

@@ -5,12 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <iostream>
 #include <optional>
 #include <random>
 
 #include "common/error.hpp"
 #include "common/host_address.hpp"
+#include "common/log.hpp"
 #include "launcher/slurm_env.hpp"
 #include "rendezvous/connect_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
@@ -81,20 +81,12 @@ constexpr auto kSideConnectTimeout = std::chrono::seconds(3);
 // The host agent's own connection to the store it just bound: nothing to wait for, so a
 // failure (nothing listens where clients will dial) is reported at once.
 constexpr auto kOwnStoreConnectTimeout = std::chrono::seconds(5);
-// The store's log lines carry this program's name, like the agent's own lines.
-constexpr const char* kProgram = "ddplaunch";
-
-void rdzv_line(const std::string& line) {
-  std::cerr << "ddplaunch: " + line + "\n" << std::flush;
-}
-
 // The store server this agent hosts, listening where clients dialling dial_host reach it:
 // the loopback address named, else every interface (IPv6 and IPv4 where there is IPv6).
 std::unique_ptr<rendezvous::StoreServer> host_store(const std::string& dial_host, uint16_t port) {
   rendezvous::StoreServerOptions server;
   server.host = listen_host_for(dial_host, ipv6_available());
   server.port = port;
-  server.log_name = kProgram;
   return std::make_unique<rendezvous::StoreServer>(server);
 }
 
@@ -155,7 +147,6 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
   o.join_timeout = conf.join_timeout.value_or(o.join_timeout);
   o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
   o.hosts_store = *config.node_rank == 0;
-  o.log = rdzv_line;
 
   std::shared_ptr<rendezvous::Store> store;
   if (o.hosts_store) {
@@ -164,8 +155,7 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
         rendezvous::connect_own_store(master.host, *setup.store_server, kOwnStoreConnectTimeout);
   } else {
     store = rendezvous::connect_store({master.host, master.port, "node_rank 0", o.join_timeout,
-                                       rendezvous::kDefaultStoreTimeout, std::chrono::seconds(5),
-                                       rdzv_line});
+                                       rendezvous::kDefaultStoreTimeout, std::chrono::seconds(5)});
   }
   setup.handler = std::make_unique<rendezvous::StaticRendezvous>(o, std::move(store));
   return setup;
@@ -185,7 +175,7 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
   const auto endpoint = rendezvous::parse_endpoint(*config.rdzv_endpoint, kDefaultRdzvPort);
   const auto conf = rendezvous::parse_rdzv_conf(config.rdzv_conf.value_or(""));
   for (const auto& key : conf.ignored) {
-    rdzv_line("--rdzv_conf " + key + " has no effect with this launcher; ignored");
+    DDP_LOG_WARN("--rdzv_conf " + key + " has no effect with this launcher; ignored");
   }
 
   RendezvousSetup setup;
@@ -207,7 +197,6 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
   o.heartbeat_interval = conf.heartbeat_interval.value_or(o.heartbeat_interval);
   o.lease_timeout =
       conf.lease_timeout.value_or(std::max(o.lease_timeout, o.heartbeat_interval * 2));
-  o.log = rdzv_line;
 
   // is_host: explicit, else "the endpoint is my --local_addr", else "it is this machine".
   const bool explicit_host = conf.is_host.has_value();
@@ -232,7 +221,7 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
   } else {
     store = rendezvous::connect_store({endpoint.host, endpoint.port, "the c10d endpoint",
                                        o.join_timeout, rendezvous::kDefaultStoreTimeout,
-                                       std::chrono::seconds(5), rdzv_line});
+                                       std::chrono::seconds(5)});
   }
   setup.handler = std::make_unique<rendezvous::DynamicRendezvous>(
       o, std::move(store), connector(endpoint.host, endpoint.port));

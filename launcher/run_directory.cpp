@@ -107,8 +107,7 @@ std::string RunDirectory::finish(int exit_status) {
   std::filesystem::remove(path_ / kOwnerFile, ec);
   std::filesystem::remove(path_ / ".owner.new", ec);
   temporary_ = false;
-  return "ddplaunch: no --log_dir given; this failed run's error files and logs are kept in " +
-         path_.string() + "\n";
+  return "no --log_dir given; this failed run's error files and logs are kept in " + path_.string();
 }
 
 }  // namespace ddp::launcher

@@ -28,7 +28,7 @@ class RunDirectory {
   [[nodiscard]] bool temporary() const { return temporary_; }
   // At the end of the job: a temporary directory of a failed job (exit_status != 0) that
   // holds error files is kept, so the summary's error_file paths still exist; returns the
-  // line saying so ("" when nothing is kept).
+  // message saying so, for the log ("" when nothing is kept).
   std::string finish(int exit_status);
 
  private:

@@ -11,6 +11,7 @@
 #include "common/deadline.hpp"
 #include "common/error.hpp"
 #include "common/host_address.hpp"
+#include "common/log.hpp"
 
 namespace ddp::rendezvous {
 
@@ -38,8 +39,8 @@ std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
         throw StoreError("could not reach the rendezvous store of " + o.who + " at " + endpoint +
                          " within " + describe_timeout(o.patience) + ": " + e.what());
       }
-      rdzv_log(o.log, "waiting for the rendezvous store of " + o.who + " at " + endpoint + " (" +
-                          std::to_string(waited.count()) + " s so far)");
+      DDP_LOG_INFO("waiting for the rendezvous store of " + o.who + " at " + endpoint + " (" +
+                   std::to_string(waited.count()) + " s so far)");
     }
   }
 }

@@ -6,7 +6,6 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/store/store.hpp"
 #include "rendezvous/store/tcp_store.hpp"
 
@@ -16,10 +15,9 @@ struct StoreConnectOptions {
   std::string host;
   uint16_t port = 0;
   std::string who;  // whose store this is, for messages ("node_rank 0", "the c10d endpoint")
-  Duration patience = std::chrono::seconds(600);  // give up after this long
-  Duration timeout = kDefaultStoreTimeout;        // the connection's default op deadline
-  Duration progress_interval = std::chrono::seconds(5);
-  LogSink log;
+  Duration patience = std::chrono::seconds(600);         // give up after this long
+  Duration timeout = kDefaultStoreTimeout;               // the connection's default op deadline
+  Duration progress_interval = std::chrono::seconds(5);  // between "still waiting" lines
 };
 
 // Connects to host:port, retrying until patience runs out (StoreError naming the endpoint,

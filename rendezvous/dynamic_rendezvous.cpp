@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/assignment.hpp"
 #include "rendezvous/exit_barrier.hpp"
 #include "rendezvous/membership_claims.hpp"
@@ -122,8 +123,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
       const bool room = idx <= options_.max_nodes && closing.count < options_.max_nodes;
       const bool finishing = room && store_->check({keys::finished(round)});
       if (room && !finishing) post_change(*store_, round, "waiting");
-      rdzv_log(options_.log,
-               "rendezvous '" + options_.run_id + "': round " + std::to_string(round) +
+      DDP_LOG_INFO("rendezvous '" + options_.run_id + "': round " + std::to_string(round) +
                    " closed before this node arrived (arrival " + std::to_string(idx) +
                    (finishing ? "); its nodes are finishing, waiting for the next round"
                     : room    ? "); asked the running nodes to re-form"
@@ -183,9 +183,8 @@ void DynamicRendezvous::wait_admitted(uint64_t round, const Deadline& deadline) 
           std::to_string(round - 1) + " is running and no member re-joined to open round " +
           std::to_string(round));
     }
-    rdzv_log(options_.log, "rendezvous '" + options_.run_id + "': waiting " + seconds_text(waited) +
-                               " for the running round " + std::to_string(round - 1) +
-                               " to admit this node");
+    DDP_LOG_INFO("rendezvous '" + options_.run_id + "': waiting " + seconds_text(waited) +
+                 " for the running round " + std::to_string(round - 1) + " to admit this node");
   }
 }
 
@@ -213,8 +212,7 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, const Deadline&
                               std::to_string(round) + ": only " + count + " within join_timeout " +
                               seconds_text(options_.join_timeout) + after_change());
       }
-      rdzv_log(options_.log,
-               "rendezvous '" + run + "' round " + std::to_string(round) + ": " + count);
+      DDP_LOG_INFO("rendezvous '" + run + "' round " + std::to_string(round) + ": " + count);
     }
     if (fixed_size) return;
   }
@@ -314,12 +312,11 @@ RendezvousInfo DynamicRendezvous::make_info(uint64_t round, const NodeAssignment
   info.master_addr = options_.master_addr;
   info.master_port = options_.master_port;
   info.members = a.members;
-  rdzv_log(options_.log, "rendezvous '" + options_.run_id + "' round " + std::to_string(round) +
-                             " complete: " + std::to_string(a.group_world_size) +
-                             " nodes, group rank " + std::to_string(a.group_rank) + ", ranks " +
-                             std::to_string(a.rank_offset) + ".." +
-                             std::to_string(a.rank_offset + options_.local_world_size - 1) +
-                             " of " + std::to_string(a.world_size));
+  DDP_LOG_INFO("rendezvous '" + options_.run_id + "' round " + std::to_string(round) +
+               " complete: " + std::to_string(a.group_world_size) + " nodes, group rank " +
+               std::to_string(a.group_rank) + ", ranks " + std::to_string(a.rank_offset) + ".." +
+               std::to_string(a.rank_offset + options_.local_world_size - 1) + " of " +
+               std::to_string(a.world_size));
   return info;
 }
 
@@ -359,7 +356,7 @@ void DynamicRendezvous::on_change(MembershipChange change, const std::string& re
     }
     callback = on_change_;
   }
-  rdzv_log(options_.log, "rendezvous '" + options_.run_id + "': " + reason);
+  DDP_LOG_INFO("rendezvous '" + options_.run_id + "': " + reason);
   callback(change);
 }
 
@@ -378,7 +375,6 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   w.group_world_size = info.group_world_size;
   w.heartbeat_interval = options_.heartbeat_interval;
   w.lease_timeout = options_.lease_timeout;
-  w.log = options_.log;
   watcher_ = std::make_unique<RoundWatcher>(
       w, side_connection(), side_connection(),
       [this](MembershipChange change, const std::string& reason) { on_change(change, reason); });
@@ -471,9 +467,9 @@ void DynamicRendezvous::wait_for_members(Store& store, const RendezvousInfo& inf
     const std::string closed = store.get(keys::closed(round));
     if (closed.rfind("-1", 0) == 0) return;  // the rendezvous was shut down
     members = std::stoi(store.get(keys::size(round)));
-    rdzv_log(options_.log, "exit barrier: the other nodes re-formed into round " +
-                               std::to_string(round) + " (" + std::to_string(members) +
-                               " nodes); this node hosts the store and keeps serving it");
+    DDP_LOG_INFO("exit barrier: the other nodes re-formed into round " + std::to_string(round) +
+                 " (" + std::to_string(members) +
+                 " nodes); this node hosts the store and keeps serving it");
   }
 }
 
@@ -495,13 +491,13 @@ bool DynamicRendezvous::wait_interruptible(Store& store, const std::string& key,
     }
     const auto waited = std::chrono::duration_cast<Duration>(Clock::now() - started);
     if (deadline.expired()) {
-      rdzv_log(options_.log, "exit barrier: still waiting for " + what() + " after " +
-                                 seconds_text(options_.exit_barrier_timeout) +
-                                 " (exit_barrier_timeout); closing the store anyway");
+      DDP_LOG_WARN("exit barrier: still waiting for " + what() + " after " +
+                   seconds_text(options_.exit_barrier_timeout) +
+                   " (exit_barrier_timeout); closing the store anyway");
       return false;
     }
-    rdzv_log(options_.log, "exit barrier: waiting " + seconds_text(waited) + " for " + what() +
-                               "; this node hosts the store");
+    DDP_LOG_INFO("exit barrier: waiting " + seconds_text(waited) + " for " + what() +
+                 "; this node hosts the store");
   }
 }
 

@@ -9,6 +9,7 @@
 // member of the running round re-joins; if the running round has room they ask it to
 // re-form (MembershipChange::kNodeWaiting on every member). See docs/multinode.md.
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,7 +17,6 @@
 
 #include "common/deadline.hpp"
 #include "rendezvous/assignment.hpp"
-#include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store/store.hpp"
 
@@ -49,7 +49,6 @@ struct DynamicRendezvousOptions {
   // store mid-run.
   bool hosts_store = false;
   Duration exit_barrier_timeout = std::chrono::seconds(300);
-  LogSink log;
 };
 
 // Opens another connection to the same (unprefixed) store; the watcher threads block in

@@ -2,6 +2,7 @@
 
 #include "common/deadline.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace ddp::rendezvous {
 namespace {
@@ -39,12 +40,12 @@ bool ExitBarrier::wait_all() const {
     }
     const std::string count = std::to_string(store.add(key, 0)) + "/" + std::to_string(nodes);
     if (left <= progress_interval) {
-      rdzv_log(log, "exit barrier: only " + count + " nodes finished within " +
-                        describe_timeout(timeout) + "; closing the store anyway");
+      DDP_LOG_WARN("exit barrier: only " + count + " nodes finished within " +
+                   describe_timeout(timeout) + "; closing the store anyway");
       return false;
     }
-    rdzv_log(log, "exit barrier: " + count +
-                      " nodes finished; this node hosts the store and waits for the rest");
+    DDP_LOG_INFO("exit barrier: " + count +
+                 " nodes finished; this node hosts the store and waits for the rest");
   }
 }
 

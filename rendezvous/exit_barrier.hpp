@@ -6,27 +6,20 @@
 // COMPARE_SET, and only its writer adds to the counter.
 #include <string>
 
-#include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::rendezvous {
 
 struct ExitBarrier {
   ExitBarrier(Store& s, std::string k, int n, Duration t = std::chrono::seconds(300),
-              Duration progress = std::chrono::seconds(5), LogSink sink = {})
-      : store(s),
-        key(std::move(k)),
-        nodes(n),
-        timeout(t),
-        progress_interval(progress),
-        log(std::move(sink)) {}
+              Duration progress = std::chrono::seconds(5))
+      : store(s), key(std::move(k)), nodes(n), timeout(t), progress_interval(progress) {}
 
   Store& store;
   std::string key;  // ADD counter of departed members; "<key>/all" is set by the last one
   int nodes;
   Duration timeout;
-  Duration progress_interval;
-  LogSink log;
+  Duration progress_interval;  // between "still waiting" lines
 
   // Counts member out with a reason, unless it already is. True when this made all out.
   bool count_out(int member, const std::string& why) const;

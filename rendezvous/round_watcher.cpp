@@ -5,6 +5,7 @@
 
 #include "common/deadline.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/exit_barrier.hpp"
 #include "rendezvous/membership_claims.hpp"
 #include "rendezvous/round_keys.hpp"
@@ -35,7 +36,7 @@ std::string in_round(uint64_t round) {
 
 RoundWatcher::RoundWatcher(RoundWatcherOptions options, std::shared_ptr<Store> events_store,
                            std::shared_ptr<Store> monitor_store, ChangeCallback on_change)
-    : options_(std::move(options)),
+    : options_(options),
       events_store_(std::move(events_store)),
       monitor_store_(std::move(monitor_store)),
       on_change_(std::move(on_change)) {
@@ -108,8 +109,8 @@ void RoundWatcher::events_loop() {
         return;  // the round is over for everybody; the agent re-joins
       }
       refute_change(store, round, slot, value);
-      rdzv_log(options_.log, "rendezvous round " + std::to_string(round) +
-                                 ": ignoring the membership claim '" + value + "': " + why_false);
+      DDP_LOG_WARN("rendezvous round " + std::to_string(round) +
+                   ": ignoring the membership claim '" + value + "': " + why_false);
       ++slot;
     }
   } catch (const std::exception& e) {

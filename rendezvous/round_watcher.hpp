@@ -18,7 +18,6 @@
 #include <string>
 #include <thread>
 
-#include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store/store.hpp"
 
@@ -31,7 +30,6 @@ struct RoundWatcherOptions {
   Duration heartbeat_interval = std::chrono::seconds(1);
   // No beat from the watched node for this long: it is lost.
   Duration lease_timeout = std::chrono::seconds(5);
-  LogSink log;  // claims found false are logged here
 };
 
 // Called at most once per round, from a watcher thread: what changed and a readable reason.

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/assignment.hpp"
 #include "rendezvous/exit_barrier.hpp"
 #include "rendezvous/store/prefix_store.hpp"
@@ -59,8 +60,7 @@ StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options, std::shared_
   }
   store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + o.run_id + "/static", std::move(store));
   node_id_ = make_node_id(o.node_addr);
-  barrier_.emplace(*store_, "departed", o.nnodes, o.exit_barrier_timeout, o.progress_interval,
-                   o.log);
+  barrier_.emplace(*store_, "departed", o.nnodes, o.exit_barrier_timeout, o.progress_interval);
 }
 
 RendezvousInfo StaticRendezvous::next_rendezvous() {
@@ -111,7 +111,7 @@ void StaticRendezvous::join() {
                             progress(node_keys) + " within join_timeout " +
                             describe_timeout(o.join_timeout));
     }
-    rdzv_log(o.log, "static rendezvous '" + o.run_id + "': " + progress(node_keys));
+    DDP_LOG_INFO("static rendezvous '" + o.run_id + "': " + progress(node_keys));
   }
   if (store_->check({kClosedKey})) {
     throw RendezvousClosed("static rendezvous '" + o.run_id + "' on " + store_->describe() +
@@ -130,10 +130,10 @@ void StaticRendezvous::join() {
   info.master_addr = o.master_addr;
   info.master_port = o.master_port;
   info_ = info;
-  rdzv_log(o.log, "static rendezvous '" + o.run_id + "': all " + std::to_string(o.nnodes) +
-                      " nodes joined; this node has ranks " + std::to_string(info.rank_offset) +
-                      ".." + std::to_string(info.rank_offset + o.local_world_size - 1) + " of " +
-                      std::to_string(info.world_size));
+  DDP_LOG_INFO("static rendezvous '" + o.run_id + "': all " + std::to_string(o.nnodes) +
+               " nodes joined; this node has ranks " + std::to_string(info.rank_offset) + ".." +
+               std::to_string(info.rank_offset + o.local_world_size - 1) + " of " +
+               std::to_string(info.world_size));
 }
 
 std::string StaticRendezvous::progress(const std::vector<std::string>& node_keys) const {

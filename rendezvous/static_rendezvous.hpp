@@ -11,7 +11,6 @@
 #include <string>
 
 #include "rendezvous/exit_barrier.hpp"
-#include "rendezvous/rdzv_log.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store/store.hpp"
 
@@ -30,7 +29,6 @@ struct StaticRendezvousOptions {
   // This agent hosts the store (node 0): shutdown() waits for every node to shut down.
   bool hosts_store = false;
   Duration exit_barrier_timeout = std::chrono::seconds(300);
-  LogSink log;
 };
 
 class StaticRendezvous final : public RendezvousHandler {

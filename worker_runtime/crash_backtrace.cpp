@@ -26,7 +26,27 @@ void write_all(const std::string& text) {
   }
 }
 
+// Symbolising allocates; a crash inside malloc (heap corruption) would block it forever. The
+// watchdog ends the process with the original signal if printing takes this long.
+constexpr unsigned kPrintBudgetSeconds = 5;
+volatile sig_atomic_t g_fatal_signal = 0;
+
+void on_watchdog(int) {
+  // The fatal signal is blocked while its handler runs: unblock it, or raising would wait.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, g_fatal_signal);
+  ::signal(g_fatal_signal, SIG_DFL);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(g_fatal_signal);
+}
+
 void on_fatal_signal(int sig) {
+  // A second fatal signal while printing (a crash in the printing itself) kills at once.
+  for (int other : kSignals) ::signal(other, SIG_DFL);
+  g_fatal_signal = sig;
+  ::signal(SIGALRM, on_watchdog);
+  ::alarm(kPrintBudgetSeconds);
   // Not async-signal-safe (symbolising allocates), as with every crash handler that
   // symbolises: the process is dying anyway, and the backtrace is what the user needs.
   std::ostringstream out;
@@ -34,6 +54,7 @@ void on_fatal_signal(int sig) {
       << "; backtrace:\n"
       << boost::stacktrace::stacktrace();
   write_all(out.str());
+  ::alarm(0);
   const auto& previous = g_previous[sig];
   if ((previous.sa_flags & SA_SIGINFO) == 0 && previous.sa_handler != SIG_DFL &&
       previous.sa_handler != SIG_IGN) {
@@ -59,7 +80,7 @@ void install_crash_backtrace(int rank) {
     struct sigaction action {};
     action.sa_handler = on_fatal_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    action.sa_flags = SA_RESETHAND;
     ::sigaction(sig, &action, nullptr);
   }
 }

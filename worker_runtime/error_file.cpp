@@ -10,11 +10,11 @@
 #include <ctime>
 #include <exception>
 #include <fstream>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <typeinfo>
 
 #include "common/env_names.hpp"
+#include "common/log.hpp"
 
 #if __has_include(<cxxabi.h>)
 #include <cxxabi.h>
@@ -171,7 +171,7 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& fn) {
   } catch (...) {
     message = "unknown exception (not derived from std::exception)";
   }
-  std::cerr << (argc > 0 ? argv[0] : "worker") << ": error: " << message << std::endl;
+  DDP_LOG_ERROR("error: " + message);
   const std::string stack = std::string("native worker ") + (argc > 0 ? argv[0] : "") +
                             " (no Python stack): uncaught " + message;
   record_error(message, stack);

@@ -18,8 +18,9 @@ bool record_error(const std::string& message, const std::string& callstack,
 // Installs handlers for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT that write the error file
 // (async-signal-safe) and re-raise the signal with its default action.
 void install_fatal_signal_handlers();
-// Runs fn(argc, argv): an uncaught exception is recorded ("<type>: <what>") and printed to
-// stderr, and 1 is returned; fatal signals are recorded too. Returns fn's exit status.
+// Runs fn(argc, argv): an uncaught exception is recorded ("<type>: <what>") and logged
+// ("<program>: error: <type>: <what>"), and 1 is returned; fatal signals are recorded too. Returns
+// fn's exit status.
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& fn);
 
 }  // namespace ddp::worker_runtime

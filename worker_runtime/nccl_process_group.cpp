@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "worker_runtime/error_file.hpp"
 
 namespace ddp::worker_runtime {
@@ -161,7 +162,7 @@ struct NcclProcessGroup::Impl {
       record_error(message, "native worker (no Python stack): " + message);
     }
     if (options.exit_on_fatal) {
-      std::fputs((message + "\n").c_str(), stderr);
+      DDP_LOG_ERROR(message);
       std::_Exit(kWatchdogExitCode);
     }
   }

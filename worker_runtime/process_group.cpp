@@ -67,12 +67,14 @@ void ProcessGroup::check_gather_sizes(size_t send_count, size_t recv_count) cons
 
 namespace {
 
-// An async collective's Work that reports the exit once waited for (or dropped).
+// An async collective's Work that reports the exit once waited for (one dropped unwaited may
+// still be in flight: it reports nothing).
 class TrackedWork final : public Work {
  public:
-  TrackedWork(std::unique_ptr<Work> inner, ProgressReporter* progress, const char* op, int64_t seq)
-      : inner_(std::move(inner)), progress_(progress), op_(op), seq_(seq) {}
-  ~TrackedWork() override { report(); }
+  TrackedWork(std::unique_ptr<Work> inner, std::shared_ptr<ProgressReporter> progress,
+              const char* op, int64_t seq)
+      : inner_(std::move(inner)), progress_(std::move(progress)), op_(op), seq_(seq) {}
+  ~TrackedWork() override = default;
   TrackedWork(const TrackedWork&) = delete;
   TrackedWork& operator=(const TrackedWork&) = delete;
   void wait() override {
@@ -87,7 +89,7 @@ class TrackedWork final : public Work {
     reported_ = true;
   }
   std::unique_ptr<Work> inner_;
-  ProgressReporter* progress_;
+  std::shared_ptr<ProgressReporter> progress_;  // outlives the group if need be
   const char* op_;
   int64_t seq_;
   bool reported_ = false;
@@ -97,7 +99,7 @@ class TrackedWork final : public Work {
 
 std::unique_ptr<Work> ProcessGroup::tracked(std::unique_ptr<Work> work, const char* op,
                                             int64_t seq) const {
-  return std::make_unique<TrackedWork>(std::move(work), progress_.get(), op, seq);
+  return std::make_unique<TrackedWork>(std::move(work), progress_, op, seq);
 }
 
 void ProcessGroup::all_reduce(void* data, size_t count, DataType type, ReduceOp op,

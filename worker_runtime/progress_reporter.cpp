@@ -30,6 +30,11 @@ int64_t ProgressReporter::enter(const char* op) {
 
 void ProgressReporter::exit(const char* op, int64_t seq) {
   if (fd_ < 0) return;
+  // Only leaving the newest collective is news: waiting for an older async one (gradient
+  // buckets are waited for in order after later ones started) would make this rank look
+  // behind ranks that entered fewer collectives. The line's seq is so always the count of
+  // collectives entered, which is what the agent compares.
+  if (seq != seq_.load(std::memory_order_relaxed)) return;
   send(op, seq, 2);
 }
 

@@ -28,6 +28,7 @@ class ProgressReporter {
   void step(int64_t step);
   // A collective of kind op starts; returns its sequence number (1, 2, ... per process).
   int64_t enter(const char* op);
+  // It ended; reported only when it is the newest one entered (see the .cpp).
   void exit(const char* op, int64_t seq);
 
  private:

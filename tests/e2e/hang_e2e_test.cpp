@@ -130,7 +130,7 @@ TEST_CASE(
   REQUIRE(rc == 0);
   // Rank 1 sleeps after step 13 (working on 14); rank 0 waits in the next all-reduce.
   CHECK_THAT(a.log(), Contains("hang detected: rank 1: no progress for") &&
-                          Contains("in step 14, collective all_reduce #") &&
+                          Contains("in step 14, after collective all_reduce #") &&
                           Contains("rank 0 waits in all_reduce #"));
   // Its stack was asked for before it was killed: the runtime's backtrace names the trainer.
   CHECK_THAT(a.log(), Contains("received Aborted; backtrace:") && Contains("maybe_inject_fault"));
@@ -164,7 +164,7 @@ TEST_CASE("hang e2e: a stopped worker with no progress source is hung after the 
   const auto rc = a.wait(kGuard);
   INFO(a.log());
   REQUIRE(rc == 0);  // restarted, and the second attempt finishes
-  CHECK_THAT(a.log(), Contains("hang detected: rank 1: stopped (state T) for") &&
+  CHECK_THAT(a.log(), Contains("hang detected: rank 1: stopped (state T), no progress for") &&
                           Contains("(no progress source)") && Contains("state T"));
   CHECK_THAT(a.log(), Contains("restarting, attempt 1 of 1"));
 }
@@ -226,7 +226,7 @@ TEST_CASE("hang e2e: two nodes name the same culprit, and both recover", "[hang]
   // Both agents print the same culprit, step and collective (the seconds may differ).
   const std::regex named(
       "hang detected: rank (\\d+): no progress for [0-9.]+ s in step (\\d+), "
-      "collective all_reduce #(\\d+)");
+      "after collective all_reduce #(\\d+)");
   std::smatch ma;
   std::smatch mb;
   const std::string la = first.log();
@@ -237,5 +237,6 @@ TEST_CASE("hang e2e: two nodes name the same culprit, and both recover", "[hang]
   CHECK(mb[1] == "3");
   CHECK(ma[2] == mb[2]);
   CHECK(ma[3] == mb[3]);
-  CHECK_THAT(la, Contains("the hung rank is on another node"));
+  // Whichever node got ranks 0-1 (arrival order) had only victims.
+  CHECK_THAT(la + lb, Contains("the hung rank is on another node"));
 }

@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
+#include "common/log.hpp"
 #include "common/progress_protocol.hpp"
 #include "tests/launcher/fake_workers.hpp"
 #include "tests/support/files.hpp"
@@ -20,7 +22,8 @@ using ddp::rendezvous::MembershipChange;
 
 namespace {
 
-// One agent with its fakes; notices go to /dev/null, worker output nowhere (no consoles).
+// One agent with its fakes; its log lines are kept in `lines`, the failure summary goes to
+// /dev/null, worker output nowhere (no consoles).
 struct Harness {
   explicit Harness(int nproc, int max_restarts = 0) : spawner(io), rendezvous(nproc) {
     options.config.nproc_per_node = nproc;
@@ -49,6 +52,16 @@ struct Harness {
     return status;
   }
 
+  // Every line the agent logged, whole ("<program>: ...\n"), in order.
+  [[nodiscard]] bool logged(const std::string& text) const {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+      return line.find(text) != std::string::npos;
+    });
+  }
+
+  std::vector<std::string> lines;
+  ddp::log::ScopedSink capture{
+      [this](ddp::log::Level, std::string_view line) { lines.emplace_back(line); }};
   int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   boost::asio::io_context io;
   FakeSpawner spawner;
@@ -93,6 +106,40 @@ TEST_CASE("a failing worker restarts the whole group with RESTART_COUNT+1", "[ag
   CHECK(h.rendezvous.calls == 3);  // every restart re-runs the rendezvous
   // The surviving rank 0 of a failed attempt was stopped with SIGTERM.
   CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGTERM});
+  CHECK(h.logged(ddp::log::program() + ": worker group failed (rank 1: exit code 7"));
+  CHECK(h.logged("restarting, attempt 2 of 2"));
+}
+
+// Puts the log level back at the end of a test, whatever happened in it.
+struct LevelGuard {
+  ddp::log::Level saved = ddp::log::level();
+  ~LevelGuard() { ddp::log::set_level(saved); }
+};
+
+TEST_CASE("the agent's lines follow the log level", "[agent][log]") {
+  const LevelGuard guard;
+  SECTION("debug adds each worker's start and exit") {
+    ddp::log::set_level(ddp::log::Level::kDebug);
+    Harness h(2);
+    h.spawner.on_spawn = [&](size_t i) { h.spawner.exit(i, ExitStatus{}); };
+    REQUIRE(h.run() == 0);
+    CHECK(h.logged("started rank 1 (local_rank 1) as pid "));
+    CHECK(h.logged("rendezvous round 0: group rank 0 of 1"));
+    CHECK(h.logged(") exited: "));
+  }
+  SECTION("error keeps the restart warning out, warn lets it in; info never debug") {
+    const auto want =
+        GENERATE(ddp::log::Level::kError, ddp::log::Level::kWarn, ddp::log::Level::kInfo);
+    ddp::log::set_level(want);
+    Harness h(2, /*max_restarts=*/1);
+    h.spawner.on_spawn = [&](size_t i) {
+      const bool first = h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "0";
+      h.spawner.exit(i, first && i == 1 ? ExitStatus{3, 0} : ExitStatus{});
+    };
+    REQUIRE(h.run() == 0);
+    CHECK(h.logged("restarting, attempt 1 of 1") == (want != ddp::log::Level::kError));
+    CHECK_FALSE(h.logged("started rank"));
+  }
 }
 
 TEST_CASE("out of restarts: the root cause's exit code is the agent's", "[agent]") {

@@ -54,8 +54,8 @@ TEST_CASE("hang report: the rank behind by one collective is the culprit, the re
   CHECK(report.culprits == std::vector<int>{3});
   CHECK(report.victims == std::vector<int>{0, 1, 2});
   CHECK(report.text ==
-        "rank 3: no progress for 60 s in step 1200, collective all_reduce #5311; ranks 0-2 wait "
-        "in all_reduce #5312");
+        "rank 3: no progress for 60 s in step 1200, after collective all_reduce #5311; ranks 0-2 "
+        "wait in all_reduce #5312");
 }
 
 TEST_CASE("hang report: every agent names the same culprit whatever order it reads ranks in",
@@ -77,7 +77,8 @@ TEST_CASE("hang report: a stopped rank is the culprit even without a progress so
   auto report = analyze_hang({at(0, 4, "all_reduce", 3, Phase::kEnter, 12), stopped});
   CHECK(report.culprits == std::vector<int>{1});
   CHECK(report.text ==
-        "rank 1: stopped (state T) for 12 s (no progress source); rank 0 waits in all_reduce #3");
+        "rank 1: stopped (state T), no progress for 12 s (no progress source); rank 0 waits in "
+        "all_reduce #3");
 }
 
 TEST_CASE("hang report: steps decide when no rank reports collectives (the Python helper)",
@@ -161,4 +162,26 @@ TEST_CASE("progress board: snapshots read back with their silence measured from 
   CHECK(back[0].silent_s == Approx(3.5));
   CHECK(ddp::launcher::decode_snapshots("not json", 0).empty());
   CHECK(ddp::launcher::decode_snapshots(R"([{"rank": "x"}])", 0).empty());
+}
+
+TEST_CASE("hang report: a rank behind that still progresses is slow, not a culprit", "[hang]") {
+  // Rank 0 evaluates (its steps move); ranks 1-2 have waited in a barrier past the timeout.
+  auto report = analyze_hang({at(0, 90, "all_reduce", 40, Phase::kExit, 0.5, /*hung=*/false),
+                              at(1, 90, "barrier", 41, Phase::kEnter, 70),
+                              at(2, 90, "barrier", 41, Phase::kEnter, 70)});
+  CHECK(report.culprits.empty());
+  CHECK(report.slow == std::vector<int>{0});
+  CHECK(report.text ==
+        "rank 0 is behind at all_reduce #40 but still progressing; ranks 1-2 wait in barrier #41");
+}
+
+TEST_CASE("hang report: one sample of state D only breaks a tie", "[hang]") {
+  auto d = at(0, 7, "all_reduce", 9, Phase::kEnter, 30);
+  d.state = 'D';
+  // Rank 1 is behind by a collective: it is the culprit, not the rank seen in D.
+  CHECK(analyze_hang({d, at(1, 7, "all_reduce", 8, Phase::kExit, 31)}).culprits ==
+        std::vector<int>{1});
+  // Nobody behind: the rank in D is named.
+  CHECK(analyze_hang({d, at(1, 7, "all_reduce", 9, Phase::kEnter, 31)}).culprits ==
+        std::vector<int>{0});
 }

@@ -369,3 +369,43 @@ TEST_CASE("a console closed early (| head) does not kill the job", "[process]") 
       },
       30s));
 }
+
+TEST_CASE("DDPLAUNCH_LOG_LEVEL: debug adds lines, error keeps only errors, a bad value warns",
+          "[process][log]") {
+  // Rank 1 fails once: an info line (OMP_NUM_THREADS), a warning (the restart), debug lines
+  // (each worker's start); the workers' own output is never filtered.
+  const auto run = [](const std::string& level) {
+    TempDir dir;
+    ChildProcess agent(launch(
+        {"--nproc_per_node=2", "--max_restarts=1", "--standalone", worker_script("fail_rank.sh")},
+        dir,
+        {{"FAIL_RANK", "1"},
+         {"FAIL_CODE", "3"},
+         {"SUCCEED_AT", "1"},
+         {"DDPLAUNCH_LOG_LEVEL", level}}));
+    REQUIRE(agent.wait_for(kRunTimeout) == 0);
+    return agent.err() + agent.out();
+  };
+  const std::string info = run("info");
+  INFO(info);
+  CHECK_THAT(info, Contains("ddplaunch: setting OMP_NUM_THREADS=1"));
+  CHECK_THAT(info, Contains("ddplaunch: worker group failed (rank 1: exit code 3)"));
+  CHECK_THAT(info, !Contains("ddplaunch: started rank"));
+
+  const std::string debug = run("debug");
+  INFO(debug);
+  CHECK_THAT(debug, Contains("ddplaunch: setting OMP_NUM_THREADS=1"));
+  CHECK_THAT(debug, Contains("ddplaunch: started rank 1 (local_rank 1) as pid "));
+  CHECK_THAT(debug, Contains("ddplaunch: rank 1 (pid "));
+
+  const std::string error = run("error");
+  INFO(error);
+  CHECK_THAT(error, !Contains("ddplaunch: "));
+  CHECK_THAT(error, Contains("[default1]:rank 1 failing"));
+
+  const std::string bad = run("loud");
+  INFO(bad);
+  CHECK_THAT(bad, Contains("ddplaunch: DDPLAUNCH_LOG_LEVEL='loud' is not a log level (expected "
+                           "error, warn, info or debug); using info"));
+  CHECK_THAT(bad, Contains("ddplaunch: setting OMP_NUM_THREADS=1"));
+}

@@ -11,12 +11,16 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/store/memory_store.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
 
 namespace {
+
+// The simulated nodes' progress lines would only clutter the test output.
+const ddp::log::ScopedSink kQuietLog{[](ddp::log::Level, std::string_view) {}};
 
 // Guard against hangs only; no assertion depends on how fast anything is.
 constexpr auto kGuard = 20s;
@@ -66,7 +70,6 @@ struct Cluster {
     o.heartbeat_interval = 50ms;
     o.lease_timeout = 300ms;
     o.progress_interval = 1s;
-    o.log = [](const std::string&) {};
     return o;
   }
 

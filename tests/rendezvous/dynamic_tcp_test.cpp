@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
 #include "rendezvous/store/server/store_server.hpp"
 #include "rendezvous/store/tcp_store.hpp"
@@ -14,6 +15,9 @@ using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
 
 namespace {
+
+// The simulated nodes' progress lines would only clutter the test output.
+const ddp::log::ScopedSink kQuietLog{[](ddp::log::Level, std::string_view) {}};
 
 class Changes {
  public:
@@ -58,7 +62,6 @@ struct TcpCluster {
     o.last_call_timeout = 300ms;
     o.heartbeat_interval = 100ms;
     o.lease_timeout = 500ms;
-    o.log = [](const std::string&) {};
     return std::make_unique<DynamicRendezvous>(o, connect(), [this] { return connect(); });
   }
 };

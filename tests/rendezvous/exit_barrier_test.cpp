@@ -5,18 +5,20 @@
 #include <catch2/catch.hpp>
 #include <future>
 
+#include "common/log.hpp"
 #include "rendezvous/store/memory_store.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
 
 namespace {
-const LogSink kQuiet = [](const std::string&) {};
+// The waiting host's progress lines would only clutter the test output.
+const ddp::log::ScopedSink kQuietLog{[](ddp::log::Level, std::string_view) {}};
 }  // namespace
 
 TEST_CASE("exit barrier: the store host waits until every node is out", "[rdzv]") {
   MemoryStore store;
-  ExitBarrier barrier{store, "departed", 3, 10s, 1s, kQuiet};
+  ExitBarrier barrier{store, "departed", 3, 10s, 1s};
   auto host = std::async(std::launch::async, [&] { barrier.depart(0, "finished", true); });
   barrier.depart(1, "finished", false);
   CHECK(host.wait_for(50ms) == std::future_status::timeout);  // 2/3: still waiting
@@ -28,7 +30,7 @@ TEST_CASE("exit barrier: the store host waits until every node is out", "[rdzv]"
 
 TEST_CASE("exit barrier: a node counted out as lost and then by itself counts once", "[rdzv]") {
   MemoryStore store;
-  ExitBarrier barrier{store, "departed", 3, 10s, 1s, kQuiet};
+  ExitBarrier barrier{store, "departed", 3, 10s, 1s};
   CHECK_FALSE(barrier.count_out(1, "lost"));      // a peer found it silent
   CHECK_FALSE(barrier.count_out(1, "finished"));  // it was only stopped, and ends later
   CHECK(barrier.out_reason(1) == "lost");
@@ -42,8 +44,10 @@ TEST_CASE("exit barrier: a node counted out as lost and then by itself counts on
 TEST_CASE("exit barrier: gives up after its timeout, saying how many finished", "[rdzv]") {
   MemoryStore store;
   std::string said;
-  ExitBarrier barrier{store, "departed", 2,
-                      200ms, 100ms,      [&](const std::string& line) { said = line; }};
+  const ddp::log::ScopedSink capture([&](ddp::log::Level level, std::string_view line) {
+    if (level == ddp::log::Level::kWarn) said = line;
+  });
+  ExitBarrier barrier{store, "departed", 2, 200ms, 100ms};
   barrier.depart(0, "finished", true);
   CHECK_THAT(said, Catch::Contains("1/2 nodes finished"));
 }
@@ -51,7 +55,7 @@ TEST_CASE("exit barrier: gives up after its timeout, saying how many finished", 
 TEST_CASE("exit barrier: interrupt() ends the wait at once and is not taken for success",
           "[rdzv]") {
   MemoryStore store;
-  ExitBarrier barrier{store, "departed", 2, 60s, 1s, kQuiet};
+  ExitBarrier barrier{store, "departed", 2, 60s, 1s};
   barrier.count_out(0, "finished");
   auto host = std::async(std::launch::async, [&] { return barrier.wait_all(); });
   CHECK(host.wait_for(50ms) == std::future_status::timeout);

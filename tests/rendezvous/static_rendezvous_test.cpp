@@ -5,12 +5,16 @@
 #include <future>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/store/memory_store.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
 
 namespace {
+
+// The simulated nodes' progress lines would only clutter the test output.
+const ddp::log::ScopedSink kQuietLog{[](ddp::log::Level, std::string_view) {}};
 
 StaticRendezvousOptions options(int nnodes, int node_rank, int nproc) {
   StaticRendezvousOptions o;
@@ -22,7 +26,6 @@ StaticRendezvousOptions options(int nnodes, int node_rank, int nproc) {
   o.master_port = 29500;
   o.join_timeout = 10s;
   o.progress_interval = 100ms;
-  o.log = [](const std::string&) {};
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/host_address.hpp"
+#include "common/log.hpp"
 #include "rendezvous/connect_store.hpp"
 #include "rendezvous/store/server/listener.hpp"
 #include "rendezvous/store/server/own_client.hpp"
@@ -108,19 +109,20 @@ TEST_CASE("log lines name IPv4 peers of a dual-stack server as IPv4, IPv6 ones b
   CHECK_THAT(lines[1], Catch::Contains("closing connection from [::1]:"));
 }
 
-TEST_CASE("log lines start with the program's name unless the options name another", "[server]") {
-  // The default follows the running program (this test binary), so a store inside ddplaunch
-  // or a worker does not call itself ddpstore.
-  CHECK(StoreServerOptions{}.log_name == program_invocation_short_name);
-  CHECK(program_name() == program_invocation_short_name);
-  auto options = loopback();
-  options.log_name = "ddplaunch";
-  StoreServer server(options);
+TEST_CASE("log lines start with the program's name, whichever program hosts the store",
+          "[server]") {
+  // Until main names it, the program is this test binary; ddplaunch names itself, so the
+  // store inside it does not call itself ddpstore.
+  CHECK(ddp::log::program() == program_invocation_short_name);
+  const std::string before = ddp::log::program();
+  ddp::log::set_program("ddplaunch");
+  StoreServer server(loopback());
   StderrCapture log;
   Raw bad(server.port());
   bad.send(std::string("\x63", 1));
   CHECK(bad.closed_by_server());
   const auto lines = log.wait_lines(1);
+  ddp::log::set_program(before);
   REQUIRE(lines.size() == 1);
   CHECK_THAT(lines[0], Catch::StartsWith("ddplaunch: closing connection from 127.0.0.1:"));
 }

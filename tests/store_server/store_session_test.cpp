@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
 #include "rendezvous/store/server/byte_transport.hpp"
 #include "rendezvous/store/server/server_state.hpp"
 #include "rendezvous/store/wire_codec.hpp"
@@ -41,7 +42,7 @@ class FakeTransport final : public ByteTransport {
 
 struct Fixture {
   ServerState state;
-  SessionConfig config{wire::Limits{}, "teststore"};
+  SessionConfig config;
   FakeTransport transport;
   std::shared_ptr<StoreSession> session =
       std::make_shared<StoreSession>("10.1.2.3:4567", state, config, transport);
@@ -133,8 +134,8 @@ TEST_CASE("a bad frame closes the session with one line naming the peer", "[sess
   CHECK(f.transport.closes == 1);
   const auto lines = log.lines();
   REQUIRE(lines.size() == 1);
-  CHECK_THAT(lines[0], Catch::StartsWith("teststore: closing connection from 10.1.2.3:4567: "
-                                         "bad request"));
+  CHECK_THAT(lines[0], Catch::StartsWith(ddp::log::program() +
+                                         ": closing connection from 10.1.2.3:4567: bad request"));
   // Nothing more happens on a closed session.
   f.session->received(frame(wire::Command::kPing));
   CHECK(f.transport.sent.empty());

@@ -6,11 +6,11 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <cstdio>
 #include <cstring>
 
 #include "common/error.hpp"
 #include "common/host_address.hpp"
+#include "common/log.hpp"
 
 namespace ddp::rendezvous {
 
@@ -150,17 +150,13 @@ void tune_connection(int fd) {
 
 void AcceptLog::failed(int err, size_t open_connections) {
   if (failures_++ > 0) return;
-  std::string line = log_name_ + ": accept failed on port " + std::to_string(port_) + ": " +
-                     errno_text(err) + " (" + std::to_string(open_connections) +
-                     " connections open; retrying every 50 ms)\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
+  DDP_LOG_WARN("accept failed on port " + std::to_string(port_) + ": " + errno_text(err) + " (" +
+               std::to_string(open_connections) + " connections open; retrying every 50 ms)");
 }
 
 void AcceptLog::accepted() {
   if (failures_ == 0) return;
-  std::string line =
-      log_name_ + ": accepting again after " + std::to_string(failures_) + " failed attempts\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
+  DDP_LOG_INFO("accepting again after " + std::to_string(failures_) + " failed attempts");
   failures_ = 0;
 }
 

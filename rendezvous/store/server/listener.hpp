@@ -61,18 +61,19 @@ std::string peer_name(int fd);
 // Options every accepted connection gets: TCP_NODELAY, as replies are small and go at once.
 void tune_connection(int fd);
 
-// One stderr line when accepting starts to fail (out of descriptors...), none for the
-// retries of the same streak, and one when a connection is accepted again.
+// One warning line when accepting starts to fail (out of descriptors...), none for the
+// retries of the same streak, and one line when a connection is accepted again.
 class AcceptLog {
  public:
-  AcceptLog(std::string log_name, uint16_t port) : log_name_(std::move(log_name)), port_(port) {}
+  // log_name is ignored (lines begin with the program's name, common/log.hpp); the backends
+  // still pass it.
+  AcceptLog(const std::string& /*log_name*/, uint16_t port) : port_(port) {}
   // An accept failed with errno err while open_connections were open.
   void failed(int err, size_t open_connections);
   // A connection was accepted.
   void accepted();
 
  private:
-  std::string log_name_;
   uint16_t port_;
   uint64_t failures_ = 0;  // current streak
 };

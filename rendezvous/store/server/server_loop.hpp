@@ -21,7 +21,7 @@ struct LoopContext {
   int listen_fd = -1;
   uint16_t port = 0;
   ServerState* state = nullptr;
-  const SessionConfig* sessions = nullptr;  // limits and log name of every session
+  const SessionConfig* sessions = nullptr;  // limits of every session
   std::atomic<size_t>* num_connections = nullptr;
   unsigned io_uring_buffers = 1024;  // StoreServerOptions::io_uring_buffers
 };
@@ -38,7 +38,9 @@ class ServerLoop {
   [[nodiscard]] virtual const char* name() const = 0;
 };
 
-// Writes "<log_name>: <what>\n" to stderr in one call, so concurrent lines don't interleave.
+// A warning line through common/log.hpp ("<program>: <what>"). log_name is ignored: the
+// program's name, set once in main, begins every line. Kept only for the backends, which
+// still pass SessionConfig::log_name; they are to call DDP_LOG_* directly, and then this goes.
 void log_line(const std::string& log_name, const std::string& what);
 
 }  // namespace ddp::rendezvous

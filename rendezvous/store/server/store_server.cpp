@@ -1,7 +1,6 @@
 #include "rendezvous/store/server/store_server.hpp"
 
 #include <atomic>
-#include <cerrno>  // program_invocation_short_name
 #include <cstdlib>
 #include <future>
 #include <mutex>
@@ -9,6 +8,7 @@
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/store/server/epoll/loop.hpp"
 #include "rendezvous/store/server/listener.hpp"
 #include "rendezvous/store/server/server_state.hpp"
@@ -54,10 +54,6 @@ std::unique_ptr<ServerLoop> make_loop(StoreIo requested, const LoopContext& cont
 
 }  // namespace
 
-std::string program_name() {
-  return program_invocation_short_name;
-}
-
 std::optional<StoreIo> parse_store_io(const std::string& text) {
   if (text == "auto") return StoreIo::kAuto;
   if (text == "epoll") return StoreIo::kEpoll;
@@ -69,8 +65,7 @@ struct StoreServer::Impl {
   explicit Impl(StoreServerOptions opts)
       : options(std::move(opts)),
         session_config{
-            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
-            options.log_name},
+            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request}, {}},
         listener(options.host, options.port) {}
 
   StoreServerOptions options;
@@ -106,7 +101,7 @@ StoreServer::StoreServer(StoreServerOptions options)
     try {
       impl->loop->run();
     } catch (const std::exception& e) {
-      log_line(impl->options.log_name, std::string("event loop stopped: ") + e.what());
+      DDP_LOG_ERROR(std::string("event loop stopped: ") + e.what());
     }
   });
   try {

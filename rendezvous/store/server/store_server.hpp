@@ -21,10 +21,6 @@ enum class StoreIo : uint8_t {
 // "auto", "epoll" or "io_uring" -> StoreIo; nullopt for anything else.
 std::optional<StoreIo> parse_store_io(const std::string& text);
 
-// The running program's name ("ddplaunch", "train"): the default first word of the
-// server's log lines, so a store inside another program does not call itself ddpstore.
-std::string program_name();
-
 struct StoreServerOptions {
   // Address to bind: kAnyHost ("", every interface: dual-stack IPv6 and IPv4 where the
   // machine has IPv6, else 0.0.0.0), "::" (dual-stack), 0.0.0.0 (IPv4 only), an address
@@ -34,8 +30,6 @@ struct StoreServerOptions {
   size_t max_key_bytes = size_t{64} * 1024;
   size_t max_value_bytes = size_t{64} * 1024 * 1024;
   size_t max_keys_per_request = size_t{128} * 1024;
-  // First word of the server's stderr lines ("<log_name>: closing connection from ...").
-  std::string log_name = program_name();
   StoreIo io = StoreIo::kAuto;
   // io_uring only: provided receive buffers of 2 KiB (a power of two up to 32768, the
   // kernel's limit; 2 MiB by default,

@@ -1,8 +1,7 @@
 #include "rendezvous/store/server/store_session.hpp"
 
-#include <cstdio>
-
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace ddp::rendezvous {
 namespace {
@@ -138,10 +137,7 @@ void StoreSession::close(const std::string& reason) {
   closed_ = true;
   state_.disconnect(*this);
   if (!reason.empty()) {
-    // One line per closed connection, written at once so concurrent logs don't interleave.
-    std::string line =
-        config_.log_name + ": closing connection from " + peer_ + ": " + reason + "\n";
-    std::fwrite(line.data(), 1, line.size(), stderr);
+    DDP_LOG_WARN("closing connection from " + peer_ + ": " + reason);
   }
   transport_.close();
 }

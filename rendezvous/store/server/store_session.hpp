@@ -14,10 +14,12 @@
 
 namespace ddp::rendezvous {
 
-// What every session of one server shares: the limits and the name its log lines start with.
+// What every session of one server shares: the limits.
 struct SessionConfig {
   wire::Limits limits;
-  std::string log_name = "ddpstore";
+  // Unused: log lines begin with the program's name (common/log.hpp). Kept while the
+  // backends still hand it to log_line() and AcceptLog, which ignore it.
+  std::string log_name;
 };
 
 class StoreSession final : public ReplyChannel, public std::enable_shared_from_this<StoreSession> {

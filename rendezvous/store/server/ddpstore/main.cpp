@@ -5,11 +5,12 @@
 #include <iostream>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/store/server/ddpstore/store_daemon.hpp"
 
 int main(int argc, char** argv) {
+  ddp::log::init("ddpstore");
   ddp::rendezvous::StoreServerOptions options;
-  options.log_name = "ddpstore";
   CLI::App app{"ddpstore: a standalone TCP store server for ddplaunch / torchrun rendezvous"};
   app.add_option("--host", options.host,
                  "address to listen on: 127.0.0.1, ::1 or [::1], 0.0.0.0 (every IPv4 "
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   try {
     ddp::rendezvous::run_store_daemon(options, std::cout);
   } catch (const ddp::Error& e) {
-    std::cerr << "ddpstore: " << e.what() << std::endl;
+    DDP_LOG_ERROR(e.what());
     return 1;
   }
   return 0;

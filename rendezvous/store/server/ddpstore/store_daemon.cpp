@@ -3,9 +3,10 @@
 #include <pthread.h>
 
 #include <csignal>
-#include <iostream>
+#include <ostream>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/store/server/fd_limit.hpp"
 
 namespace ddp::rendezvous {
@@ -24,13 +25,12 @@ void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
   }
   StoreServer server(options);
   out << server.port() << std::endl;
-  std::cerr << options.log_name << ": serving on " << server.address() << " with "
-            << server.io_backend() << std::endl;
+  DDP_LOG_INFO("serving on " + server.address() + " with " + server.io_backend());
   int received = 0;
   while (sigwait(&stop_signals, &received) != 0) {
   }
-  std::cerr << options.log_name << ": " << (received == SIGINT ? "SIGINT" : "SIGTERM")
-            << ", stopping (" << server.num_connections() << " connections open)" << std::endl;
+  DDP_LOG_INFO(std::string(received == SIGINT ? "SIGINT" : "SIGTERM") + ", stopping (" +
+               std::to_string(server.num_connections()) + " connections open)");
   server.stop();
 }
 
