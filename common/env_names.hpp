@@ -23,6 +23,9 @@ inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+// Set to 1 unless the user set it: a Python worker that dies of a fatal signal (or is sent
+// SIGABRT by hang detection) prints every thread's traceback (docs/hangs.md).
+inline constexpr const char* kPythonFaultHandler = "PYTHONFAULTHANDLER";
 inline constexpr const char* kTorchNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr const char* kNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";
 
@@ -52,6 +55,16 @@ inline constexpr const char* kLogLevel = "DDPLAUNCH_LOG_LEVEL";
 
 // Store key prefix for workers of one attempt, shared by agent and PyTorch workers.
 inline constexpr const char* kWorkerPrefixBase = "/worker/attempt_";
+
+// Progress lines (docs/hangs.md, "The progress protocol"): the FIFO a worker writes
+// "v1 rank=.. pid=.. step=.." lines into; the agent sets it for every worker.
+inline constexpr const char* kProgressFile = "DDPLAUNCH_PROGRESS_FILE";
+
+// --- torchrun's file timer (torch.distributed.elastic.timer.FileTimerServer/Client) ---
+// "1" in the agent's environment turns the file-timer server on.
+inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
+// The FIFO path: read by the agent when set, passed to workers (FileTimerClient(path)).
+inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 
 // Nodes of the current srun step (SLURM_JOB_NODELIST is the whole allocation); multinode.
 inline constexpr const char* kSlurmStepNodelist = "SLURM_STEP_NODELIST";

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <csignal>
 
@@ -12,6 +13,9 @@ namespace ddp::launcher {
 namespace asio = boost::asio;
 
 namespace {
+
+// How long after SIGKILL a worker that is still there is called unkillable (at least).
+constexpr std::chrono::milliseconds kUnkillableGrace{2000};
 
 // The signals torchrun's agent turns into a stop of the worker group.
 constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
@@ -35,7 +39,8 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       rendezvous_(rendezvous),
       logs_(logs),
       events_(events),
-      kill_timer_(io) {}
+      kill_timer_(io),
+      hang_timer_(io) {}
 
 Agent::~Agent() {
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
@@ -48,6 +53,12 @@ int Agent::run() {
     DDP_LOG_INFO(
         "setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); "
         "set it yourself to tune performance");
+  }
+  try {
+    start_hang_watch();
+  } catch (const std::exception& e) {
+    DDP_LOG_ERROR(std::string("cannot start hang detection: ") + e.what());
+    return 1;
   }
   busy_.emplace(io_.get_executor());
   asio::post(io_, [this] { start_rendezvous(); });
@@ -245,6 +256,9 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     spec.local_rank = slot.local_rank;
     spec.argv = build_worker_argv(config, options_.env, slot.local_rank);
     spec.env = build_worker_env(config, options_.env, attempt, slot.local_rank, slot.error_file);
+    if (hang_) {
+      for (auto& var : hang_->worker_env()) spec.env.push_back(var);
+    }
     WorkerCallbacks callbacks;
     int local_rank = slot.local_rank;
     callbacks.on_output = [this, local_rank](int stream, std::string_view bytes) {
@@ -271,6 +285,12 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
                   std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
   }
+  if (hang_) {
+    std::vector<std::pair<int, int>> rank_pids;
+    for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, slot.pid);
+    hang_->begin_attempt([this] { return rendezvous_.connect_job_store(); }, info.round,
+                         info.group_rank, info.group_world_size, rank_pids);
+  }
 }
 
 void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status) {
@@ -279,6 +299,7 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
   slot.running = false;
   --running_;
   logs_.flush(slot.local_rank);
+  if (hang_) hang_->worker_exited(slot.pid);
   events_.record("worker_exit", {{"rank", slot.rank},
                                  {"local_rank", slot.local_rank},
                                  {"pid", slot.pid},
@@ -290,7 +311,11 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
   if (state_ == State::kHealthy) {
     if (!status.success()) {
       record_failure(slot, status, /*must_report=*/true);
-      begin_stop(SIGTERM, [this] { after_failure(); });
+      // Other hung ranks still printing their stacks are not cut short: the dump grace
+      // (hang_timer_) or the last of them to exit stops the group.
+      const bool dumps_pending = std::any_of(workers_.begin(), workers_.end(),
+                                             [](const auto& s) { return s.running && s.dumping; });
+      if (!dumps_pending) begin_stop(SIGTERM, [this] { after_failure(); });
     } else if (running_ == 0) {
       state_ = State::kStopping;
       after_stop_ = [this] { finish(0); };
@@ -313,16 +338,33 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
   failure.observed = std::chrono::system_clock::now();
   failure.error_file = slot.error_file;
   failure.error = read_error_file(slot.error_file);
+  failure.hang = slot.hang;
+  failure.culprit = slot.culprit;
+  if (status.signal != 0) failure.output_tail = logs_.stderr_tail(slot.local_rank);
+  if (!failure.error && slot.culprit) {
+    // A hung worker rarely records why it died: the agent does, so the error file (and
+    // tools that read it) say "hang" with the stack it printed.
+    std::string stack;
+    for (const auto& line : failure.output_tail) stack += line + "\n";
+    if (write_error_file(slot.error_file, "hang: " + slot.hang, stack)) {
+      failure.error = read_error_file(slot.error_file);
+      failure.output_tail.clear();  // it is the error file's traceback now
+    }
+  }
   // While stopping, a worker dying of the signal we sent (or SIGKILL after the grace
   // period) did not fail on its own; anything else did, and belongs in the summary.
   int sent = stop_signal_sent_;
   bool our_signal = status.signal == sent || status.signal == SIGKILL ||
                     (status.signal == 0 && status.exit_code == 128 + sent);
-  if (must_report || failure.error || !our_signal) failures_.push_back(std::move(failure));
+  if (must_report || failure.error || !our_signal || !failure.hang.empty()) {
+    failures_.push_back(std::move(failure));
+  }
 }
 
 void Agent::begin_stop(int sig, std::function<void()> then) {
   state_ = State::kStopping;
+  if (hang_) hang_->end_attempt();
+  hang_timer_.cancel();
   after_stop_ = std::move(then);
   stop_signal_sent_ = sig;
   for (auto& slot : workers_) {
@@ -344,6 +386,36 @@ void Agent::begin_stop(int sig, std::function<void()> then) {
     for (auto& slot : workers_) {
       if (slot.running) spawner_.signal_group(slot.pid, SIGKILL);
     }
+    abandon_unkillable_later();
+  });
+}
+
+void Agent::abandon_unkillable_later() {
+  // SIGKILL ends any process except one in an uninterruptible wait (state D: a hung driver
+  // or file system). Those are reported and no longer waited for, so the agent goes on.
+  kill_timer_.expires_after(std::max(options_.config.stop_timeout, kUnkillableGrace));
+  kill_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || state_ != State::kStopping) return;
+    auto reader = options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status);
+    for (auto& slot : workers_) {
+      if (!slot.running) continue;
+      const auto status = reader(slot.pid);
+      DDP_LOG_ERROR("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
+                    ") is unkillable: still there after SIGKILL" +
+                    (status ? " (state " + std::string(1, status->state) + ")" : "") +
+                    "; no longer waiting for it" +
+                    (status ? "\n  " + describe(*status) : std::string()));
+      events_.record("unkillable", {{"rank", slot.rank},
+                                    {"local_rank", slot.local_rank},
+                                    {"pid", slot.pid},
+                                    {"state", status ? std::string(1, status->state) : ""}});
+      slot.running = false;
+      --running_;
+      // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
+      if (slot.hang.empty()) slot.hang = "unkillable: still there after SIGKILL";
+      record_failure(slot, ExitStatus{0, SIGKILL}, /*must_report=*/true);
+    }
+    if (running_ == 0) complete_stop();
   });
 }
 
@@ -359,12 +431,27 @@ void Agent::complete_stop() {
 }
 
 void Agent::after_failure() {
+  if (failures_.empty()) {
+    // Hung ranks that ended on their own (exit 0) while being stopped: still a failed
+    // attempt, and it spends a restart like any other.
+    if (restart_count_ < options_.config.max_restarts) {
+      ++restart_count_;
+      DDP_LOG_WARN("worker group stopped after a hang; restarting, attempt " +
+                   std::to_string(restart_count_) + " of " +
+                   std::to_string(options_.config.max_restarts));
+      events_.record("restart", {{"restarts_spent", restart_count_}, {"reason", "hang"}});
+      start_rendezvous();
+    } else {
+      finish(1);
+    }
+    return;
+  }
   const auto& root = failures_.at(root_cause_index(failures_));
   if (restart_count_ < options_.config.max_restarts) {
     ++restart_count_;
     DDP_LOG_WARN("worker group failed (rank " + std::to_string(root.rank) + ": " +
-                 root.status.describe() + "); restarting, attempt " +
-                 std::to_string(restart_count_) + " of " +
+                 (root.hang.empty() ? "" : "hung, ") + root.status.describe() +
+                 "); restarting, attempt " + std::to_string(restart_count_) + " of " +
                  std::to_string(options_.config.max_restarts));
     events_.record("restart", {{"restarts_spent", restart_count_},
                                {"failed_rank", root.rank},
@@ -382,6 +469,8 @@ void Agent::finish(int exit_status) {
   state_ = State::kExiting;
   exit_status_ = exit_status;
   kill_timer_.cancel();
+  hang_timer_.cancel();
+  if (hang_) hang_->end_attempt();
   rendezvous_.watch([](rendezvous::MembershipChange) {});
   if (exit_thread_.joinable()) exit_thread_.join();
   // The store host may wait here for the other nodes: off the loop, so signals still work.

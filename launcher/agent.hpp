@@ -21,6 +21,7 @@
 #include "launcher/console.hpp"
 #include "launcher/error_report.hpp"
 #include "launcher/event_log.hpp"
+#include "launcher/hang_watch.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/log_router.hpp"
 #include "launcher/worker_command.hpp"
@@ -44,6 +45,8 @@ struct AgentOptions {
   int notice_fd = 2;
   // When set, the summary goes through it instead: never blocking the loop.
   Console* notice_console = nullptr;
+  // How hang detection reads /proc (tests pass a fake; null: the real one).
+  HangWatch::ProcReader read_proc;
 };
 
 class Agent {
@@ -74,6 +77,9 @@ class Agent {
     int pid = 0;
     bool running = false;
     std::string error_file;
+    std::string hang;      // what hang detection said of this rank (for the summary)
+    bool culprit = false;  // named as the culprit of the hang
+    bool dumping = false;  // sent SIGABRT for its stack; the group waits for it to exit
   };
 
   void start_rendezvous();
@@ -85,6 +91,8 @@ class Agent {
   void record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report);
   void begin_stop(int sig, std::function<void()> then);
   void complete_stop();
+  // After SIGKILL: workers still there a while later are reported and given up on.
+  void abandon_unkillable_later();
   void after_failure();
   // Leaves the rendezvous (on exit_thread_) and then ends run() with exit_status.
   void finish(int exit_status);
@@ -97,6 +105,10 @@ class Agent {
   bool spend_restart_for_same_members();
   // Writes text (whole lines: the failure summary) to the notice console, else to notice_fd.
   void emit(const std::string& text) const;
+  // Hang detection (HangWatch) reports here.
+  void start_hang_watch();
+  void on_timer_expired(const ExpiredTimer& timer);
+  void on_hang(const HangReport& report, const std::vector<RankSnapshot>& all);
   void install_signals();
   void wait_for_signal();
 
@@ -121,6 +133,8 @@ class Agent {
   std::optional<int> agent_signal_;  // the first signal the agent received
   int exit_status_ = 0;
   boost::asio::steady_timer kill_timer_;
+  std::unique_ptr<HangWatch> hang_;       // null when no hang detection was asked for
+  boost::asio::steady_timer hang_timer_;  // a dumped culprit that does not die
   std::optional<boost::asio::signal_set> signals_;
   std::thread rendezvous_thread_;
   std::thread exit_thread_;

@@ -84,6 +84,7 @@ struct RawOptions {
   std::string local_addr;
   std::string start_method = "spawn";
   double stop_timeout = 30.0;
+  double hang_timeout = 0.0;
   std::string prefix_template = "[${role_name}${local_rank}]:";
   std::string pass_local_rank_arg;
   bool no_agent_store = false;
@@ -127,6 +128,9 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "Accepted for torchrun compatibility (workers are always exec'd)");
   app.add_option("--stop_timeout,--stop-timeout", raw.stop_timeout,
                  "Seconds between SIGTERM and SIGKILL when stopping workers (default 30)");
+  app.add_option("--hang_timeout,--hang-timeout", raw.hang_timeout,
+                 "Seconds without progress after which a rank is hung: its stack is dumped, "
+                 "it is killed and the group restarts (default 0: off; docs/hangs.md)");
   app.add_option("--log_line_prefix_template,--log-line-prefix-template", raw.prefix_template,
                  "Console line prefix; ${role_name}, ${rank}, ${local_rank} are replaced");
   app.add_flag("--pass_local_rank_arg{local_rank},--pass-local-rank-arg{local_rank}",
@@ -207,6 +211,11 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
                       ": expected a non-negative number of seconds");
   }
   config.stop_timeout = std::chrono::milliseconds(static_cast<int64_t>(raw.stop_timeout * 1000));
+  if (!std::isfinite(raw.hang_timeout) || raw.hang_timeout < 0) {
+    throw ConfigError("--hang_timeout=" + std::to_string(raw.hang_timeout) +
+                      ": expected a non-negative number of seconds (0 turns hang detection off)");
+  }
+  config.hang_timeout = std::chrono::milliseconds(static_cast<int64_t>(raw.hang_timeout * 1000));
   config.log_line_prefix_template = raw.prefix_template;
   if (given("--pass_local_rank_arg")) config.pass_local_rank_arg = raw.pass_local_rank_arg;
   config.agent_store = !raw.no_agent_store;

@@ -1,5 +1,6 @@
 #include "launcher/error_report.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -65,6 +66,8 @@ void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& 
     out << " (pid: " << failure.pid << ")\n";
   }
   out << "  error_file: " << (failure.error ? failure.error_file : "<N/A>") << "\n";
+  const bool hang_in_message = failure.error && failure.error->message.starts_with("hang: ");
+  if (!failure.hang.empty() && !hang_in_message) out << "  hang      : " << failure.hang << "\n";
   if (failure.error) {
     if (!failure.error->message.empty()) out << "  message   : " << failure.error->message << "\n";
     std::string traceback = failure.error->traceback;
@@ -79,11 +82,16 @@ void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& 
   } else {
     out << "  traceback : <N/A> (the worker wrote no error file; see its output above)\n";
   }
+  if (!failure.output_tail.empty()) {
+    out << "  stderr    : (last " << failure.output_tail.size() << " lines)\n";
+    for (const auto& line : failure.output_tail) out << "    " << line << "\n";
+  }
 }
 
 // One line saying why failures[root] was chosen, for the summary.
 std::string root_cause_reason(const std::vector<WorkerFailure>& failures, size_t root) {
   const auto& r = failures[root];
+  if (r.culprit) return "the rank named as the culprit of a hang (see 'hang' above)";
   std::string how = r.error && r.error->timestamp
                         ? "its error file was recorded at " + format_time(failure_time(r))
                         : "the agent saw it exit at " + format_time(failure_time(r));
@@ -114,12 +122,30 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
   return content;
 }
 
+bool write_error_file(const std::string& path, const std::string& message,
+                      const std::string& callstack) {
+  const auto now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  nlohmann::json doc = {
+      {"message",
+       {{"message", message},
+        {"extraInfo", {{"py_callstack", callstack}, {"timestamp", std::to_string(now)}}}}}};
+  std::ofstream out(path, std::ios::trunc);
+  out << doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out.close();
+  return static_cast<bool>(out);
+}
+
 size_t root_cause_index(const std::vector<WorkerFailure>& failures) {
-  size_t best = 0;
-  for (size_t i = 1; i < failures.size(); ++i) {
-    if (failure_time(failures[i]) < failure_time(failures[best])) best = i;
+  // The culprit of a hang caused its victims' failures, whatever the order they died in.
+  const bool any_culprit =
+      std::any_of(failures.begin(), failures.end(), [](const auto& f) { return f.culprit; });
+  std::optional<size_t> best;
+  for (size_t i = 0; i < failures.size(); ++i) {
+    if (any_culprit && !failures[i].culprit) continue;
+    if (!best || failure_time(failures[i]) < failure_time(failures[*best])) best = i;
   }
-  return best;
+  return best.value_or(0);
 }
 
 std::string format_failure_summary(const std::string& program, const std::string& host,

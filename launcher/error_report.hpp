@@ -28,10 +28,21 @@ struct WorkerFailure {
   std::chrono::system_clock::time_point observed;  // when the agent saw the exit
   std::string error_file;                          // path handed to the worker
   std::optional<ErrorFileContent> error;           // its content, when it wrote one
+  // A hang found by the agent (docs/hangs.md): what it said, and whether this rank was
+  // named the culprit (a culprit is the root cause before any victim of the same hang).
+  std::string hang;
+  bool culprit = false;
+  // The worker's last stderr lines when it died of a signal: a Python traceback from
+  // faulthandler, a native worker's backtrace.
+  std::vector<std::string> output_tail;
 };
 
 // Parses an error file; nullopt when it is missing, empty or not PyTorch's format.
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
+// Writes an error file in PyTorch's format (message, callstack, timestamp now) for a worker
+// that left none: the agent's own account of why it ended (a hang). False when it cannot.
+bool write_error_file(const std::string& path, const std::string& message,
+                      const std::string& callstack);
 // Index of the root cause: the earliest failure, each timed by its error-file timestamp
 // (never later than its observed exit), else by its observed exit.
 size_t root_cause_index(const std::vector<WorkerFailure>& failures);

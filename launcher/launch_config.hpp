@@ -34,6 +34,8 @@ struct LaunchConfig {
   int max_restarts = 0;
   double monitor_interval_s = 0.1;  // accepted for compatibility; monitoring is event-driven
   std::chrono::milliseconds stop_timeout{30000};  // SIGTERM -> SIGKILL grace period
+  // A rank whose progress has not moved this long is hung (docs/hangs.md); 0 = off.
+  std::chrono::milliseconds hang_timeout{0};
 
   // --- rendezvous (nullopt = not given; the factory applies defaults) ---
   std::optional<std::string> nnodes;  // "N" or "MIN:MAX"

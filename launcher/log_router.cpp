@@ -105,9 +105,19 @@ void LogRouter::end_attempt() {
   ranks_.clear();
 }
 
+std::vector<std::string> LogRouter::stderr_tail(int local_rank) const {
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= ranks_.size()) return {};
+  const auto& tail = ranks_[static_cast<size_t>(local_rank)].stderr_tail;
+  return {tail.begin(), tail.end()};
+}
+
 void LogRouter::emit(int local_rank, int stream, std::string_view line) {
   auto& rank = ranks_[static_cast<size_t>(local_rank)];
   auto& state = rank.streams[stream == 1 ? 0 : 1];
+  if (stream == 2) {
+    rank.stderr_tail.emplace_back(line.substr(0, 512));
+    if (rank.stderr_tail.size() > kStderrTailLines) rank.stderr_tail.pop_front();
+  }
   if (state.file != nullptr) {
     std::fwrite(line.data(), 1, line.size(), state.file);
     std::fputc('\n', state.file);

@@ -4,6 +4,7 @@
 // partial last lines flushed when a worker exits. The console is a Console: it never blocks,
 // and drops lines (counted) when nobody reads it; the files get every line.
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -28,6 +29,8 @@ struct LogRouterOptions {
 
 // A worker line still without a newline at this size is routed as it stands.
 inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
+// stderr lines kept per worker for the failure summary (each cut at 512 bytes).
+inline constexpr size_t kStderrTailLines = 40;
 
 class LogRouter {
  public:
@@ -48,6 +51,9 @@ class LogRouter {
   void flush(int local_rank);
   // Flushes every rank and closes the attempt's files.
   void end_attempt();
+  // The last stderr lines of a worker in this attempt (at most kStderrTailLines), for the
+  // failure summary: where a dying worker's traceback or backtrace is.
+  [[nodiscard]] std::vector<std::string> stderr_tail(int local_rank) const;
   // The prefix template with ${role_name}, ${rank} and ${local_rank} replaced.
   [[nodiscard]] static std::string expand_prefix(const std::string& templ, const std::string& role,
                                                  int rank, int local_rank);
@@ -61,6 +67,7 @@ class LogRouter {
   struct RankState {
     std::string prefix;
     StreamState streams[2];
+    std::deque<std::string> stderr_tail;
   };
   void emit(int local_rank, int stream, std::string_view line);
 

@@ -229,6 +229,10 @@ void ProcessSpawner::signal_group(int pid, int sig) {
   if (children_.count(pid) != 0) ::killpg(pid, sig);
 }
 
+void ProcessSpawner::signal_process(int pid, int sig) {
+  if (children_.count(pid) != 0) ::kill(pid, sig);
+}
+
 void ProcessSpawner::release(int pid) {
   auto it = children_.find(pid);
   if (it == children_.end()) return;

@@ -25,6 +25,7 @@ class ProcessSpawner final : public WorkerSpawner {
 
   int spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbacks) override;
   void signal_group(int pid, int sig) override;
+  void signal_process(int pid, int sig) override;
   void release(int pid) override;
 
  private:

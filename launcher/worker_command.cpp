@@ -95,6 +95,7 @@ std::vector<std::string> build_worker_env(const LaunchConfig& config, const Envi
   set(env::kUseAgentStore, attempt.use_agent_store ? "True" : "False");
   set(env::kErrorFile, error_file);
   if (sets_default_omp_threads(config, env)) set(env::kOmpNumThreads, "1");
+  if (env.count(env::kPythonFaultHandler) == 0) set(env::kPythonFaultHandler, "1");
   if (env.count(env::kTorchNcclAsyncErrorHandling) == 0) {
     set(env::kTorchNcclAsyncErrorHandling, "1");
   }

@@ -31,6 +31,8 @@ class WorkerSpawner {
   virtual int spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbacks) = 0;
   // Sends sig to the worker's whole process group (ignored when it is already gone).
   virtual void signal_group(int pid, int sig) = 0;
+  // Sends sig to the worker process alone (a stack dump request; ignored when gone).
+  virtual void signal_process(int pid, int sig) = 0;
   // After the worker exited: kills what is left of its process group and forgets it.
   virtual void release(int pid) = 0;
 };

@@ -81,6 +81,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   // The last membership change's reason, for the agent's log ("" when none yet).
   [[nodiscard]] std::string last_change_reason() const;
 
+  std::shared_ptr<Store> connect_job_store() override { return side_connection(); }
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Closing {

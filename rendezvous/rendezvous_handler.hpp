@@ -60,6 +60,11 @@ class RendezvousHandler {
   // stop). Safe from any thread; a no-op when nothing waits.
   virtual void interrupt() {}
 
+  // A new connection to a store every node of the job shares, scoped to the job (the agent
+  // publishes its ranks' progress there so that all nodes name the same hung rank). Called
+  // off the agent's loop; nullptr where the job has no such store (one node).
+  virtual std::shared_ptr<Store> connect_job_store() { return nullptr; }
+
   // Identifier of the job (TORCHELASTIC_RUN_ID).
   [[nodiscard]] virtual std::string run_id() const = 0;
 };

@@ -49,7 +49,12 @@ std::optional<TrainOptions> parse_command_line(int argc, const char* const* argv
   app.add_option("--fault_kill_at_step", o.fault_kill_at_step,
                  "TEST: SIGKILL one rank after this step on the first attempt")
       ->group("Testing");
-  app.add_option("--fault_rank", o.fault_rank, "TEST: rank killed by --fault_kill_at_step")
+  app.add_option("--fault_hang_at_step", o.fault_hang_at_step,
+                 "TEST: one rank stops making progress (sleeps) after this step on the first "
+                 "attempt")
+      ->group("Testing");
+  app.add_option("--fault_rank", o.fault_rank,
+                 "TEST: rank killed by --fault_kill_at_step or hung by --fault_hang_at_step")
       ->group("Testing");
   try {
     app.parse(argc, argv);

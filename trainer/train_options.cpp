@@ -42,6 +42,8 @@ void validate(const TrainOptions& o) {
   require(o.checkpoint_every >= 0, "--checkpoint_every", to_string(o.checkpoint_every), ">= 0");
   require(o.fault_kill_at_step >= 0, "--fault_kill_at_step", to_string(o.fault_kill_at_step),
           ">= 0");
+  require(o.fault_hang_at_step >= 0, "--fault_hang_at_step", to_string(o.fault_hang_at_step),
+          ">= 0");
   LrSchedule schedule{o.lr, o.warmup_steps, 1, o.min_lr_ratio};
   validate(schedule);
   // Optimizer hyper-parameters are checked where the optimizer is built (make_optimizer).

@@ -53,7 +53,8 @@ struct TrainOptions {
 
   // --- fault injection for tests (documented in docs/trainer.md) ---
   int64_t fault_kill_at_step = 0;  // SIGKILL self after this step, first attempt only
-  int fault_rank = -1;             // which rank dies (-1 = the last rank)
+  int64_t fault_hang_at_step = 0;  // stop making progress after this step, first attempt only
+  int fault_rank = -1;             // which rank dies or hangs (-1 = the last rank)
 };
 
 // ConfigError naming the flag and value for anything out of range.

@@ -1,5 +1,7 @@
 #include "trainer/trainer.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -168,6 +170,7 @@ bool Trainer::train_epoch(int64_t start) {
   const auto end = static_cast<std::size_t>(sampler_.num_samples() - start);
   for (std::size_t off = 0; off + batch <= end; off += batch) {
     if (options_.max_steps > 0 && step_ >= options_.max_steps) return false;
+    if (auto* progress = group_.progress()) progress->step(step_ + 1);  // the step it works on
     train_step(std::span<const int64_t>(indices).subspan(off, batch));
     const int64_t position = start + static_cast<int64_t>(off + batch);
     if (step_ % options_.log_every == 0) log_progress();
@@ -323,9 +326,16 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t po
 }
 
 void Trainer::maybe_inject_fault() const {
-  if (options_.fault_kill_at_step <= 0 || restart_count_ != 0) return;
+  if (restart_count_ != 0) return;
   const int victim = options_.fault_rank < 0 ? world_ - 1 : options_.fault_rank;
-  if (rank_ == victim && step_ == options_.fault_kill_at_step) {
+  if (rank_ != victim) return;
+  if (options_.fault_hang_at_step > 0 && step_ == options_.fault_hang_at_step) {
+    std::cout << "[train] rank " << rank_ << ": --fault_hang_at_step " << step_
+              << " reached, sleeping without progress" << std::endl;
+    if (auto* progress = group_.progress()) progress->step(step_ + 1);
+    while (true) ::pause();  // the others wait in the next all-reduce; the agent must act
+  }
+  if (options_.fault_kill_at_step > 0 && step_ == options_.fault_kill_at_step) {
     std::cout << "[train] rank " << rank_ << ": --fault_kill_at_step " << step_
               << " reached, sending myself SIGKILL" << std::endl;
     std::raise(SIGKILL);

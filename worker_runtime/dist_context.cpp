@@ -4,9 +4,11 @@
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
+#include "common/progress_protocol.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "rendezvous/store/tcp_store.hpp"
+#include "worker_runtime/crash_backtrace.hpp"
 #include "worker_runtime/gloo_process_group.hpp"
 #ifdef DDP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -126,7 +128,8 @@ DistContext::~DistContext() {
 }
 
 std::unique_ptr<DistContext> init(const InitOptions& options) {
-  EnvContract env = parse_env(options.env.empty() ? current_env() : options.env);
+  const EnvMap vars = options.env.empty() ? current_env() : options.env;
+  EnvContract env = parse_env(vars);
   const std::string backend =
       resolve_backend(options.backend, env.backend, env.local_world_size, cuda_device_count());
   std::unique_ptr<rendezvous::StoreServer> server;
@@ -153,6 +156,12 @@ std::unique_ptr<DistContext> init(const InitOptions& options) {
     nccl.connect_timeout = options.store_timeout;
     group = std::make_unique<NcclProcessGroup>(store, nccl);
 #endif
+  }
+  install_crash_backtrace(env.rank);
+  // The agent asked for progress (--hang_timeout): report steps and collectives to it.
+  if (auto file = vars.find(progress::kEnvProgressFile);
+      file != vars.end() && !file->second.empty()) {
+    group->set_progress(std::make_shared<ProgressReporter>(file->second, env.rank));
   }
   return std::make_unique<DistContext>(std::move(env), std::move(store), std::move(group),
                                        std::move(server));

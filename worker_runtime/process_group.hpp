@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "worker_runtime/progress_reporter.hpp"
+
 namespace ddp::worker_runtime {
 
 using Duration = std::chrono::milliseconds;
@@ -66,6 +68,10 @@ class ProcessGroup {
   [[nodiscard]] Duration timeout() const { return timeout_; }
   // "gloo" or "nccl".
   [[nodiscard]] virtual std::string backend() const = 0;
+  // Every collective called through this interface reports entering and leaving to it (an
+  // async one leaves when its Work was waited for); null: nothing is reported.
+  void set_progress(std::shared_ptr<ProgressReporter> progress) { progress_ = std::move(progress); }
+  [[nodiscard]] ProgressReporter* progress() const { return progress_.get(); }
 
   // In place: data[0..count) becomes the reduction over ranks. kAvg divides by size()
   // (integer division for int64). Throws CollectiveError (names op, rank, timeout) on failure.
@@ -132,9 +138,13 @@ class ProcessGroup {
   [[nodiscard]] Duration resolve(Duration timeout) const;
   void check_gather_sizes(size_t send_count, size_t recv_count) const;
 
+  // Wraps an async collective's Work so that waiting for it reports the exit.
+  std::unique_ptr<Work> tracked(std::unique_ptr<Work> work, const char* op, int64_t seq) const;
+
   int rank_;
   int size_;
   Duration timeout_;
+  std::shared_ptr<ProgressReporter> progress_;
 };
 
 }  // namespace ddp::worker_runtime

@@ -11,7 +11,9 @@
 #include <regex>
 
 #include "common/log.hpp"
+#include "common/progress_protocol.hpp"
 #include "tests/launcher/fake_workers.hpp"
+#include "tests/support/files.hpp"
 
 using namespace ddp::launcher;
 using ddp::launcher::testing::FakeRendezvous;
@@ -304,4 +306,78 @@ TEST_CASE("events carry the restart count the workers were given", "[agent]") {
   std::filesystem::remove(*h.events_path);
   CHECK(starts == std::vector<std::string>{"0", "1"});
   CHECK(h.spawner.env(1, "TORCHELASTIC_RESTART_COUNT") == "1");
+}
+
+namespace {
+
+// What the fake /proc says of every fake worker.
+HangWatch::ProcReader fake_proc(char state) {
+  return [state](int pid) -> std::optional<ProcStatus> {
+    ProcStatus status;
+    status.pid = pid;
+    status.state = state;
+    return status;
+  };
+}
+
+void send_progress(const std::string& fifo, int rank, int pid, int64_t step, int64_t seq,
+                   ddp::progress::Phase phase) {
+  ddp::progress::Report r;
+  r.rank = rank;
+  r.pid = pid;
+  r.step = step;
+  r.op = "all_reduce";
+  r.seq = seq;
+  r.phase = phase;
+  const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const auto line = ddp::progress::format(r);
+  CHECK(::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("a rank behind the others is dumped (SIGABRT) first, then the group restarts",
+          "[agent][hang]") {
+  Harness h(2, /*max_restarts=*/1);
+  h.options.config.hang_timeout = std::chrono::milliseconds(300);
+  h.options.read_proc = fake_proc('S');
+  h.events_path = h.options.run_dir.string() + ".hang_events";
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "1") {
+      h.spawner.exit(i, ExitStatus{});
+      return;
+    }
+    const auto fifo = h.spawner.env(i, "DDPLAUNCH_PROGRESS_FILE");
+    REQUIRE_FALSE(fifo.empty());
+    // Rank 0 waits inside all_reduce #3; rank 1 left #2 and never entered #3.
+    const bool behind = h.spawner.env(i, "RANK") == "1";
+    send_progress(fifo, behind ? 1 : 0, h.spawner.workers[i].pid, 5, behind ? 2 : 3,
+                  behind ? ddp::progress::Phase::kExit : ddp::progress::Phase::kEnter);
+  };
+  REQUIRE(h.run() == 0);
+  CHECK(h.restarts == 1);
+  REQUIRE(h.spawner.workers.size() == 4);
+  CHECK(h.spawner.workers[1].signals.front() == SIGABRT);  // the culprit, asked for its stack
+  CHECK(h.spawner.workers[0].signals.front() == SIGTERM);  // the victim, only stopped
+  const std::string events = ddp::test::read_file(*h.events_path);
+  CHECK_THAT(events,
+             Catch::Contains(R"("event":"hang")") && Catch::Contains(R"("scope":"all_reduce #2")"));
+  CHECK(std::regex_search(events, std::regex(R"("culprit":true[^\n]*"rank":1)")));
+  std::filesystem::remove(*h.events_path);
+}
+
+TEST_CASE("a worker still there after SIGKILL (state D) is reported and not waited for",
+          "[agent][hang]") {
+  Harness h(1);
+  h.options.read_proc = fake_proc('D');
+  h.events_path = h.options.run_dir.string() + ".hang_events";
+  h.spawner.on_signal = [](size_t, int) {};  // nothing ends it
+  h.spawner.on_spawn = [&](size_t) { h.agent_ptr->handle_signal(SIGTERM); };
+  CHECK(h.run() == 128 + SIGTERM);
+  const std::string events = ddp::test::read_file(*h.events_path);
+  CHECK_THAT(events,
+             Catch::Contains(R"("event":"unkillable")") && Catch::Contains(R"("state":"D")"));
+  std::filesystem::remove(*h.events_path);
 }

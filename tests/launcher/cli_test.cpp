@@ -106,6 +106,19 @@ TEST_CASE("PET_<NAME> sets an option, the flag wins", "[cli]") {
   CHECK_THAT(error_of({"/bin/true"}, env), Contains("PET_MAX_RESTARTS=many"));
 }
 
+TEST_CASE("hang timeout: --hang_timeout seconds, off by default, PET_HANG_TIMEOUT, bad values",
+          "[cli]") {
+  CHECK(parse({"/bin/true"}).hang_timeout.count() == 0);
+  CHECK(parse({"--hang_timeout=2.5", "/bin/true"}).hang_timeout.count() == 2500);
+  Environment env = kEnv;
+  env["PET_HANG_TIMEOUT"] = "60";
+  CHECK(parse({"/bin/true"}, env).hang_timeout.count() == 60000);
+  CHECK_THAT(error_of({"--hang_timeout=-1", "/bin/true"}),
+             Contains("--hang_timeout") && Contains("non-negative number of seconds"));
+  env["PET_HANG_TIMEOUT"] = "soon";
+  CHECK_THAT(error_of({"/bin/true"}, env), Contains("PET_HANG_TIMEOUT=soon"));
+}
+
 TEST_CASE("redirects and tee take torchrun's values and per-rank maps", "[cli]") {
   auto config = parse({"-r", "3", "--tee=0:1,1:2", "/bin/true"});
   CHECK(config.redirects.mode_for(5) == 3);

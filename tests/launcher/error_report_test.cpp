@@ -75,3 +75,35 @@ TEST_CASE("the summary names rank, exit code or signal, pid, host and message", 
   CHECK_THAT(text, Contains("exitcode  : 137 (SIGKILL, pid: 103)"));
   CHECK_THAT(text, Contains("Signal 9 (SIGKILL) received by PID 103"));
 }
+
+TEST_CASE(
+    "a hang: the culprit is the root cause whatever order the ranks died in, and the "
+    "agent's error file reads back",
+    "[report][hang]") {
+  WorkerFailure victim;
+  victim.rank = 0;
+  victim.status = ExitStatus{0, 15};
+  victim.observed = std::chrono::system_clock::now() - std::chrono::seconds(1);
+  victim.hang = "rank 1: no progress for 60 s in step 3; rank 0 waits in all_reduce #9";
+  WorkerFailure culprit = victim;
+  culprit.rank = 1;
+  culprit.status = ExitStatus{0, 6};
+  culprit.observed = std::chrono::system_clock::now();
+  culprit.culprit = true;
+  culprit.output_tail = {"Fatal Python error: Aborted", "  File \"x.py\", line 3 in stuck"};
+  const std::vector<WorkerFailure> failures{victim, culprit};
+  CHECK(root_cause_index(failures) == 1);
+  const auto summary = format_failure_summary("train.py", "node-a", failures);
+  CHECK_THAT(summary, Catch::Contains("the rank named as the culprit of a hang") &&
+                          Catch::Contains("hang      : rank 1: no progress") &&
+                          Catch::Contains("    Fatal Python error: Aborted"));
+
+  const auto path = write_temp("agent_error", "");
+  REQUIRE(write_error_file(path, "hang: rank 1 stuck", "frame 1\nframe 2\n"));
+  const auto content = read_error_file(path);
+  REQUIRE(content);
+  CHECK(content->message == "hang: rank 1 stuck");
+  CHECK(content->traceback == "frame 1\nframe 2\n");
+  CHECK(content->timestamp.has_value());
+  std::filesystem::remove(path);
+}

@@ -51,6 +51,7 @@ class FakeSpawner final : public WorkerSpawner {
       }
     }
   }
+  void signal_process(int pid, int sig) override { signal_group(pid, sig); }
   void release(int pid) override {
     for (auto& worker : workers) {
       if (worker.pid == pid) worker.released = true;

@@ -1,0 +1,242 @@
+// Hang detection end to end (docs/hangs.md): real ddplaunch agents, real workers that stop
+// making progress. Each case writes down what a user sees: who is named, what is dumped,
+// whether the job recovers. Timeouts are short (1-2 s) so the file stays quick; nothing
+// asserts on speed.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <thread>
+
+#include "agent_process.hpp"
+#include "worker_runtime/checkpoint.hpp"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+using ddp::test::AgentProcess;
+
+namespace {
+
+constexpr auto kGuard = 90s;
+const std::string kSource = DDP_SOURCE_DIR;
+const std::string kTrain = std::string(DDP_BINARY_DIR) + "/train";
+const std::string kStopMe = kSource + "/tests/e2e/scripts/stop_me.sh";
+const std::string kPyWorker = kSource + "/tests/e2e/scripts/hang_worker.py";
+
+struct Run {
+  std::string dir = ddp::test::make_temp_dir();
+  std::unique_ptr<AgentProcess> agent;
+  ~Run() {
+    agent.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  AgentProcess& start(std::vector<std::string> args, std::map<std::string, std::string> env = {},
+                      const std::string& tag = "agent") {
+    env["PID_DIR"] = dir;
+    env["PYTHONPATH"] = kSource + "/worker_runtime/python";
+    env["PYTHON_EXEC"] = "/usr/bin/python3";
+    agent = std::make_unique<AgentProcess>(args, env, dir + "/" + tag + ".log");
+    return *agent;
+  }
+};
+
+std::vector<std::string> launch(int nproc, int max_restarts, const std::string& hang_timeout) {
+  std::vector<std::string> args{"--standalone",
+                                "--nproc_per_node",
+                                std::to_string(nproc),
+                                "--max_restarts",
+                                std::to_string(max_restarts),
+                                "--stop_timeout",
+                                "2"};
+  if (!hang_timeout.empty()) {
+    args.push_back("--hang_timeout");
+    args.push_back(hang_timeout);
+  }
+  return args;
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::vector<std::string> train_args(const std::string& dir) {
+  return {kTrain,
+          "--data",
+          "synthetic",
+          "--synthetic_rows",
+          "640",
+          "--synthetic_features",
+          "16",
+          "--synthetic_classes",
+          "4",
+          "--hidden",
+          "32,32",
+          "--batch_size",
+          "16",
+          "--epochs",
+          "2",
+          "--seed",
+          "3",
+          "--log_every",
+          "8",
+          "--checkpoint_dir",
+          dir + "/ckpt",
+          "--checkpoint_every",
+          "5",
+          "--out",
+          dir + "/final.safetensors"};
+}
+
+std::vector<float> weights(const std::string& path) {
+  const auto ckpt = ddp::worker_runtime::load_checkpoint(path);
+  std::vector<float> all;
+  for (const auto& [name, tensor] : ckpt.tensors) {
+    all.insert(all.end(), tensor.data.begin(), tensor.data.end());
+  }
+  return all;
+}
+
+pid_t read_pid(const std::string& path) {
+  pid_t pid = 0;
+  for (int i = 0; i < 500 && pid == 0; ++i) {
+    std::ifstream in(path);
+    if (!(in >> pid)) std::this_thread::sleep_for(20ms);
+  }
+  return pid;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "hang e2e: a native rank that stops progressing is named with its step and collective, "
+    "and the restarted run ends like a clean one",
+    "[hang][e2e]") {
+  Run clean;
+  auto& c = clean.start(with(launch(2, 0, ""), train_args(clean.dir)));
+  REQUIRE(c.wait(kGuard) == 0);
+
+  Run hung;
+  auto& a = hung.start(
+      with(launch(2, 1, "2"),
+           with(train_args(hung.dir), {"--fault_hang_at_step", "13", "--fault_rank", "1"})));
+  const auto rc = a.wait(kGuard);
+  INFO(a.log());
+  REQUIRE(rc == 0);
+  // Rank 1 sleeps after step 13 (working on 14); rank 0 waits in the next all-reduce.
+  CHECK_THAT(a.log(), Contains("hang detected: rank 1: no progress for") &&
+                          Contains("in step 14, after collective all_reduce #") &&
+                          Contains("rank 0 waits in all_reduce #"));
+  // Its stack was asked for before it was killed: the runtime's backtrace names the trainer.
+  CHECK_THAT(a.log(), Contains("received Aborted; backtrace:") && Contains("maybe_inject_fault"));
+  CHECK_THAT(a.log(), Contains("resumed from") && Contains("restarting, attempt 1 of 1"));
+  CHECK(weights(hung.dir + "/final.safetensors") == weights(clean.dir + "/final.safetensors"));
+}
+
+TEST_CASE("hang e2e: with no restart left the summary carries the hang and the native backtrace",
+          "[hang][e2e]") {
+  Run run;
+  auto& a = run.start(
+      with(launch(2, 0, "1.5"),
+           with(train_args(run.dir), {"--fault_hang_at_step", "3", "--fault_rank", "0"})));
+  const auto rc = a.wait(kGuard);
+  INFO(a.log());
+  REQUIRE(rc.has_value());
+  CHECK(*rc == 128 + SIGABRT);  // the culprit's status: it died of the dump signal
+  CHECK_THAT(a.log(), Contains("Root Cause") && Contains("rank      : 0 (local_rank: 0)") &&
+                          Contains("hang      : rank 0: no progress for") &&
+                          Contains("stderr    : (last") && Contains("maybe_inject_fault"));
+}
+
+TEST_CASE("hang e2e: a stopped worker with no progress source is hung after the timeout",
+          "[hang][e2e]") {
+  Run run;
+  auto& a = run.start(with(launch(2, 1, "1"), {kStopMe}));
+  const pid_t pid = read_pid(run.dir + "/1.pid");
+  REQUIRE(pid > 0);
+  REQUIRE(a.wait_for_log("PYTHONFAULTHANDLER=1", kGuard));
+  ::kill(pid, SIGSTOP);
+  const auto rc = a.wait(kGuard);
+  INFO(a.log());
+  REQUIRE(rc == 0);  // restarted, and the second attempt finishes
+  CHECK_THAT(a.log(), Contains("hang detected: rank 1: stopped (state T), no progress for") &&
+                          Contains("(no progress source)") && Contains("state T"));
+  CHECK_THAT(a.log(), Contains("restarting, attempt 1 of 1"));
+}
+
+TEST_CASE(
+    "hang e2e: a slow job that keeps reporting progress and a job with no source are "
+    "never killed",
+    "[hang][e2e]") {
+  SECTION("slow but progressing: a step every 0.4 s against a 1 s timeout, for 4 s") {
+    Run run;
+    auto& a = run.start(with(launch(2, 0, "1"), {kPyWorker}), {{"HANG_MODE", "slow"}});
+    const auto rc = a.wait(kGuard);
+    INFO(a.log());
+    CHECK(rc == 0);
+    CHECK_THAT(a.log(), !Contains("hang detected"));
+  }
+  SECTION("no progress source, sleeping (state S) 4 s against a 1 s timeout") {
+    Run run;
+    auto& a = run.start(with(launch(1, 0, "1"), {kStopMe}), {{"IDLE_SECONDS", "4"}});
+    const auto rc = a.wait(kGuard);
+    INFO(a.log());
+    CHECK(rc == 0);
+    CHECK_THAT(a.log(), !Contains("hang detected"));
+  }
+}
+
+TEST_CASE("hang e2e: a Python rank behind the others is dumped: its traceback is in the summary",
+          "[hang][e2e]") {
+  Run run;
+  auto& a = run.start(with(launch(2, 0, "1"), {kPyWorker}), {{"HANG_MODE", "stuck"}});
+  const auto rc = a.wait(kGuard);
+  INFO(a.log());
+  REQUIRE(rc.has_value());
+  CHECK(*rc == 128 + SIGABRT);
+  CHECK_THAT(a.log(), Contains("hang detected: rank 1: no progress for") && Contains("in step 1"));
+  // faulthandler (PYTHONFAULTHANDLER=1, set by the agent) printed where rank 1 was.
+  CHECK_THAT(a.log(), Contains("Fatal Python error: Aborted") && Contains("stuck_in_here") &&
+                          Contains("message   : hang: rank 1"));
+}
+
+TEST_CASE("hang e2e: two nodes name the same culprit, and both recover", "[hang][e2e][multinode]") {
+  const int port = ddp::test::free_port();
+  Run a;
+  Run b;
+  const auto node = [&](const std::string& addr) {
+    return with({"--nnodes", "2", "--nproc_per_node", "2", "--max_restarts", "1", "--stop_timeout",
+                 "2", "--hang_timeout", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                 "127.0.0.1:" + std::to_string(port), "--rdzv_id", "hang", "--local_addr", addr},
+                with(train_args(a.dir), {"--fault_hang_at_step", "13", "--fault_rank", "3"}));
+  };
+  auto& first = a.start(node("127.0.0.1"), {}, "a");
+  auto& second = b.start(node("127.0.0.2"), {}, "b");
+  const auto rc_a = first.wait(kGuard);
+  const auto rc_b = second.wait(kGuard);
+  INFO(first.log());
+  INFO(second.log());
+  CHECK(rc_a == 0);
+  CHECK(rc_b == 0);
+  // Both agents print the same culprit, step and collective (the seconds may differ).
+  const std::regex named(
+      "hang detected: rank (\\d+): no progress for [0-9.]+ s in step (\\d+), "
+      "after collective all_reduce #(\\d+)");
+  std::smatch ma;
+  std::smatch mb;
+  const std::string la = first.log();
+  const std::string lb = second.log();
+  REQUIRE(std::regex_search(la, ma, named));
+  REQUIRE(std::regex_search(lb, mb, named));
+  CHECK(ma[1] == "3");
+  CHECK(mb[1] == "3");
+  CHECK(ma[2] == mb[2]);
+  CHECK(ma[3] == mb[3]);
+  // Whichever node got ranks 0-1 (arrival order) had only victims.
+  CHECK_THAT(la + lb, Contains("the hung rank is on another node"));
+}

@@ -1,0 +1,32 @@
+// torchrun's file timer under ddplaunch (docs/hangs.md): a real PyTorch 1.13 script that uses
+// torch.distributed.elastic.timer.FileTimerClient, as it would under torchrun.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+
+#include "agent_process.hpp"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+
+TEST_CASE("hang pytorch: an expired file-timer scope is reaped, named, and the restart finishes",
+          "[hang][pytorch]") {
+  const std::string dir = ddp::test::make_temp_dir();
+  const std::string source = DDP_SOURCE_DIR;
+  {
+    ddp::test::AgentProcess a({"--standalone", "--nproc_per_node", "2", "--max_restarts", "1",
+                               source + "/tests/e2e/scripts/hang_worker.py"},
+                              {{"HANG_MODE", "timer"},
+                               {"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
+                               {"PYTHON_EXEC", "/usr/bin/python3"}},
+                              dir + "/agent.log");
+    const auto rc = a.wait(120s);
+    INFO(a.log());
+    REQUIRE(rc == 0);
+    CHECK_THAT(a.log(), Contains("rank 1 (pid ") &&
+                            Contains("file timer scope 'stuck_step' expired; sent SIGKILL"));
+    CHECK_THAT(a.log(), Contains("restarting, attempt 1 of 1") && Contains("WORKER RANK=1 DONE"));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
