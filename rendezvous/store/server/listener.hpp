@@ -65,9 +65,7 @@ void tune_connection(int fd);
 // retries of the same streak, and one line when a connection is accepted again.
 class AcceptLog {
  public:
-  // log_name is ignored (lines begin with the program's name, common/log.hpp); the backends
-  // still pass it.
-  AcceptLog(const std::string& /*log_name*/, uint16_t port) : port_(port) {}
+  explicit AcceptLog(uint16_t port) : port_(port) {}
   // An accept failed with errno err while open_connections were open.
   void failed(int err, size_t open_connections);
   // A connection was accepted.

@@ -38,9 +38,4 @@ class ServerLoop {
   [[nodiscard]] virtual const char* name() const = 0;
 };
 
-// A warning line through common/log.hpp ("<program>: <what>"). log_name is ignored: the
-// program's name, set once in main, begins every line. Kept only for the backends, which
-// still pass SessionConfig::log_name; they are to call DDP_LOG_* directly, and then this goes.
-void log_line(const std::string& log_name, const std::string& what);
-
 }  // namespace ddp::rendezvous

@@ -65,7 +65,7 @@ struct StoreServer::Impl {
   explicit Impl(StoreServerOptions opts)
       : options(std::move(opts)),
         session_config{
-            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request}, {}},
+            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request}},
         listener(options.host, options.port) {}
 
   StoreServerOptions options;

@@ -17,9 +17,6 @@ namespace ddp::rendezvous {
 // What every session of one server shares: the limits.
 struct SessionConfig {
   wire::Limits limits;
-  // Unused: log lines begin with the program's name (common/log.hpp). Kept while the
-  // backends still hand it to log_line() and AcceptLog, which ignore it.
-  std::string log_name;
 };
 
 class StoreSession final : public ReplyChannel, public std::enable_shared_from_this<StoreSession> {

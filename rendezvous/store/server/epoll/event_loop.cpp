@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/store/server/server_loop.hpp"
 
 namespace ddp::rendezvous {
@@ -25,9 +26,8 @@ OwnedFd checked(int fd, const char* what) {
 
 }  // namespace
 
-EventLoop::EventLoop(std::string log_name, std::function<void()> after_batch)
-    : log_name_(std::move(log_name)),
-      after_batch_(std::move(after_batch)),
+EventLoop::EventLoop(std::function<void()> after_batch)
+    : after_batch_(std::move(after_batch)),
       epoll_(checked(::epoll_create1(EPOLL_CLOEXEC), "an epoll set")),
       wake_(checked(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "an eventfd")),
       events_(kEventsPerTurn) {
@@ -84,7 +84,7 @@ void EventLoop::run() {
         static_cast<EpollHandler*>(ev.data.ptr)->handle_events(ev.events);
       } catch (const std::exception& e) {
         // A bug in one handler must not take every client's rendezvous down with it.
-        log_line(log_name_, std::string("unexpected error in the event loop: ") + e.what());
+        DDP_LOG_WARN(std::string("unexpected error in the event loop: ") + e.what());
       }
     }
     if (woken_) run_posted();
@@ -113,7 +113,7 @@ void EventLoop::guarded(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const std::exception& e) {
-    log_line(log_name_, std::string("unexpected error in the event loop: ") + e.what());
+    DDP_LOG_WARN(std::string("unexpected error in the event loop: ") + e.what());
   }
 }
 

@@ -32,11 +32,11 @@ class EpollHandler {
 
 class EventLoop final : private EpollHandler {
  public:
-  // log_name starts the loop's log lines. after_batch runs once every descriptor ready at one
+  // after_batch runs once every descriptor ready at one
   // wake-up was handled: handlers closed during the batch may be destroyed only then (later
   // events of the batch may still name them). Throws StoreError when the epoll set or the
   // eventfd cannot be created.
-  EventLoop(std::string log_name, std::function<void()> after_batch);
+  explicit EventLoop(std::function<void()> after_batch);
   ~EventLoop() override;
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
@@ -61,7 +61,6 @@ class EventLoop final : private EpollHandler {
   void run_posted();
   void guarded(const std::function<void()>& fn);
 
-  std::string log_name_;
   std::function<void()> after_batch_;
   OwnedFd epoll_;
   OwnedFd wake_;  // eventfd: post() writes it when its queue was empty

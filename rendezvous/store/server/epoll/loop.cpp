@@ -6,13 +6,14 @@
 #include <cerrno>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace ddp::rendezvous {
 
 EpollLoop::EpollLoop(const LoopContext& context)
     : context_(context),
-      accept_log_(context.sessions->log_name, context.port),
-      loop_(context.sessions->log_name, [this] { closed_.clear(); }),
+      accept_log_(context.port),
+      loop_([this] { closed_.clear(); }),
       retry_timer_(loop_, [this] {
         if (!stopped_) loop_.rewatch(context_.listen_fd, EPOLLIN, this);
       }) {}
@@ -75,7 +76,7 @@ void EpollLoop::add_connection(int fd, const std::string& peer) {
   try {
     connection->start();
   } catch (const Error& e) {
-    log_line(context_.sessions->log_name, "dropping connection from " + peer + ": " + e.what());
+    DDP_LOG_WARN("dropping connection from " + peer + ": " + e.what());
     return;  // the connection's destructor closes the socket
   }
   connections_.emplace(connection.get(), std::move(connection));

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log.hpp"
 #include "rendezvous/store/server/listener.hpp"
 #include "rendezvous/store/server/uring/ring.hpp"
 #include "rendezvous/store/server/uring/transport.hpp"
@@ -72,7 +73,7 @@ class UringLoop final : public ServerLoop {
 
 UringLoop::UringLoop(const LoopContext& context)
     : context_(context),
-      accept_log_(context.sessions->log_name, context.port),
+      accept_log_(context.port),
       ring_(kSqEntries, kCqEntries, context.io_uring_buffers, kBufferBytes) {
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) throw IoUringUnavailable("eventfd: " + errno_text(errno));
@@ -89,7 +90,7 @@ void UringLoop::run() {
   while (!done()) {
     if (const int rc = ring_.submit_and_wait(); rc < 0 && rc != -EINTR && rc != -ETIME) {
       if (!reported) {  // -EBUSY and the like pass; one line in case one does not
-        log_line(context_.sessions->log_name, "io_uring_enter: " + errno_text(-rc));
+        DDP_LOG_WARN("io_uring_enter: " + errno_text(-rc));
         reported = true;
       }
     }
@@ -102,8 +103,7 @@ void UringLoop::run() {
         dispatch(*cqe);
       } catch (const std::exception& e) {
         // A bug in one handler must not take every client's rendezvous down with it.
-        log_line(context_.sessions->log_name,
-                 std::string("unexpected error in the event loop: ") + e.what());
+        DDP_LOG_WARN(std::string("unexpected error in the event loop: ") + e.what());
       }
     }
     io_uring_cq_advance(ring_.raw(), seen);
