@@ -98,7 +98,7 @@ void HangWatch::check() {
   // source, and part of the report for the others.
   for (int pid : detector_.pids()) {
     auto status = read_proc_(pid);
-    detector_.on_state(pid, status ? status->state : 0, now);
+    detector_.on_state(pid, status ? status->state : char{0}, now);
   }
   auto local = detector_.snapshot(now);
   if (!detector_.any_hung(now) || reported_) {

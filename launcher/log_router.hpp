@@ -3,6 +3,7 @@
 // share a line), a per-rank prefix, torchrun's -r/-t selection, --local_ranks_filter, and
 // partial last lines flushed when a worker exits. The console is a Console: it never blocks,
 // and drops lines (counted) when nobody reads it; the files get every line.
+#include <array>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
@@ -66,7 +67,7 @@ class LogRouter {
   };
   struct RankState {
     std::string prefix;
-    StreamState streams[2];
+    std::array<StreamState, 2> streams;
     std::deque<std::string> stderr_tail;
   };
   void emit(int local_rank, int stream, std::string_view line);

@@ -47,7 +47,7 @@ std::vector<RankSnapshot> decode_snapshots(const std::string& text, int64_t now_
       r.has_source = item.at("source").get<bool>();
       r.silent_s = static_cast<double>(now_ms - item.at("moved_ms").get<int64_t>()) / 1000.0;
       const auto state = item.at("state").get<std::string>();
-      r.state = state.empty() ? 0 : state[0];
+      r.state = state.empty() ? char{0} : state[0];
       r.hung = item.at("hung").get<bool>();
       r.last.rank = r.rank;
       r.last.step = item.at("step").get<int64_t>();
