@@ -61,16 +61,6 @@ class RendezvousClosed : public RendezvousError {
   using RendezvousError::RendezvousError;
 };
 
-// A worker (or worker group) failed; carries the root cause's exit status.
-class WorkerFailed : public Error {
- public:
-  WorkerFailed(const std::string& what, int exit_status) : Error(what), exit_status_(exit_status) {}
-  [[nodiscard]] int exit_status() const noexcept { return exit_status_; }
-
- private:
-  int exit_status_;
-};
-
 // A collective failed or timed out (Gloo/NCCL).
 class CollectiveError : public Error {
  public:

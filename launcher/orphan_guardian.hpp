@@ -13,9 +13,10 @@ namespace ddp::launcher {
 class OrphanGuardian {
  public:
   // Forks the guardian. Call before any thread is started (the child runs normal code).
-  // Throws Error (with errno text) when pipe() or fork() fails.
+  // Throws Error (with errno text) when socketpair() or fork() fails.
   OrphanGuardian();
-  // Closes the pipe (the guardian kills what is still registered) and reaps it.
+  // Closes the agent's end of the socket pair (the guardian kills what is still registered)
+  // and reaps it.
   ~OrphanGuardian();
   OrphanGuardian(const OrphanGuardian&) = delete;
   OrphanGuardian& operator=(const OrphanGuardian&) = delete;

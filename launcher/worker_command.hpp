@@ -1,6 +1,6 @@
 #pragma once
 // What one worker is started with: its argv (python -u script / module / executable, with
-// ${local_rank} replaced) and its environment (the torchrun env contract of design.md).
+// ${local_rank} replaced) and its environment (the torchrun env contract, docs/env.md).
 #include <string>
 #include <vector>
 

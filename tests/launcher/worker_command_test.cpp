@@ -19,7 +19,7 @@ std::map<std::string, std::string> as_map(const std::vector<std::string>& env) {
 
 }  // namespace
 
-TEST_CASE("the env contract of design.md for a worker", "[env]") {
+TEST_CASE("the env contract of docs/env.md for a worker", "[env]") {
   LaunchConfig config;
   config.nproc_per_node = 4;
   config.max_restarts = 3;
