@@ -157,7 +157,8 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
     store = rendezvous::connect_store({master.host, master.port, "node_rank 0", o.join_timeout,
                                        rendezvous::kDefaultStoreTimeout, std::chrono::seconds(5)});
   }
-  setup.handler = std::make_unique<rendezvous::StaticRendezvous>(o, std::move(store));
+  setup.handler = std::make_unique<rendezvous::StaticRendezvous>(
+      o, std::move(store), connector(master.host, master.port));
   return setup;
 }
 

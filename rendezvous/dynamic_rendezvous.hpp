@@ -51,10 +51,6 @@ struct DynamicRendezvousOptions {
   Duration exit_barrier_timeout = std::chrono::seconds(300);
 };
 
-// Opens another connection to the same (unprefixed) store; the watcher threads block in
-// wait() and so need their own. For MemoryStore return the same shared store.
-using StoreConnector = std::function<std::shared_ptr<Store>()>;
-
 class DynamicRendezvous final : public RendezvousHandler {
  public:
   // Validates options (ConfigError naming the bad value). store is this agent's main

@@ -32,6 +32,10 @@ enum class MembershipChange {
   kNodeLost,     // a member node's agent disappeared: re-form (or fail if < MIN remain)
 };
 
+// Opens another connection to the same (unprefixed) store; the watcher threads block in
+// wait() and so need their own. For MemoryStore return the same shared store.
+using StoreConnector = std::function<std::shared_ptr<Store>()>;
+
 class RendezvousHandler {
  public:
   virtual ~RendezvousHandler() = default;

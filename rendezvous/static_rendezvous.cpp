@@ -44,8 +44,9 @@ std::string record_id(const std::string& text) {
 
 }  // namespace
 
-StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options, std::shared_ptr<Store> store)
-    : options_(std::move(options)) {
+StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options, std::shared_ptr<Store> store,
+                                   StoreConnector connect)
+    : options_(std::move(options)), connect_(std::move(connect)) {
   const auto& o = options_;
   if (o.nnodes < 1) {
     throw ConfigError("--nnodes " + std::to_string(o.nnodes) + ": expected at least 1");
@@ -61,6 +62,11 @@ StaticRendezvous::StaticRendezvous(StaticRendezvousOptions options, std::shared_
   store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + o.run_id + "/static", std::move(store));
   node_id_ = make_node_id(o.node_addr);
   barrier_.emplace(*store_, "departed", o.nnodes, o.exit_barrier_timeout, o.progress_interval);
+}
+
+std::shared_ptr<Store> StaticRendezvous::connect_job_store() {
+  if (!connect_) return nullptr;
+  return std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id + "/static", connect_());
 }
 
 RendezvousInfo StaticRendezvous::next_rendezvous() {

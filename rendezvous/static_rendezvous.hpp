@@ -34,7 +34,10 @@ struct StaticRendezvousOptions {
 class StaticRendezvous final : public RendezvousHandler {
  public:
   // Validates options (ConfigError naming the bad value).
-  StaticRendezvous(StaticRendezvousOptions options, std::shared_ptr<Store> store);
+  // connect (optional): opens another connection to the same store, for
+  // connect_job_store() (the agent's progress board for hang detection).
+  StaticRendezvous(StaticRendezvousOptions options, std::shared_ptr<Store> store,
+                   StoreConnector connect = nullptr);
 
   // First call: waits for all nnodes (RendezvousError naming who is missing after
   // join_timeout; ConfigError when another agent already holds this node_rank).
@@ -47,6 +50,7 @@ class StaticRendezvous final : public RendezvousHandler {
   // Ends the store host's exit barrier wait early.
   void interrupt() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
+  std::shared_ptr<Store> connect_job_store() override;
 
  private:
   void join();
@@ -54,6 +58,7 @@ class StaticRendezvous final : public RendezvousHandler {
 
   StaticRendezvousOptions options_;
   std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>/static
+  StoreConnector connect_;        // may be null
   std::string node_id_;
   std::optional<RendezvousInfo> info_;
   bool shut_down_ = false;

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <regex>
@@ -205,18 +206,22 @@ TEST_CASE("hang e2e: a Python rank behind the others is dumped: its traceback is
                           Contains("message   : hang: rank 1"));
 }
 
-TEST_CASE("hang e2e: two nodes name the same culprit, and both recover", "[hang][e2e][multinode]") {
-  const int port = ddp::test::free_port();
+namespace {
+
+// Two agents (127.0.0.1 and 127.0.0.2), 2 native ranks each, rank 3 stops making progress
+// after step 13 on the first attempt. rendezvous(addr, node) gives each agent's rendezvous
+// flags. Both agents must name the same culprit, step and collective, and both recover.
+void two_nodes_name_the_same_culprit(
+    const std::function<std::vector<std::string>(const std::string&, int)>& rendezvous) {
   Run a;
   Run b;
-  const auto node = [&](const std::string& addr) {
-    return with({"--nnodes", "2", "--nproc_per_node", "2", "--max_restarts", "1", "--stop_timeout",
-                 "2", "--hang_timeout", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
-                 "127.0.0.1:" + std::to_string(port), "--rdzv_id", "hang", "--local_addr", addr},
+  const auto node = [&](const std::string& addr, int index) {
+    return with(with(rendezvous(addr, index), {"--nproc_per_node", "2", "--max_restarts", "1",
+                                               "--stop_timeout", "2", "--hang_timeout", "2"}),
                 with(train_args(a.dir), {"--fault_hang_at_step", "13", "--fault_rank", "3"}));
   };
-  auto& first = a.start(node("127.0.0.1"), {}, "a");
-  auto& second = b.start(node("127.0.0.2"), {}, "b");
+  auto& second = b.start(node("127.0.0.2", 1), {}, "b");
+  auto& first = a.start(node("127.0.0.1", 0), {}, "a");
   const auto rc_a = first.wait(kGuard);
   const auto rc_b = second.wait(kGuard);
   INFO(first.log());
@@ -237,6 +242,29 @@ TEST_CASE("hang e2e: two nodes name the same culprit, and both recover", "[hang]
   CHECK(mb[1] == "3");
   CHECK(ma[2] == mb[2]);
   CHECK(ma[3] == mb[3]);
-  // Whichever node got ranks 0-1 (arrival order) had only victims.
+  // The node with ranks 0-1 had only victims.
   CHECK_THAT(la + lb, Contains("the hung rank is on another node"));
+}
+
+}  // namespace
+
+TEST_CASE("hang e2e: two elastic nodes name the same culprit, and both recover",
+          "[hang][e2e][multinode]") {
+  const auto endpoint = "127.0.0.1:" + std::to_string(ddp::test::free_port());
+  two_nodes_name_the_same_culprit([&](const std::string& addr, int) {
+    return std::vector<std::string>{"--nnodes",        "2",      "--rdzv_backend", "c10d",
+                                    "--rdzv_endpoint", endpoint, "--rdzv_id",      "hang",
+                                    "--local_addr",    addr};
+  });
+}
+
+TEST_CASE("hang e2e: two static nodes name the same culprit, and both recover",
+          "[hang][e2e][multinode]") {
+  const auto port = std::to_string(ddp::test::free_port());
+  two_nodes_name_the_same_culprit([&](const std::string& addr, int node_rank) {
+    return std::vector<std::string>{
+        "--nnodes",      "2",         "--node_rank",   std::to_string(node_rank),
+        "--master_addr", "127.0.0.1", "--master_port", port,
+        "--local_addr",  addr};
+  });
 }
