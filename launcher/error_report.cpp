@@ -91,7 +91,7 @@ void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& 
 // One line saying why failures[root] was chosen, for the summary.
 std::string root_cause_reason(const std::vector<WorkerFailure>& failures, size_t root) {
   const auto& r = failures[root];
-  if (r.culprit) return "the rank named as the culprit of a hang (see 'hang' above)";
+  if (r.culprit) return "the rank named as the culprit of a hang (its hang report is above)";
   std::string how = r.error && r.error->timestamp
                         ? "its error file was recorded at " + format_time(failure_time(r))
                         : "the agent saw it exit at " + format_time(failure_time(r));

@@ -52,7 +52,6 @@ class HangWatch {
   HangWatch(const HangWatch&) = delete;
   HangWatch& operator=(const HangWatch&) = delete;
 
-  [[nodiscard]] bool active() const { return timeout_on() || file_timer_ != nullptr; }
   // Variables every worker gets (the FIFO paths), "NAME=value".
   [[nodiscard]] std::vector<std::string> worker_env() const;
 

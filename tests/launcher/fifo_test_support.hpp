@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -44,6 +45,25 @@ inline bool write_fifo(const std::filesystem::path& path, std::string_view bytes
   ssize_t n = ::write(fd, bytes.data(), bytes.size());
   ::close(fd);
   return n == static_cast<ssize_t>(bytes.size());
+}
+
+inline double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A file-timer request line exactly as torch's FileTimerRequest.to_json() writes it (plus
+// the newline), and its release (expiration_time -1, signal 0).
+inline std::string timer_request(int pid, const std::string& scope, double expiration_time,
+                                 int signal) {
+  nlohmann::json doc = {{"version", 1},
+                        {"pid", pid},
+                        {"scope_id", scope},
+                        {"expiration_time", expiration_time},
+                        {"signal", signal}};
+  return doc.dump() + "\n";
+}
+inline std::string timer_release(int pid, const std::string& scope) {
+  return timer_request(pid, scope, -1, 0);
 }
 
 }  // namespace ddp::test

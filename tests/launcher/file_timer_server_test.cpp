@@ -19,27 +19,13 @@ using namespace ddp::launcher;
 using ddp::test::run_for;
 using ddp::test::run_until;
 using ddp::test::TempDir;
+using ddp::test::timer_release;
+using ddp::test::timer_request;
+using ddp::test::wall_now;
 using ddp::test::write_fifo;
 using namespace std::chrono_literals;
 
 namespace {
-
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// A request line exactly as torch's FileTimerRequest.to_json() writes it (plus the newline).
-std::string request(int pid, const std::string& scope, double expiration_time, int signal) {
-  nlohmann::json doc = {{"version", 1},
-                        {"pid", pid},
-                        {"scope_id", scope},
-                        {"expiration_time", expiration_time},
-                        {"signal", signal}};
-  return doc.dump() + "\n";
-}
-std::string release(int pid, const std::string& scope) {
-  return request(pid, scope, -1, 0);
-}
 
 struct Fixture {
   Fixture()
@@ -78,7 +64,7 @@ TEST_CASE("FileTimerServer reports an expired timer with its pid and scope, afte
           "[file_timer_server]") {
   Fixture f;
   double deadline = wall_now() + 0.3;
-  f.send(request(kPidA, "step", deadline, 0));
+  f.send(timer_request(kPidA, "step", deadline, 0));
   REQUIRE(f.wait_expired(1));
   CHECK(f.expired[0].pid == kPidA);
   CHECK(f.expired[0].scope == "step");
@@ -95,8 +81,8 @@ TEST_CASE("FileTimerServer reports an expired timer with its pid and scope, afte
 TEST_CASE("FileTimerServer expires the earliest deadline first, each once", "[file_timer_server]") {
   Fixture f;
   double now = wall_now();
-  f.send(request(kPidB, "late", now + 0.6, 0));
-  f.send(request(kPidA, "early", now + 0.2, 0));
+  f.send(timer_request(kPidB, "late", now + 0.6, 0));
+  f.send(timer_request(kPidA, "early", now + 0.2, 0));
   REQUIRE(f.wait_expired(2));
   run_for(f.io, 100ms);
   REQUIRE(f.expired.size() == 2);
@@ -109,9 +95,9 @@ TEST_CASE("FileTimerServer expires the earliest deadline first, each once", "[fi
 
 TEST_CASE("FileTimerServer: a released timer never expires", "[file_timer_server]") {
   Fixture f;
-  f.send(request(kPidA, "step", wall_now() + 0.3, 0));
-  f.send(release(kPidA, "step"));
-  f.send(release(kPidA, "never_acquired"));  // harmless
+  f.send(timer_request(kPidA, "step", wall_now() + 0.3, 0));
+  f.send(timer_release(kPidA, "step"));
+  f.send(timer_release(kPidA, "never_acquired"));  // harmless
   f.read_requests(3);
   CHECK(f.server.active_timers() == 0);
   run_for(f.io, 600ms);
@@ -123,8 +109,8 @@ TEST_CASE("FileTimerServer: acquiring a held scope again replaces its deadline",
           "[file_timer_server]") {
   Fixture f;
   double now = wall_now();
-  f.send(request(kPidA, "step", now + 0.2, 0));
-  f.send(request(kPidA, "step", now + 0.9, 0));
+  f.send(timer_request(kPidA, "step", now + 0.2, 0));
+  f.send(timer_request(kPidA, "step", now + 0.9, 0));
   f.read_requests(2);
   CHECK(f.server.active_timers() == 1);
   run_for(f.io, 500ms);
@@ -135,8 +121,8 @@ TEST_CASE("FileTimerServer: acquiring a held scope again replaces its deadline",
 
   // And an earlier deadline replaces a later one.
   now = wall_now();
-  f.send(request(kPidA, "step", now + 30, 0));
-  f.send(request(kPidA, "step", now + 0.2, 0));
+  f.send(timer_request(kPidA, "step", now + 30, 0));
+  f.send(timer_request(kPidA, "step", now + 0.2, 0));
   REQUIRE(f.wait_expired(2, 5s));
   CHECK(f.expired[1].expiration_time == now + 0.2);
 }
@@ -145,9 +131,9 @@ TEST_CASE("FileTimerServer: clear(pid) forgets one worker's timers, clear_all() 
           "[file_timer_server]") {
   Fixture f;
   double now = wall_now();
-  f.send(request(kPidA, "step", now + 0.3, 0));
-  f.send(request(kPidA, "save", now + 0.3, 0));
-  f.send(request(kPidB, "step", now + 0.4, 0));
+  f.send(timer_request(kPidA, "step", now + 0.3, 0));
+  f.send(timer_request(kPidA, "save", now + 0.3, 0));
+  f.send(timer_request(kPidB, "step", now + 0.4, 0));
   f.read_requests(3);
   CHECK(f.server.active_timers() == 3);
   f.server.clear(kPidA);
@@ -157,8 +143,8 @@ TEST_CASE("FileTimerServer: clear(pid) forgets one worker's timers, clear_all() 
   REQUIRE(f.expired.size() == 1);
   CHECK(f.expired[0].pid == kPidB);
 
-  f.send(request(kPidA, "step", wall_now() + 0.2, 0));
-  f.send(request(kPidB, "step", wall_now() + 0.2, 0));
+  f.send(timer_request(kPidA, "step", wall_now() + 0.2, 0));
+  f.send(timer_request(kPidB, "step", wall_now() + 0.2, 0));
   f.read_requests(5);
   f.server.clear_all();
   CHECK(f.server.active_timers() == 0);
@@ -170,9 +156,9 @@ TEST_CASE("FileTimerServer: a pid's timers expire together, the earliest scope i
           "[file_timer_server]") {
   Fixture f;
   double now = wall_now();
-  f.send(request(kPidA, "outer", now + 0.25, 0));
-  f.send(request(kPidA, "inner", now + 0.2, 0));
-  f.send(request(kPidA, "later", now + 60, 0));  // not expired, but forgotten with its pid
+  f.send(timer_request(kPidA, "outer", now + 0.25, 0));
+  f.send(timer_request(kPidA, "inner", now + 0.2, 0));
+  f.send(timer_request(kPidA, "later", now + 60, 0));  // not expired, but forgotten with its pid
   REQUIRE(f.wait_expired(1));
   run_for(f.io, 200ms);
   REQUIRE(f.expired.size() == 1);
@@ -182,7 +168,7 @@ TEST_CASE("FileTimerServer: a pid's timers expire together, the earliest scope i
 
 TEST_CASE("FileTimerServer: a deadline already past expires at once", "[file_timer_server]") {
   Fixture f;
-  f.send(request(kPidA, "step", wall_now() - 5, 0));
+  f.send(timer_request(kPidA, "step", wall_now() - 5, 0));
   REQUIRE(f.wait_expired(1, 2s));
   CHECK(f.expired[0].scope == "step");
 }
@@ -219,7 +205,7 @@ TEST_CASE("FileTimerServer ignores bad requests, warns naming them, and keeps se
     std::replace(line.begin(), line.end(), '\n', ' ');
     f.send(line + "\n");
   }
-  f.send(request(kPidA, "good", wall_now() + 0.1, 0));
+  f.send(timer_request(kPidA, "good", wall_now() + 0.1, 0));
   REQUIRE(f.wait_expired(1));
   CHECK(f.expired[0].scope == "good");
   CHECK(f.server.bad_requests() == bad.size());
@@ -258,8 +244,8 @@ TEST_CASE("FileTimerServer accepts torch's variants: no version, integer times, 
 TEST_CASE("FileTimerServer serves only the pids its filter accepts", "[file_timer_server]") {
   Fixture f;
   f.server.set_pid_filter([](int pid) { return pid == kPidB; });
-  f.send(request(kPidA, "step", wall_now() - 1, 0));
-  f.send(request(kPidB, "step", wall_now() - 1, 0));
+  f.send(timer_request(kPidA, "step", wall_now() - 1, 0));
+  f.send(timer_request(kPidB, "step", wall_now() - 1, 0));
   REQUIRE(f.wait_expired(1, 2s));
   run_for(f.io, 100ms);
   REQUIRE(f.expired.size() == 1);
@@ -283,14 +269,14 @@ TEST_CASE(
         server->clear_all();
       });
   double now = wall_now();
-  REQUIRE(write_fifo(server->path(), request(kPidA, "a", now + 0.2, 0)));
-  REQUIRE(write_fifo(server->path(), request(kPidB, "b", now + 0.2, 0)));
-  REQUIRE(write_fifo(server->path(), request(kPidB + 1, "c", now + 0.5, 0)));
+  REQUIRE(write_fifo(server->path(), timer_request(kPidA, "a", now + 0.2, 0)));
+  REQUIRE(write_fifo(server->path(), timer_request(kPidB, "b", now + 0.2, 0)));
+  REQUIRE(write_fifo(server->path(), timer_request(kPidB + 1, "c", now + 0.5, 0)));
   REQUIRE(run_until(
       io, [&] { return !expired.empty(); }, 10s));
   run_for(io, 600ms);
   CHECK(expired.size() == 2);  // a and b together; c was cleared by the handler
-  REQUIRE(write_fifo(server->path(), request(kPidA, "d", wall_now() + 0.2, 0)));
+  REQUIRE(write_fifo(server->path(), timer_request(kPidA, "d", wall_now() + 0.2, 0)));
   REQUIRE(run_until(
       io, [&] { return server->active_timers() == 1; }, 10s));
   auto path = server->path();

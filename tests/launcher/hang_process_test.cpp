@@ -27,19 +27,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string request(int pid, const std::string& scope, double expiration_time, int signal) {
-  nlohmann::json doc = {{"version", 1},
-                        {"pid", pid},
-                        {"scope_id", scope},
-                        {"expiration_time", expiration_time},
-                        {"signal", signal}};
-  return doc.dump() + "\n";
-}
-
 ChildOptions sleeper() {
   ChildOptions options;
   options.argv = {"/bin/sleep", "30"};
@@ -64,9 +51,10 @@ TEST_CASE("FileTimerServer kills a real process whose timer expired, then report
   ChildProcess child(sleeper());
   ChildProcess bystander(sleeper());  // another worker, with a timer it released
   double deadline = wall_now() + 0.3;
-  REQUIRE(write_fifo(server.path(), request(child.pid(), "train_step", deadline, signal)));
-  REQUIRE(write_fifo(server.path(), request(bystander.pid(), "train_step", deadline, signal)));
-  REQUIRE(write_fifo(server.path(), request(bystander.pid(), "train_step", -1, 0)));
+  REQUIRE(write_fifo(server.path(), timer_request(child.pid(), "train_step", deadline, signal)));
+  REQUIRE(
+      write_fifo(server.path(), timer_request(bystander.pid(), "train_step", deadline, signal)));
+  REQUIRE(write_fifo(server.path(), timer_request(bystander.pid(), "train_step", -1, 0)));
   REQUIRE(run_until(
       io, [&] { return !expired.empty(); }, 10s));
   run_for(io, 100ms);
