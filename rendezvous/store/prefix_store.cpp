@@ -1,6 +1,27 @@
 #include "rendezvous/store/prefix_store.hpp"
 
 namespace ddp::rendezvous {
+namespace {
+
+// The wrapped store's Presence, with every key under the prefix.
+class PrefixPresence final : public Presence {
+ public:
+  PrefixPresence(std::string prefix, std::unique_ptr<Presence> base)
+      : prefix_(std::move(prefix)), base_(std::move(base)) {}
+  void on_close(const std::string& key, const std::string& value) override {
+    base_->on_close(prefix_ + "/" + key, value);
+  }
+  void set_ephemeral(const std::string& key, const std::string& value) override {
+    base_->set_ephemeral(prefix_ + "/" + key, value);
+  }
+  void clear() override { base_->clear(); }
+
+ private:
+  std::string prefix_;
+  std::unique_ptr<Presence> base_;
+};
+
+}  // namespace
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
     : Store(base->timeout()), prefix_(std::move(prefix)), base_(std::move(base)) {}
@@ -53,6 +74,16 @@ std::string PrefixStore::describe() const {
 void PrefixStore::set_timeout(Duration timeout) {
   Store::set_timeout(timeout);
   base_->set_timeout(timeout);
+}
+
+}  // namespace ddp::rendezvous
+
+namespace ddp::rendezvous {
+
+std::unique_ptr<Presence> PrefixStore::open_presence() {
+  auto base = base_->open_presence();
+  if (!base) return nullptr;
+  return std::make_unique<PrefixPresence>(prefix_, std::move(base));
 }
 
 }  // namespace ddp::rendezvous

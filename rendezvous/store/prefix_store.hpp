@@ -27,6 +27,7 @@ class PrefixStore final : public Store {
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
   [[nodiscard]] std::string describe() const override;
+  std::unique_ptr<Presence> open_presence() override;
   void set_timeout(Duration timeout) override;
 
   [[nodiscard]] const std::string& prefix() const { return prefix_; }

@@ -4,6 +4,7 @@
 // no sockets. Keys and values are binary-safe std::strings.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,27 @@ using Duration = std::chrono::milliseconds;
 inline constexpr Duration kNoTimeout = Duration::max();
 // PyTorch's TCPStore default timeout (300 s).
 inline constexpr Duration kDefaultStoreTimeout = std::chrono::seconds(300);
+
+// Records tied to the life of one connection to the store (ddplaunch's own dialect, see
+// wire_codec.hpp): how the store tells everybody at once that a process is gone. When the
+// process dies (killed, crashed, its host unplugged and its connection reset), the server
+// deletes its ephemeral keys and then sets each on_close key that does not exist yet, waking
+// whoever waits for it. Destroying the Presence is an orderly leave (clear(), then close).
+// Thread-safe.
+class Presence {
+ public:
+  virtual ~Presence() = default;
+  Presence() = default;
+  Presence(const Presence&) = delete;
+  Presence& operator=(const Presence&) = delete;
+
+  // When this presence dies, set key to value unless key exists then.
+  virtual void on_close(const std::string& key, const std::string& value) = 0;
+  // Sets key to value now (waking waiters); it is deleted when the presence dies or clears.
+  virtual void set_ephemeral(const std::string& key, const std::string& value) = 0;
+  // An orderly leave: ephemeral keys deleted now, on_close records forgotten.
+  virtual void clear() = 0;
+};
 
 class Store {
  public:
@@ -52,6 +74,10 @@ class Store {
                          const std::vector<std::string>& values) = 0;
   // Where this store lives, for error messages ("tcp://127.0.0.1:29500", "memory").
   [[nodiscard]] virtual std::string describe() const = 0;
+  // A new Presence (a connection of its own), or nullptr where the store cannot keep one (a
+  // PyTorch TCPStore server): callers then rely on heartbeats alone. StoreError when the
+  // store cannot be reached.
+  virtual std::unique_ptr<Presence> open_presence() { return nullptr; }
 
   // wait() with the store's default timeout.
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }

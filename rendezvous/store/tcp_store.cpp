@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -279,6 +280,70 @@ void TcpStore::multi_set(const std::vector<std::string>& keys,
   impl_->call("multi_set", keys, timeout(), [&](const Deadline& deadline) {
     impl_->send(make(Command::kMultiSet, keys, values), deadline);
   });
+}
+
+namespace {
+
+// A connection of its own holding close actions (Presence). It never reconnects: a new
+// connection would not carry the records, and the server already ran them when the old one
+// dropped, so a broken connection is reported (StoreError) instead.
+class TcpPresence final : public Presence {
+ public:
+  TcpPresence(SocketConn conn, std::string endpoint, Duration timeout)
+      : conn_(std::move(conn)), endpoint_(std::move(endpoint)), timeout_(timeout) {}
+  ~TcpPresence() override {
+    try {
+      clear();
+    } catch (const Error&) {
+      // Gone already: the server ran the close actions, which is all a leave could do.
+    }
+  }
+  void on_close(const std::string& key, const std::string& value) override {
+    request(make(Command::kOnClose, {key}, {value}));
+  }
+  void set_ephemeral(const std::string& key, const std::string& value) override {
+    request(make(Command::kEphemeral, {key}, {value}));
+  }
+  void clear() override { request(make(Command::kClearCloseActions)); }
+
+ private:
+  void request(const wire::Request& r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string what = "store " + endpoint_ + ": " + wire::command_name(r.command) +
+                             (r.keys.empty() ? "" : " of " + join_keys(r.keys));
+    if (!conn_.is_open()) throw StoreError(what + ": the presence connection was lost earlier");
+    try {
+      const auto deadline = Deadline::after(timeout_);
+      conn_.send_all(wire::encode_request(r, wire::Dialect::kNative), deadline);
+      const uint8_t reply = recv_u8(conn_, deadline);
+      if (reply != wire::kCloseActionDone) {
+        throw ProtocolError("answered " + std::to_string(reply) + ", expected 0");
+      }
+    } catch (const Error& e) {
+      conn_.close();
+      throw StoreError(what + ": " + e.what());
+    }
+  }
+
+  std::mutex mu_;
+  SocketConn conn_;
+  std::string endpoint_;
+  Duration timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Presence> TcpStore::open_presence() {
+  SocketConn c;
+  const auto deadline = Deadline::after(std::min(timeout(), impl_->options.connect_timeout));
+  try {
+    impl_->ensure_connected(c);
+    impl_->send(c, make(Command::kCheck, {wire::kExtensionProbeKey}), deadline);
+    if (recv_u8(c, deadline) != wire::kCheckReady) return nullptr;  // a PyTorch server
+  } catch (const Error& e) {
+    throw StoreError("store " + impl_->endpoint + ": opening a presence connection: " + e.what());
+  }
+  return std::make_unique<TcpPresence>(std::move(c), impl_->endpoint, timeout());
 }
 
 void TcpStore::ping() {

@@ -43,6 +43,8 @@ class TcpStore final : public Store {
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
   [[nodiscard]] std::string describe() const override;
+  // A connection of its own that negotiates ddplaunch's dialect; nullptr from a PyTorch server.
+  std::unique_ptr<Presence> open_presence() override;
 
   // Round-trips a PING; throws StoreError when the server is gone.
   void ping();

@@ -12,17 +12,32 @@ namespace {
 constexpr uint8_t kLegacyNone = 0xFF;
 
 // Wire bytes per Command, indexed by the enum's value.
-constexpr std::array<uint8_t, 15> kV2Bytes = {0,           1, 2, 3,  4,  5,  6, 7,
-                                              kLegacyNone, 8, 9, 10, 11, 12, 13};
-constexpr std::array<uint8_t, 15> kLegacyBytes = {kLegacyNone, 0, 1, 2,  3,  4,  5,          6,
-                                                  7,           8, 9, 10, 11, 12, kLegacyNone};
-constexpr std::array<const char*, 15> kNames = {
-    "VALIDATE", "SET",       "COMPARE_SET", "GET",         "ADD",
-    "CHECK",    "WAIT",      "GETNUMKEYS",  "WATCH_KEY",   "DELETE_KEY",
-    "APPEND",   "MULTI_GET", "MULTI_SET",   "CANCEL_WAIT", "PING"};
+constexpr size_t kCommands = 18;
+constexpr uint8_t N = kLegacyNone;
+constexpr std::array<uint8_t, kCommands> kV2Bytes = {0, 1, 2,  3,  4,  5,  6, 7, N,
+                                                     8, 9, 10, 11, 12, 13, N, N, N};
+constexpr std::array<uint8_t, kCommands> kNativeBytes = {0, 1, 2,  3,  4,  5,  6,    7,    N,
+                                                         8, 9, 10, 11, 12, 13, 0x40, 0x41, 0x42};
+constexpr std::array<uint8_t, kCommands> kLegacyBytes = {N, 0, 1,  2,  3,  4, 5, 6, 7,
+                                                         8, 9, 10, 11, 12, N, N, N, N};
+constexpr std::array<const char*, kCommands> kNames = {
+    "VALIDATE",  "SET",         "COMPARE_SET", "GET",        "ADD",       "CHECK",
+    "WAIT",      "GETNUMKEYS",  "WATCH_KEY",   "DELETE_KEY", "APPEND",    "MULTI_GET",
+    "MULTI_SET", "CANCEL_WAIT", "PING",        "ON_CLOSE",   "EPHEMERAL", "CLEAR_CLOSE_ACTIONS"};
+
+const std::array<uint8_t, kCommands>& byte_table(Dialect dialect) {
+  switch (dialect) {
+    case Dialect::kV2:
+      return kV2Bytes;
+    case Dialect::kNative:
+      return kNativeBytes;
+    default:
+      return kLegacyBytes;
+  }
+}
 
 std::optional<Command> command_from_byte(uint8_t byte, Dialect dialect) {
-  const auto& table = dialect == Dialect::kV2 ? kV2Bytes : kLegacyBytes;
+  const auto& table = byte_table(dialect);
   for (size_t i = 0; i < table.size(); ++i) {
     if (table[i] == byte && byte != kLegacyNone) return static_cast<Command>(i);
   }
@@ -114,6 +129,8 @@ bool read_body(FrameReader& r, Command command, Request* out) {
     }
     case Command::kSet:
     case Command::kAppend:
+    case Command::kOnClose:
+    case Command::kEphemeral:
       return r.key() && r.value();
     case Command::kCompareSet:
       return r.key() && r.value() && r.value();
@@ -148,6 +165,7 @@ bool read_body(FrameReader& r, Command command, Request* out) {
     }
     case Command::kGetNumKeys:
     case Command::kCancelWait:
+    case Command::kClearCloseActions:
       return true;
   }
   return true;
@@ -186,8 +204,8 @@ ParseResult parse_request(std::string_view bytes, Dialect dialect, const Limits&
   const auto command = command_from_byte(byte, dialect);
   if (!command) {
     result.status = ParseStatus::kBad;
-    result.error = "unknown command byte " + std::to_string(byte) + " (" +
-                   (dialect == Dialect::kV2 ? "2.x" : "legacy") + " dialect)";
+    result.error =
+        "unknown command byte " + std::to_string(byte) + " (" + dialect_name(dialect) + " dialect)";
     return result;
   }
   FrameReader scan(bytes.substr(1), limits, nullptr);
@@ -210,12 +228,26 @@ ParseResult parse_request(std::string_view bytes, Dialect dialect, const Limits&
 
 int command_byte(Command command, Dialect dialect) {
   const auto idx = static_cast<size_t>(command);
-  const uint8_t b = dialect == Dialect::kV2 ? kV2Bytes.at(idx) : kLegacyBytes.at(idx);
+  const uint8_t b = byte_table(dialect).at(idx);
   return b == kLegacyNone ? -1 : b;
 }
 
 const char* command_name(Command command) {
   return kNames.at(static_cast<size_t>(command));
+}
+
+const char* dialect_name(Dialect dialect) {
+  switch (dialect) {
+    case Dialect::kV2:
+      return "2.x";
+    case Dialect::kNative:
+      return "2.x+ddplaunch";
+    case Dialect::kLegacy:
+      return "legacy";
+    case Dialect::kUnknown:
+      break;
+  }
+  return "unknown";
 }
 
 void put_u8(std::string& out, uint8_t v) {
@@ -239,8 +271,7 @@ std::string encode_request(const Request& request, Dialect dialect) {
   const int byte = command_byte(request.command, dialect);
   if (byte < 0) {
     throw ProtocolError(std::string("command ") + command_name(request.command) +
-                        " does not exist in the " + (dialect == Dialect::kV2 ? "2.x" : "legacy") +
-                        " dialect");
+                        " does not exist in the " + dialect_name(dialect) + " dialect");
   }
   std::string out;
   put_u8(out, static_cast<uint8_t>(byte));
@@ -259,6 +290,8 @@ std::string encode_request(const Request& request, Dialect dialect) {
       break;
     case Command::kSet:
     case Command::kAppend:
+    case Command::kOnClose:
+    case Command::kEphemeral:
       need(1, 1);
       put_string(out, k[0]);
       put_string(out, v[0]);
@@ -296,6 +329,7 @@ std::string encode_request(const Request& request, Dialect dialect) {
       break;
     case Command::kGetNumKeys:
     case Command::kCancelWait:
+    case Command::kClearCloseActions:
       break;
   }
   return out;

@@ -10,6 +10,12 @@
 //   kLegacy (PyTorch 1.x - 2.1): no handshake; SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4
 //           WAIT=5 GETNUMKEYS=6 WATCH_KEY=7 DELETE_KEY=8 (2.0/2.1 add APPEND=9
 //           MULTI_GET=10 MULTI_SET=11 CANCEL_WAIT=12).
+//   kNative (ddplaunch's own clients): kV2 plus records tied to the connection's life,
+//           ON_CLOSE=0x40 EPHEMERAL=0x41 CLEAR_CLOSE_ACTIONS=0x42, each answered with one
+//           byte 0. A kV2 connection becomes kNative when it CHECKs kExtensionProbeKey: our
+//           server answers "ready" and switches; a PyTorch server answers "not ready" (no such
+//           key), so a native client learns it must do without, and PyTorch clients, who never
+//           send the probe, never see the extension.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,7 +27,13 @@ namespace ddp::rendezvous::wire {
 inline constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 inline constexpr size_t kHandshakeBytes = 5;  // VALIDATE byte + uint32 magic
 
-enum class Dialect : uint8_t { kUnknown, kLegacy, kV2 };
+enum class Dialect : uint8_t { kUnknown, kLegacy, kV2, kNative };
+
+// The key whose CHECK negotiates kNative (a NUL byte first: no PyTorch program names a key so).
+inline const std::string kExtensionProbeKey = std::string("\0ddplaunch/ext/1", 17);
+// Registrations one connection may hold (ON_CLOSE + EPHEMERAL), so a client cannot grow the
+// server's memory through them.
+inline constexpr size_t kMaxCloseActions = 64;
 
 // Dialect-independent command identities.
 enum class Command : uint8_t {
@@ -40,7 +52,17 @@ enum class Command : uint8_t {
   kMultiSet,
   kCancelWait,
   kPing,
+  // kNative only: when the connection closes without CLEAR_CLOSE_ACTIONS, set key to value
+  // unless the key exists (waking its waiters).
+  kOnClose,
+  // kNative only: set key to value now; the server deletes it when the connection closes.
+  kEphemeral,
+  // kNative only: an orderly leave: ephemeral keys deleted now, ON_CLOSE records forgotten.
+  kClearCloseActions,
 };
+
+// The one-byte reply of the kNative commands.
+inline constexpr uint8_t kCloseActionDone = 0;
 
 // Reply bytes fixed by PyTorch.
 inline constexpr uint8_t kCheckReady = 0;
@@ -97,6 +119,8 @@ ParseResult parse_request(std::string_view bytes, Dialect dialect, const Limits&
 int command_byte(Command command, Dialect dialect);
 // Printable name ("SET", "MULTI_GET") for logs and errors.
 const char* command_name(Command command);
+// "legacy", "2.x", "2.x+ddplaunch" for messages.
+const char* dialect_name(Dialect dialect);
 
 // --- encoding (replies from the server, requests from the client) ---
 void put_u8(std::string& out, uint8_t v);

@@ -77,18 +77,30 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
     }
       wire::put_u8(out, wire::kWatchCallbackRegistered);
       break;
-    case Command::kDeleteKey: {
-      auto it = data_.find(request.keys[0]);
-      int64_t deleted = 0;
-      if (it != data_.end()) {
-        const std::string old_value = std::move(it->second);
-        data_.erase(it);
-        deleted = 1;
-        notify_watchers(request.keys[0], wire::kWatchKeyDeleted, old_value, {});
-      }
-      wire::put_i64(out, deleted);
+    case Command::kDeleteKey:
+      wire::put_i64(out, erase(request.keys[0]) ? 1 : 0);
+      break;
+    case Command::kOnClose: {
+      auto& actions = close_actions(*conn, request);
+      actions.on_close.emplace_back(std::move(request.keys[0]), std::move(request.values[0]));
+      wire::put_u8(out, wire::kCloseActionDone);
       break;
     }
+    case Command::kEphemeral: {
+      auto& actions = close_actions(*conn, request);
+      actions.ephemeral.push_back(request.keys[0]);
+      store(request.keys[0], std::move(request.values[0]));
+      wire::put_u8(out, wire::kCloseActionDone);
+      break;
+    }
+    case Command::kClearCloseActions:
+      if (auto it = close_actions_.find(conn.get()); it != close_actions_.end()) {
+        const CloseActions actions = std::move(it->second);
+        close_actions_.erase(it);
+        for (const auto& key : actions.ephemeral) erase(key);
+      }
+      wire::put_u8(out, wire::kCloseActionDone);
+      break;
     case Command::kAppend: {
       const std::string& key = request.keys[0];
       auto it = data_.find(key);
@@ -122,6 +134,27 @@ void ServerState::store(const std::string& key, std::string value) {
   notify_watchers(key, inserted ? wire::kWatchKeyCreated : wire::kWatchKeyUpdated, old_value,
                   it->second);
   if (inserted) key_created(key);
+}
+
+bool ServerState::erase(const std::string& key) {
+  auto it = data_.find(key);
+  if (it == data_.end()) return false;
+  const std::string old_value = std::move(it->second);
+  data_.erase(it);
+  notify_watchers(key, wire::kWatchKeyDeleted, old_value, {});
+  return true;
+}
+
+ServerState::CloseActions& ServerState::close_actions(const ReplyChannel& conn,
+                                                      const wire::Request& request) {
+  auto& actions = close_actions_[&conn];
+  if (actions.on_close.size() + actions.ephemeral.size() >= wire::kMaxCloseActions) {
+    throw ProtocolError(std::string(wire::command_name(request.command)) + " of " +
+                        join_keys(request.keys) + ": the connection already holds " +
+                        std::to_string(wire::kMaxCloseActions) +
+                        " close actions, the most one connection may hold");
+  }
+  return actions;
 }
 
 void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn,
@@ -196,6 +229,15 @@ void ServerState::disconnect_wait(ReplyChannel& conn) {
 void ServerState::disconnect(ReplyChannel& conn) {
   disconnect_wait(conn);
   // Watches of a closed connection expire with its weak_ptr and are pruned on notify.
+  auto it = close_actions_.find(&conn);
+  if (it == close_actions_.end()) return;
+  const CloseActions actions = std::move(it->second);
+  close_actions_.erase(it);
+  // Ephemeral keys go first, so whoever an ON_CLOSE key wakes finds them gone already.
+  for (const auto& key : actions.ephemeral) erase(key);
+  for (const auto& [key, value] : actions.on_close) {
+    if (data_.count(key) == 0) store(key, value);
+  }
 }
 
 bool ServerState::waiting(const ReplyChannel& conn) const {

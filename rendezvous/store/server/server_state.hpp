@@ -31,13 +31,17 @@ class ServerState {
   // closed for (ADD on a non-integer value, VALIDATE with a wrong magic, a wait while a GET
   // of missing keys is parked).
   void execute(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
-  // Forgets conn's parked wait and watches (it disconnected).
+  // Forgets conn's parked wait and watches (it disconnected), and carries out its close
+  // actions: its ephemeral keys are deleted, then each ON_CLOSE key that does not exist is
+  // set (waking its waiters), in one step as far as other clients can tell.
   void disconnect(ReplyChannel& conn);
   // True while conn has a wait parked (a reset now is "mid-wait").
   [[nodiscard]] bool waiting(const ReplyChannel& conn) const;
 
   [[nodiscard]] size_t num_keys() const { return data_.size(); }
   [[nodiscard]] size_t num_waiters() const { return pending_.size(); }
+  // Connections holding ON_CLOSE or EPHEMERAL records.
+  [[nodiscard]] size_t num_bound_connections() const { return close_actions_.size(); }
 
  private:
   // A WAIT, GET or MULTI_GET whose keys are not all there yet.
@@ -51,6 +55,11 @@ class ServerState {
     ReplyChannel* conn = nullptr;
     uint64_t ticket = 0;
   };
+  // What happens to the store when one connection closes (kNative's extension).
+  struct CloseActions {
+    std::vector<std::pair<std::string, std::string>> on_close;
+    std::vector<std::string> ephemeral;
+  };
 
   // Replies now when every key exists; otherwise parks the request.
   void wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
@@ -60,6 +69,10 @@ class ServerState {
   // A key came into existence (set, add, compare_set, append, multi_set): wake its waiters.
   void key_created(const std::string& key);
   void store(const std::string& key, std::string value);
+  // Deletes key (notifying legacy watchers); true when it existed.
+  bool erase(const std::string& key);
+  // ON_CLOSE / EPHEMERAL: the record for conn, refused past wire::kMaxCloseActions.
+  CloseActions& close_actions(const ReplyChannel& conn, const wire::Request& request);
   // Legacy WATCH_KEY notification to every watcher of key.
   void notify_watchers(const std::string& key, uint8_t kind, std::string_view old_value,
                        std::string_view new_value);
@@ -68,6 +81,7 @@ class ServerState {
   std::unordered_map<std::string, std::vector<WaitEntry>> waiters_;
   std::unordered_map<const ReplyChannel*, Pending> pending_;
   std::unordered_map<std::string, std::vector<std::weak_ptr<ReplyChannel>>> watchers_;
+  std::unordered_map<const ReplyChannel*, CloseActions> close_actions_;
   uint64_t next_ticket_ = 1;
 };
 

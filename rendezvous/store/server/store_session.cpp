@@ -115,6 +115,7 @@ size_t StoreSession::process(std::string_view data) {
     }
     used += parsed.consumed;
     needed_ = 0;
+    if (negotiates_extension(parsed.request)) continue;
     try {
       state_.execute(shared_from_this(), std::move(parsed.request));
     } catch (const Error& e) {
@@ -124,6 +125,18 @@ size_t StoreSession::process(std::string_view data) {
   batching_ = false;
   if (!closed_) transport_.flush();
   return used;
+}
+
+bool StoreSession::negotiates_extension(const wire::Request& request) {
+  if (dialect_ == wire::Dialect::kLegacy || request.command != wire::Command::kCheck ||
+      request.keys.size() != 1 || request.keys[0] != wire::kExtensionProbeKey) {
+    return false;
+  }
+  dialect_ = wire::Dialect::kNative;
+  std::string out;
+  wire::put_u8(out, wire::kCheckReady);
+  send(out);
+  return true;
 }
 
 void StoreSession::send(std::string_view bytes) {

@@ -50,6 +50,9 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   // Parses and executes every complete request in data; returns the bytes used (the rest is
   // an incomplete frame). Check closed_ afterwards.
   size_t process(std::string_view data);
+  // A 2.x client's CHECK of wire::kExtensionProbeKey: answered "ready" and the connection
+  // speaks kNative from now on. False for any other request.
+  bool negotiates_extension(const wire::Request& request);
   // Closes the connection; reason non-empty -> exactly one log line naming the peer.
   void close(const std::string& reason);
 
