@@ -26,7 +26,15 @@ bool ignored_at_start(int sig) {
 }
 
 const char* change_name(rendezvous::MembershipChange change) {
-  return change == rendezvous::MembershipChange::kNodeWaiting ? "node_waiting" : "node_lost";
+  switch (change) {
+    case rendezvous::MembershipChange::kNodeWaiting:
+      return "node_waiting";
+    case rendezvous::MembershipChange::kNodeLost:
+      return "node_lost";
+    case rendezvous::MembershipChange::kStoreLost:
+      break;
+  }
+  return "store_lost";
 }
 
 }  // namespace
@@ -39,6 +47,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       rendezvous_(rendezvous),
       logs_(logs),
       events_(events),
+      record_timer_(io),
       kill_timer_(io),
       hang_timer_(io) {}
 
@@ -115,11 +124,19 @@ void Agent::handle_signal(int sig) {
       // The rendezvous thread returns (RendezvousClosed) and on_rendezvous* finishes.
       rendezvous_.shutdown_after_failure();
       break;
-    case State::kHealthy:
+    case State::kHealthy: {
       DDP_LOG_INFO("received " + signal_name(sig) + "; forwarding it to the workers (pids " +
                    running_pids() + ")");
-      begin_stop(sig, [this, exit_status] { finish(exit_status); });
+      // The other nodes' workers would wait for this node's in their collectives: stop them.
+      rendezvous::FailureRecord record;
+      record.kind = "agent_signal";
+      record.signal = sig;
+      record.pid = static_cast<int>(::getpid());
+      record.message = signal_name(sig);
+      publish_failure(record);
+      begin_stop(sig, StopReason::kSignal, [this, exit_status] { finish(exit_status); });
       break;
+    }
     case State::kStopping:
       DDP_LOG_INFO("received " + signal_name(sig) +
                    " while stopping the workers; forwarding it (pids " + running_pids() + ")");
@@ -127,6 +144,7 @@ void Agent::handle_signal(int sig) {
         if (slot.running) spawner_.signal_group(slot.pid, sig);
       }
       after_stop_ = [this, exit_status] { finish(exit_status); };
+      stop_reason_ = StopReason::kSignal;
       break;
     case State::kExiting:
     case State::kDone:
@@ -215,11 +233,15 @@ void Agent::on_rendezvous_error(const std::string& message) {
 
 void Agent::on_membership_change(rendezvous::MembershipChange change) {
   events_.record("membership_change", {{"change", change_name(change)}});
+  if (change == rendezvous::MembershipChange::kStoreLost) {
+    on_store_lost("the rendezvous watcher lost its connection");
+    return;
+  }
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
   DDP_LOG_INFO(std::string("membership changed (") + change_name(change) +
                "); restarting the workers without spending a restart (pids " + running_pids() +
                ")");
-  begin_stop(SIGTERM, [this] {
+  begin_stop(SIGTERM, StopReason::kMembership, [this] {
     reforming_ = true;
     start_rendezvous();
   });
@@ -272,8 +294,14 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     } catch (const Error& e) {
       DDP_LOG_ERROR(e.what());
       events_.record("spawn_failed", {{"local_rank", slot.local_rank}, {"message", e.what()}});
+      rendezvous::FailureRecord record;
+      record.rank = slot.rank;
+      record.local_rank = slot.local_rank;
+      record.exit_code = 127;
+      record.message = e.what();
+      publish_failure(record);
       // 127: what a shell reports for a command it could not run.
-      begin_stop(SIGTERM, [this] { finish(127); });
+      begin_stop(SIGTERM, StopReason::kFailure, [this] { finish(127); });
       return;
     }
     slot.running = true;
@@ -285,6 +313,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
                   std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
   }
+  start_job_watch(info);
   if (hang_) {
     std::vector<std::pair<int, int>> rank_pids;
     for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, slot.pid);
@@ -311,11 +340,12 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
   if (state_ == State::kHealthy) {
     if (!status.success()) {
       record_failure(slot, status, /*must_report=*/true);
+      publish_failure(worker_record(slot, status));
       // Other hung ranks still printing their stacks are not cut short: the dump grace
       // (hang_timer_) or the last of them to exit stops the group.
       const bool dumps_pending = std::any_of(workers_.begin(), workers_.end(),
                                              [](const auto& s) { return s.running && s.dumping; });
-      if (!dumps_pending) begin_stop(SIGTERM, [this] { after_failure(); });
+      if (!dumps_pending) begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
     } else if (running_ == 0) {
       state_ = State::kStopping;
       after_stop_ = [this] { finish(0); };
@@ -361,8 +391,9 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
   }
 }
 
-void Agent::begin_stop(int sig, std::function<void()> then) {
+void Agent::begin_stop(int sig, StopReason reason, std::function<void()> then) {
   state_ = State::kStopping;
+  stop_reason_ = reason;
   if (hang_) hang_->end_attempt();
   hang_timer_.cancel();
   after_stop_ = std::move(then);
@@ -414,6 +445,10 @@ void Agent::abandon_unkillable_later() {
       // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
       if (slot.hang.empty()) slot.hang = "unkillable: still there after SIGKILL";
       record_failure(slot, ExitStatus{0, SIGKILL}, /*must_report=*/true);
+      auto record = worker_record(slot, ExitStatus{0, SIGKILL});
+      record.kind = "unkillable";
+      record.message = slot.hang;
+      publish_failure(record);
     }
     if (running_ == 0) complete_stop();
   });
@@ -430,8 +465,8 @@ void Agent::complete_stop() {
   if (then) then();
 }
 
-void Agent::after_failure() {
-  if (failures_.empty()) {
+void Agent::decide_after_failure() {
+  if (failures_.empty() && !job_failure_) {
     // Hung ranks that ended on their own (exit 0) while being stopped: still a failed
     // attempt, and it spends a restart like any other.
     if (restart_count_ < options_.config.max_restarts) {
@@ -444,6 +479,31 @@ void Agent::after_failure() {
     } else {
       finish(1);
     }
+    return;
+  }
+  if (job_failure_) {
+    // Every node decides from the same record and the same count, so they agree.
+    const auto& root = *job_failure_;
+    if (root.restartable() && restart_count_ < options_.config.max_restarts) {
+      ++restart_count_;
+      DDP_LOG_WARN("the job failed (" + root.describe() + "); restarting every node, attempt " +
+                   std::to_string(restart_count_) + " of " +
+                   std::to_string(options_.config.max_restarts));
+      events_.record("restart", {{"restarts_spent", restart_count_},
+                                 {"failed_rank", root.rank},
+                                 {"failed_node", root.group_rank},
+                                 {"exit_code", root.exit_code},
+                                 {"signal", root.signal}});
+      start_rendezvous();
+      return;
+    }
+    if (!root.restartable()) {
+      DDP_LOG_ERROR("the job cannot go on: node " + std::to_string(root.group_rank) +
+                    " is gone and a static job cannot replace it (" + root.describe() + ")");
+    }
+    emit(format_job_failure_summary(options_.config.program, options_.host, failures_,
+                                    root_cause_of(root)));
+    finish(root.shell_status());
     return;
   }
   const auto& root = failures_.at(root_cause_index(failures_));
@@ -470,6 +530,8 @@ void Agent::finish(int exit_status) {
   exit_status_ = exit_status;
   kill_timer_.cancel();
   hang_timer_.cancel();
+  record_timer_.cancel();
+  job_watch_.reset();
   if (hang_) hang_->end_attempt();
   rendezvous_.watch([](rendezvous::MembershipChange) {});
   if (exit_thread_.joinable()) exit_thread_.join();

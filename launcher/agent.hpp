@@ -26,9 +26,13 @@
 #include "launcher/log_router.hpp"
 #include "launcher/worker_command.hpp"
 #include "launcher/worker_spawner.hpp"
+#include "rendezvous/failure_watch.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 
 namespace ddp::launcher {
+
+// The summary's view of a job-wide failure record (agent_job.cpp).
+JobRootCause root_cause_of(const rendezvous::FailureRecord& record);
 
 struct AgentOptions {
   LaunchConfig config;
@@ -82,6 +86,10 @@ class Agent {
     bool dumping = false;  // sent SIGABRT for its stack; the group waits for it to exit
   };
 
+  // Why the workers are being stopped: decides what a job-wide failure arriving meanwhile
+  // changes (a re-form becomes a failed attempt; a signal stays a signal).
+  enum class StopReason { kFailure, kSignal, kMembership, kStoreLost, kOther };
+
   void start_rendezvous();
   void on_rendezvous(const rendezvous::RendezvousInfo& info);
   void on_rendezvous_error(const std::string& message);
@@ -89,11 +97,22 @@ class Agent {
   void spawn_workers(const rendezvous::RendezvousInfo& info);
   void on_worker_exit(uint64_t generation, size_t index, ExitStatus status);
   void record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report);
-  void begin_stop(int sig, std::function<void()> then);
+  void begin_stop(int sig, StopReason reason, std::function<void()> then);
   void complete_stop();
   // After SIGKILL: workers still there a while later are reported and given up on.
   void abandon_unkillable_later();
   void after_failure();
+  // after_failure() once the attempt's job-wide record is known (or after a short wait).
+  void decide_after_failure();
+  // Multi-node: watch this attempt's failure record (failure_watch.hpp).
+  void start_job_watch(const rendezvous::RendezvousInfo& info);
+  // Publishes this node's failure for every node (first record of the attempt wins).
+  void publish_failure(rendezvous::FailureRecord record);
+  [[nodiscard]] rendezvous::FailureRecord worker_record(const WorkerSlot& slot,
+                                                        ExitStatus status) const;
+  void on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record);
+  void on_store_lost(const std::string& message);
+  [[nodiscard]] bool is_mine(const rendezvous::FailureRecord& record) const;
   // Leaves the rendezvous (on exit_thread_) and then ends run() with exit_status.
   void finish(int exit_status);
   void done();
@@ -129,6 +148,14 @@ class Agent {
   int running_ = 0;
   std::vector<WorkerFailure> failures_;
   std::function<void()> after_stop_;
+  StopReason stop_reason_ = StopReason::kOther;
+  rendezvous::RendezvousInfo info_;  // the round the workers run in
+  // The job-wide failure record of this attempt (multi-node only).
+  std::unique_ptr<rendezvous::FailureWatch> job_watch_;
+  std::optional<rendezvous::FailureRecord> job_failure_;
+  bool published_ = false;        // this node published a record for this attempt
+  bool awaiting_record_ = false;  // after_failure waits for the record (record_timer_)
+  boost::asio::steady_timer record_timer_;
   int stop_signal_sent_ = 0;
   std::optional<int> agent_signal_;  // the first signal the agent received
   int exit_status_ = 0;

@@ -120,7 +120,7 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     hang_timer_.expires_after(std::min(options_.config.stop_timeout, kVictimGrace));
     hang_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec || state_ != State::kHealthy) return;
-      begin_stop(SIGTERM, [this] { after_failure(); });
+      begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
     });
     return;
   }
@@ -146,7 +146,7 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     if (ec || state_ != State::kHealthy) return;
     DDP_LOG_WARN("a hung rank did not exit after SIGABRT; stopping the workers (pids " +
                  running_pids() + ")");
-    begin_stop(SIGTERM, [this] { after_failure(); });
+    begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
   });
 }
 

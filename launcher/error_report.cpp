@@ -170,4 +170,37 @@ std::string format_failure_summary(const std::string& program, const std::string
   return out.str();
 }
 
+std::string format_job_failure_summary(const std::string& program, const std::string& host,
+                                       const std::vector<WorkerFailure>& local,
+                                       const JobRootCause& root) {
+  const std::string rule(60, '=');
+  const std::string thin(60, '-');
+  std::ostringstream out;
+  out << rule << "\n"
+      << program << " FAILED\n"
+      << thin << "\nFailures on this node (" << host << "):\n";
+  for (size_t i = 0; i < local.size(); ++i) append_failure(out, i + 1, local[i], host);
+  if (local.empty()) out << "  <NONE: its workers were stopped because of the root cause below>\n";
+  out << thin << "\nRoot Cause (the first failure of attempt " << root.attempt
+      << ", the same on every node):\n";
+  const auto when = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::duration<double>(root.time)));
+  out << "  time      : " << format_time(when) << "\n";
+  out << "  node      : " << root.node << " (" << root.host << ")\n";
+  if (root.rank >= 0) {
+    out << "  rank      : " << root.rank << " (local_rank: " << root.local_rank << ")\n";
+  }
+  out << "  exitcode  : " << root.exit_status;
+  if (root.pid > 0) out << " (pid: " << root.pid << ")";
+  out << "\n  what      : " << root.what << "\n";
+  if (!root.traceback.empty()) {
+    out << "  traceback :\n";
+    std::istringstream lines(root.traceback);
+    for (std::string line; std::getline(lines, line);) out << "    " << line << "\n";
+  }
+  out << rule << "\n";
+  return out.str();
+}
+
 }  // namespace ddp::launcher

@@ -4,6 +4,7 @@
 // summary whose root cause is the earliest failure: by its error-file timestamp where the
 // worker wrote one, else by when the agent saw it exit.
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,5 +50,27 @@ size_t root_cause_index(const std::vector<WorkerFailure>& failures);
 // The summary block (torchrun's layout) for failures (non-empty), in observation order.
 std::string format_failure_summary(const std::string& program, const std::string& host,
                                    const std::vector<WorkerFailure>& failures);
+
+// The root cause of a multi-node job, as the job-wide failure record tells every node.
+struct JobRootCause {
+  uint64_t attempt = 0;
+  int node = -1;  // group rank (static: node_rank)
+  std::string host;
+  std::string what;  // the record's one-line description
+  int rank = -1;     // -1: not one worker (a node lost, an agent stopped)
+  int local_rank = -1;
+  int pid = 0;
+  int exit_status = 0;  // the shell status every agent exits with
+  double time = 0;      // unix seconds
+  std::string message;
+  std::string traceback;
+};
+
+// The summary of a multi-node job: this node's own failures (none when its workers were
+// stopped because of another node), then the job's root cause, printed the same on every
+// node.
+std::string format_job_failure_summary(const std::string& program, const std::string& host,
+                                       const std::vector<WorkerFailure>& local,
+                                       const JobRootCause& root);
 
 }  // namespace ddp::launcher

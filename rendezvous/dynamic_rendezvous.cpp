@@ -103,7 +103,11 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     store_->set(keys::node(round, idx),
                 format_record(NodeRecord{options_.local_world_size, prev_rank_, node_id_}));
     if (idx == options_.min_nodes) store_->set(keys::min_reached(round), "1");
-    if (idx == options_.max_nodes && try_claim(round, idx, idx)) publish_round(round, idx, idx);
+    if (idx == options_.max_nodes && try_claim(round, idx, idx)) {
+      publish_round(round, idx, idx);
+    } else if (round > 0 && idx <= options_.max_nodes) {
+      close_if_complete(round, idx, last_round_ && *last_round_ + 1 == round);
+    }
 
     std::optional<std::string> assignment;
     if (idx <= options_.max_nodes) {
@@ -237,6 +241,32 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, const Deadline&
                           ") did not publish ranks within close_timeout " +
                           seconds_text(options_.close_timeout) + " (it may have died)");
   }
+}
+
+void DynamicRendezvous::close_if_complete(uint64_t round, int64_t idx, bool member_back) {
+  // A re-formed round knows whom to expect: the members of the previous round that are not
+  // gone for good (lost, failed, finished), and the nodes that arrived there too late (they
+  // are admitted now). Once all of them are in, nobody else is expected: close now instead
+  // of waiting out last_call_timeout (a lost node then costs round trips, not the last call).
+  // Members and newcomers are counted apart, so a member wrongly thought lost that comes
+  // back anyway never stands in for a newcomer still on its way.
+  const int64_t back = store_->add(member_back ? keys::rejoined(round) : keys::newcomers(round), 1);
+  (void)back;
+  const auto previous_closed = read_if_present(*store_, keys::closed(round - 1));
+  if (!previous_closed) return;
+  int64_t members = 0;
+  std::from_chars(previous_closed->data(), previous_closed->data() + previous_closed->size(),
+                  members);
+  if (members <= 0) return;  // shut down
+  const ExitBarrier previous{*store_, keys::departed(round - 1), static_cast<int>(members)};
+  const int64_t late = std::max<int64_t>(0, store_->add(keys::arrived(round - 1), 0) - members);
+  const int64_t members_back = store_->add(keys::rejoined(round), 0);
+  const int64_t newcomers = store_->add(keys::newcomers(round), 0);
+  if (members_back < members - previous.gone() || newcomers < late) return;
+  const int64_t count = std::min<int64_t>(store_->add(keys::arrived(round), 0), options_.max_nodes);
+  if (count < options_.min_nodes) return;
+  // Any arrival may get here; the claim lets exactly one publish.
+  if (try_claim(round, count, idx)) publish_round(round, count, idx);
 }
 
 bool DynamicRendezvous::try_claim(uint64_t round, int64_t count, int64_t idx) {
@@ -375,9 +405,32 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   w.group_world_size = info.group_world_size;
   w.heartbeat_interval = options_.heartbeat_interval;
   w.lease_timeout = options_.lease_timeout;
+  bind_presence(info);
   watcher_ = std::make_unique<RoundWatcher>(
       w, side_connection(), side_connection(),
       [this](MembershipChange change, const std::string& reason) { on_change(change, reason); });
+}
+
+void DynamicRendezvous::bind_presence(const RendezvousInfo& info) {
+  try {
+    if (!presence_tried_) {
+      presence_tried_ = true;
+      presence_ = store_->open_presence();
+      if (!presence_) {
+        DDP_LOG_INFO("rendezvous '" + options_.run_id + "': the store at " + store_->describe() +
+                     " keeps no connection-bound records; a lost node is seen after "
+                     "lease_timeout only");
+      }
+    }
+    if (!presence_) return;
+    presence_->clear();
+    store_->set(keys::bound(info.round, info.group_rank), node_id_);
+    presence_->set_ephemeral(keys::alive(info.round, info.group_rank), node_id_);
+    presence_->on_close(keys::changed(info.round, 1), "lost " + std::to_string(info.group_rank));
+  } catch (const StoreError& e) {
+    presence_.reset();  // the watcher reports a store that is gone
+    DDP_LOG_WARN("rendezvous '" + options_.run_id + "': no presence in the store: " + e.what());
+  }
 }
 
 void DynamicRendezvous::stop_watcher() {
@@ -402,6 +455,7 @@ void DynamicRendezvous::leave(bool succeeded) {
   retiring_.reset();
   if (shut_down_) return;
   shut_down_ = true;
+  presence_.reset();  // an orderly leave: this node is not lost
   try {
     if (!control_store_) control_store_ = side_connection();
     Store& store = *control_store_;

@@ -92,6 +92,10 @@ class DynamicRendezvous final : public RendezvousHandler {
   // Returns once the round is closed and published (or throws on join/close timeouts).
   void wait_closed(uint64_t round, int64_t idx, const Deadline& deadline);
   bool try_claim(uint64_t round, int64_t count, int64_t idx);
+  // After arrival idx in a re-formed round (member_back: a member of the previous round):
+  // closes it at once when every node it expects (the previous round's members still in the
+  // job, and its late arrivals) is in.
+  void close_if_complete(uint64_t round, int64_t idx, bool member_back);
   Closing read_closing(uint64_t round, int64_t idx);
   // Reads the records, assigns ranks, writes every assignment and "closed" in one MULTI_SET.
   void publish_round(uint64_t round, int64_t count, int64_t closer);
@@ -100,6 +104,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   // " (the group re-formed because <reason>)" after a membership change, else "".
   [[nodiscard]] std::string after_change() const;
   void start_watcher(const RendezvousInfo& info);
+  // Binds this node's presence to info's round (conn_mu_ held).
+  void bind_presence(const RendezvousInfo& info);
   void stop_watcher();
   // A new connection (prefixed) from connect_: each watcher thread blocks in its own.
   std::shared_ptr<Store> side_connection();
@@ -128,6 +134,11 @@ class DynamicRendezvous final : public RendezvousHandler {
   std::mutex conn_mu_;
   std::shared_ptr<Store> control_store_;
   std::unique_ptr<RoundWatcher> watcher_;
+  // This node's connection-bound records (store.hpp): when its agent dies, the store posts
+  // "lost <group rank>" into the round's first change slot and deletes its "alive" key, so
+  // the others re-form at once instead of after lease_timeout. Null where the store cannot.
+  std::unique_ptr<Presence> presence_;
+  bool presence_tried_ = false;
   // The previous round's watcher (with its own connections), told to stop but not joined:
   // re-joining must not wait up to a heartbeat interval for its threads to notice.
   std::unique_ptr<RoundWatcher> retiring_;

@@ -16,9 +16,16 @@ bool ExitBarrier::count_out(int member, const std::string& why) const {
   // Only the writer of the out key counts: a node found lost that later shuts down itself
   // (or the reverse) is counted once.
   if (store.compare_set(out_key(member), "", why) != why) return false;
+  // Gone for good: a re-formed round does not wait for it. A node only found silent ("lost")
+  // may be stopped, not dead, and come back: it still counts as expected.
+  if (why == "finished" || why == "failed" || why == "disconnected") store.add(gone_key(), 1);
   if (store.add(key, 1) < nodes) return false;
   store.set(all_key(), "1");
   return true;
+}
+
+int64_t ExitBarrier::gone() const {
+  return store.add(gone_key(), 0);
 }
 
 std::string ExitBarrier::out_reason(int member) const {

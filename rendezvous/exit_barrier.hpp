@@ -4,6 +4,7 @@
 // A member is counted out exactly once, by itself (finished, failed, re-joining a newer
 // round) or by the peer that found it lost: "<key>/out/<member>" is written with
 // COMPARE_SET, and only its writer adds to the counter.
+#include <cstdint>
 #include <string>
 
 #include "rendezvous/store/store.hpp"
@@ -23,6 +24,10 @@ struct ExitBarrier {
 
   // Counts member out with a reason, unless it already is. True when this made all out.
   bool count_out(int member, const std::string& why) const;
+  // Members counted out for good ("finished", "failed", "disconnected": its presence is
+  // gone); a re-formed round expects the others back ("rejoined", and "lost": found silent,
+  // maybe only stopped).
+  [[nodiscard]] int64_t gone() const;
   // Why member left ("finished", "lost", ...), "" while it has not.
   [[nodiscard]] std::string out_reason(int member) const;
   // Blocks until every member is out (true), or timeout or interrupt() (false; it logs who
@@ -34,6 +39,7 @@ struct ExitBarrier {
   void depart(int member, const std::string& why, bool wait) const;
 
   [[nodiscard]] std::string all_key() const { return key + "/all"; }
+  [[nodiscard]] std::string gone_key() const { return key + "/gone"; }
   [[nodiscard]] std::string out_key(int member) const {
     return key + "/out/" + std::to_string(member);
   }

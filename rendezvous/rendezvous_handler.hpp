@@ -30,6 +30,7 @@ struct RendezvousInfo {
 enum class MembershipChange {
   kNodeWaiting,  // a node asked to join after the round closed: restart, no restart spent
   kNodeLost,     // a member node's agent disappeared: re-form (or fail if < MIN remain)
+  kStoreLost,    // the rendezvous store is gone (its host died): nothing to re-form with
 };
 
 // Opens another connection to the same (unprefixed) store; the watcher threads block in

@@ -66,6 +66,23 @@ inline std::string node(uint64_t round, int64_t idx) {
 inline std::string assign(uint64_t round, int64_t idx) {
   return round_key(round, "assign/" + std::to_string(idx));
 }
+// Arrivals of a re-formed round (ADD counters): members of the previous round coming back,
+// and the others (nodes that arrived there too late, or fresh ones). When both reach what
+// the previous round leads to expect, the round closes at once instead of after its last call.
+inline std::string rejoined(uint64_t round) {
+  return round_key(round, "rejoined");
+}
+inline std::string newcomers(uint64_t round) {
+  return round_key(round, "newcomers");
+}
+// Group rank g holds a presence (store.hpp) in this round: "bound/<g>" is set for good,
+// "alive/<g>" is an ephemeral key the store deletes when g's connection drops.
+inline std::string bound(uint64_t round, int group_rank) {
+  return round_key(round, "bound/" + std::to_string(group_rank));
+}
+inline std::string alive(uint64_t round, int group_rank) {
+  return round_key(round, "alive/" + std::to_string(group_rank));
+}
 // Heartbeat tick t of group rank g, and the latest tick g wrote.
 inline std::string heartbeat(uint64_t round, int group_rank, uint64_t tick) {
   return round_key(round, "hb/" + std::to_string(group_rank) + "/" + std::to_string(tick));

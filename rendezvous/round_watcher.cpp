@@ -99,8 +99,17 @@ void RoundWatcher::events_loop() {
       if (why_false.empty()) {
         const ChangeClaim claim = parse_change(value);
         if (claim.kind == ChangeClaim::Kind::kLost) {
-          fire(MembershipChange::kNodeLost, "node with group rank " + std::to_string(claim.rank) +
-                                                " stopped heartbeating" + in_round(round));
+          // Out of the round: a node whose connection closed is gone for good, and the
+          // re-formed round does not wait for it.
+          const bool gone = claim.rank != options_.group_rank && connection_gone(store, claim.rank);
+          if (gone) {
+            const ExitBarrier barrier{store, keys::departed(round), options_.group_world_size};
+            barrier.count_out(claim.rank, "disconnected");
+          }
+          fire(MembershipChange::kNodeLost,
+               "node with group rank " + std::to_string(claim.rank) +
+                   (gone ? " is gone (its store connection closed)" : " stopped heartbeating") +
+                   in_round(round));
         } else if (claim.kind == ChangeClaim::Kind::kRejoin) {
           fire(MembershipChange::kNodeWaiting, "a member node is re-joining" + in_round(round));
         } else {
@@ -115,10 +124,15 @@ void RoundWatcher::events_loop() {
     }
   } catch (const std::exception& e) {
     if (!stop_) {
-      fire(MembershipChange::kNodeLost,
+      fire(MembershipChange::kStoreLost,
            std::string("lost the rendezvous store: ") + e.what() + in_round(round));
     }
   }
+}
+
+bool RoundWatcher::connection_gone(Store& store, int g) const {
+  const uint64_t round = options_.round;
+  return store.check({keys::bound(round, g)}) && !store.check({keys::alive(round, g)});
 }
 
 std::string RoundWatcher::refutation(Store& store, const std::string& value) {
@@ -147,6 +161,9 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
       return "";
     case ChangeClaim::Kind::kLost: {
       if (claim.rank == options_.group_rank) {
+        // The store dropped our own presence (its connection broke): to the others we are
+        // gone, and they re-form without us; re-joining brings this node back.
+        if (connection_gone(store, claim.rank)) return "";
         // Reading this, we are alive. It holds only when the others already moved on (we
         // were stopped long enough to be found silent): the one who found us opens the next
         // round; if it has not yet, its "rejoin" claim will follow in the next slot.
@@ -160,6 +177,8 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
       if (barrier.out_reason(claim.rank) == "finished") {
         return "group rank " + std::to_string(claim.rank) + " finished its work";
       }
+      // Its presence is gone: the store saw its connection close (the agent died).
+      if (connection_gone(store, claim.rank)) return "";
       if (still_beating(store, claim.rank)) {
         return "group rank " + std::to_string(claim.rank) + " is still heartbeating";
       }
@@ -242,7 +261,7 @@ void RoundWatcher::monitor_loop() {
     }
   } catch (const std::exception& e) {
     if (!stop_) {
-      fire(MembershipChange::kNodeLost,
+      fire(MembershipChange::kStoreLost,
            std::string("lost the rendezvous store: ") + e.what() + in_round(round));
     }
   }

@@ -61,6 +61,9 @@ class RoundWatcher {
   std::string refutation(Store& store, const std::string& value);
   // True when group rank g writes a heartbeat within 1.5 intervals (this node keeps beating).
   bool still_beating(Store& store, int g);
+  // True when group rank g bound a presence to this round and the store removed it (its
+  // connection closed).
+  bool connection_gone(Store& store, int g) const;
   void fire(MembershipChange change, const std::string& reason);
 
   RoundWatcherOptions options_;

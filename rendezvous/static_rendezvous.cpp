@@ -1,5 +1,7 @@
 #include "rendezvous/static_rendezvous.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -7,6 +9,7 @@
 #include "common/log.hpp"
 #include "rendezvous/assignment.hpp"
 #include "rendezvous/exit_barrier.hpp"
+#include "rendezvous/failure_record.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 
 namespace ddp::rendezvous {
@@ -79,7 +82,42 @@ RendezvousInfo StaticRendezvous::next_rendezvous() {
   } else {
     ++info_->round;
   }
+  bind_presence(info_->round);
   return *info_;
+}
+
+void StaticRendezvous::bind_presence(uint64_t round) {
+  std::lock_guard<std::mutex> lock(presence_mu_);
+  if (shut_down_) return;
+  try {
+    if (!presence_tried_) {
+      presence_tried_ = true;
+      presence_ = store_->open_presence();
+      if (!presence_) {
+        DDP_LOG_INFO("static rendezvous '" + options_.run_id + "': the store at " +
+                     store_->describe() +
+                     " keeps no connection-bound records; a dead node is seen only through "
+                     "its workers' errors");
+      }
+    }
+    if (!presence_) return;
+    FailureRecord lost;
+    lost.kind = "node_lost";
+    lost.attempt = round;
+    lost.group_rank = options_.node_rank;
+    lost.host = options_.node_addr;
+    lost.pid = static_cast<int>(::getpid());
+    lost.message =
+        "its agent's connection to the store closed (the agent was killed or crashed, or its "
+        "host went down)";
+    presence_->clear();
+    // "alive/<node_rank>" is there exactly as long as this agent's connection.
+    presence_->set_ephemeral("alive/" + std::to_string(options_.node_rank), node_id_);
+    presence_->on_close(failure_key(round), encode_failure(lost));
+  } catch (const StoreError& e) {
+    presence_.reset();  // the failure watch reports a store that is gone
+    DDP_LOG_WARN(std::string("static rendezvous: no presence in the store: ") + e.what());
+  }
 }
 
 void StaticRendezvous::join() {
@@ -167,6 +205,10 @@ void StaticRendezvous::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   try {
+    {
+      std::lock_guard<std::mutex> lock(presence_mu_);
+      presence_.reset();  // an orderly leave: this node is not lost
+    }
     store_->set(kClosedKey, "1");
     if (!info_) {
       // Stopped before every node joined: wake the nodes still waiting to join.

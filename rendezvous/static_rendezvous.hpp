@@ -7,6 +7,8 @@
 // torchrun's static rendezvous does; membership never changes, so watch() never calls back.
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -54,6 +56,8 @@ class StaticRendezvous final : public RendezvousHandler {
 
  private:
   void join();
+  // Leaves round's "node lost" record as this node's ON_CLOSE record.
+  void bind_presence(uint64_t round);
   [[nodiscard]] std::string progress(const std::vector<std::string>& node_keys) const;
 
   StaticRendezvousOptions options_;
@@ -64,6 +68,11 @@ class StaticRendezvous final : public RendezvousHandler {
   bool shut_down_ = false;
   std::atomic<bool> job_failed_{false};  // set before shutdown(): skip the exit barrier wait
   std::optional<ExitBarrier> barrier_;   // over store_, made once
+  // This node's connection-bound record: when its agent dies, the store publishes its loss
+  // as the attempt's failure record (null where the store cannot, a PyTorch server).
+  std::mutex presence_mu_;  // shutdown() may come from another thread
+  std::unique_ptr<Presence> presence_;
+  bool presence_tried_ = false;
 };
 
 }  // namespace ddp::rendezvous

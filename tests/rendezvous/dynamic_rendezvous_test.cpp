@@ -198,7 +198,9 @@ TEST_CASE("dynamic: a node that stops heartbeating is reported lost, survivors r
   d.reset();  // dies without a word: its heartbeats stop
   REQUIRE(log_a.first() == MembershipChange::kNodeLost);
   REQUIRE(log_b.first() == MembershipChange::kNodeLost);
-  CHECK_THAT(a->last_change_reason(), Catch::Contains("stopped heartbeating"));
+  // Destroyed, it also left its presence (an orderly leave): the others may see that first.
+  CHECK_THAT(a->last_change_reason(), Catch::Contains("stopped heartbeating") ||
+                                          Catch::Contains("is gone (its store connection"));
   const auto infos = join_all({a.get(), b.get()});
   check_consistent(infos, {1, 1});
   CHECK(infos[0].round == 1);
@@ -447,4 +449,30 @@ TEST_CASE("dynamic: false membership claims in the store are refuted, the group 
   REQUIRE(log_b.first().has_value());
   const auto infos = join_all({a.get(), b.get()});
   check_consistent({infos[0], infos[1], jd.get()}, {1, 1, 1});
+}
+
+TEST_CASE("dynamic: a node whose store connection drops is lost at once, not after its lease",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  // A lease and a last call far longer than the guard: only the dropped connection can make
+  // the survivors re-form in time, and only the expected count can close their round.
+  o.lease_timeout = 60s;
+  o.heartbeat_interval = 1s;
+  o.last_call_timeout = 60s;
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  const int lost_rank = join_all({a.get(), b.get(), d.get()})[2].group_rank;
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+  // The agent of d is SIGKILLed: its connection closes and the store runs its records.
+  REQUIRE(c.store->sever_presence_holding("/ddp_rdzv/job/r0/alive/" + std::to_string(lost_rank)));
+  d.reset();
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  CHECK_THAT(a->last_change_reason(), Catch::Contains("is gone (its store connection closed)"));
+  const auto infos = join_all({a.get(), b.get()});
+  check_consistent(infos, {1, 1});
+  CHECK(infos[0].group_world_size == 2);
+  CHECK(infos[0].round == 1);
 }

@@ -122,13 +122,13 @@ TEST_CASE("dynamic over TCP: 16 nodes agree, a late node and a lost node re-form
   CHECK(shrunk[0].round == 2);
 }
 
-TEST_CASE("dynamic over TCP: losing the store is reported as a lost node", "[rdzv][dynamic][tcp]") {
+TEST_CASE("dynamic over TCP: losing the store is reported as such", "[rdzv][dynamic][tcp]") {
   TcpCluster c;
   auto a = c.node(2, 2, 1), b = c.node(2, 2, 1);
   join_all({a.get(), b.get()});
   Changes changes;
   a->watch(std::ref(changes));
   c.server.stop();
-  REQUIRE(changes.wait() == MembershipChange::kNodeLost);
+  REQUIRE(changes.wait() == MembershipChange::kStoreLost);
   CHECK_THAT(a->last_change_reason(), Catch::Contains("lost the rendezvous store"));
 }

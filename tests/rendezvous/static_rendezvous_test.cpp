@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "rendezvous/failure_record.hpp"
 #include "rendezvous/store/memory_store.hpp"
 
 using namespace ddp::rendezvous;
@@ -130,4 +131,38 @@ TEST_CASE("static: after success the store host waits until every node departed"
   CHECK(done.wait_for(200ms) == std::future_status::timeout);  // node 1 is still running
   node1.shutdown();
   REQUIRE(done.wait_for(60s) == std::future_status::ready);
+}
+
+TEST_CASE("static: a node whose store connection drops leaves its loss as the failure record",
+          "[rdzv][static][failure]") {
+  auto store = std::make_shared<MemoryStore>(10s);
+  std::vector<std::unique_ptr<StaticRendezvous>> nodes;
+  std::vector<std::future<RendezvousInfo>> futures;
+  for (int r = 0; r < 3; ++r) {
+    auto o = options(3, r, 1);
+    o.node_addr = "10.0.0." + std::to_string(r + 1);
+    nodes.push_back(std::make_unique<StaticRendezvous>(o, store));
+  }
+  for (auto& n : nodes) {
+    futures.push_back(std::async(std::launch::async, [&n] { return n->next_rendezvous(); }));
+  }
+  for (auto& f : futures) f.get();
+  const std::string key = "/ddp_rdzv/static-job/static/failure/0";
+  CHECK_FALSE(store->check({key}));
+  CHECK(store->check({"/ddp_rdzv/static-job/static/alive/1"}));
+  // Node 2's agent is killed: the store publishes the loss it left behind.
+  REQUIRE(store->sever_presence_holding("/ddp_rdzv/static-job/static/alive/2"));
+  const auto record = decode_failure(store->get(key));
+  CHECK(record.kind == "node_lost");
+  CHECK(record.group_rank == 2);
+  CHECK(record.host == "10.0.0.3");
+  CHECK_THAT(record.describe(), Catch::Contains("node 2 (10.0.0.3): lost: its agent's connection"));
+  // A restart re-binds the presence to the next attempt's record.
+  CHECK(nodes[0]->next_rendezvous().round == 1);
+  REQUIRE(store->sever_presence_holding("/ddp_rdzv/static-job/static/alive/0"));
+  CHECK(decode_failure(store->get("/ddp_rdzv/static-job/static/failure/1")).group_rank == 0);
+  // Node 1 leaves in order (its workers finished): nothing is published for it.
+  nodes[1]->shutdown();
+  CHECK_FALSE(store->check({"/ddp_rdzv/static-job/static/alive/1"}));
+  CHECK(decode_failure(store->get(key)).group_rank == 2);
 }

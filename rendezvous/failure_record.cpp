@@ -1,0 +1,96 @@
+#include "rendezvous/failure_record.hpp"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+// A traceback in the store is for the summary: its end says the most.
+constexpr size_t kMaxTracebackBytes = 8 * 1024;
+
+}  // namespace
+
+int FailureRecord::shell_status() const {
+  if (kind == "node_lost") return 1;
+  return signal != 0 ? 128 + signal : exit_code;
+}
+
+std::string FailureRecord::describe() const {
+  std::string who;
+  if (rank >= 0) {
+    who = "rank " + std::to_string(rank) + " (local_rank " + std::to_string(local_rank) + ", pid " +
+          std::to_string(pid) + ") on ";
+  }
+  who += "node " + std::to_string(group_rank) + (host.empty() ? "" : " (" + host + ")");
+  std::string what;
+  if (kind == "node_lost") {
+    what = "lost: " + message;
+  } else if (kind == "agent_signal") {
+    what = "its agent received signal " + std::to_string(signal) +
+           (message.empty() ? "" : " (" + message + ")");
+  } else {
+    what =
+        signal != 0 ? "signal " + std::to_string(signal) : "exit code " + std::to_string(exit_code);
+    if (!message.empty()) what += ": " + message;
+  }
+  return who + ": " + what;
+}
+
+std::string failure_key(uint64_t attempt) {
+  return "failure/" + std::to_string(attempt);
+}
+
+std::string encode_failure(const FailureRecord& r) {
+  std::string traceback = r.traceback;
+  if (traceback.size() > kMaxTracebackBytes) {
+    traceback = "...\n" + traceback.substr(traceback.size() - kMaxTracebackBytes);
+  }
+  const nlohmann::json doc = {
+      {"kind", r.kind}, {"attempt", r.attempt},     {"group_rank", r.group_rank},
+      {"host", r.host}, {"rank", r.rank},           {"local_rank", r.local_rank},
+      {"pid", r.pid},   {"exit_code", r.exit_code}, {"signal", r.signal},
+      {"time", r.time}, {"message", r.message},     {"traceback", traceback}};
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+FailureRecord decode_failure(const std::string& text) {
+  const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto shown = text.size() > 200 ? text.substr(0, 200) + "..." : text;
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("kind") || !doc["kind"].is_string()) {
+    throw ProtocolError("failure record '" + shown +
+                        "': expected a JSON object with a string 'kind'");
+  }
+  FailureRecord r;
+  try {
+    r.kind = doc.at("kind").get<std::string>();
+    r.attempt = doc.value("attempt", uint64_t{0});
+    r.group_rank = doc.value("group_rank", -1);
+    r.host = doc.value("host", std::string());
+    r.rank = doc.value("rank", -1);
+    r.local_rank = doc.value("local_rank", -1);
+    r.pid = doc.value("pid", 0);
+    r.exit_code = doc.value("exit_code", 0);
+    r.signal = doc.value("signal", 0);
+    r.time = doc.value("time", 0.0);
+    r.message = doc.value("message", std::string());
+    r.traceback = doc.value("traceback", std::string());
+  } catch (const nlohmann::json::exception& e) {
+    throw ProtocolError("failure record '" + shown + "': " + e.what());
+  }
+  return r;
+}
+
+FailureRecord publish_failure(Store& store, const FailureRecord& record) {
+  const std::string mine = encode_failure(record);
+  const std::string held = store.compare_set(failure_key(record.attempt), "", mine);
+  return held == mine ? record : decode_failure(held);
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace ddp::rendezvous

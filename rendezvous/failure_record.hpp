@@ -1,0 +1,51 @@
+#pragma once
+// The job-wide failure record: one per attempt (rendezvous round), written once by whichever
+// agent saw its group fail first (COMPARE_SET on an empty key, so the first record wins and
+// every agent reads the same root cause). Every agent waits for it (failure_watch.hpp) and
+// stops its workers as soon as it appears. A static node also leaves one, pre-written, as
+// its connection's ON_CLOSE record (store.hpp's Presence): when its agent dies, the store
+// publishes the loss for it.
+#include <cstdint>
+#include <string>
+
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::rendezvous {
+
+struct FailureRecord {
+  // "worker" (a worker exited non-zero or died of a signal), "hang" (hang detection stopped
+  // the group), "unkillable" (a worker survived SIGKILL), "agent_signal" (the agent was told
+  // to stop), "node_lost" (the agent's store connection closed: killed, crashed, host gone).
+  std::string kind = "worker";
+  uint64_t attempt = 0;  // the round / TORCHELASTIC_RESTART_COUNT it happened in
+  int group_rank = -1;   // the node (GROUP_RANK, static: node_rank)
+  std::string host;      // that node's address or name
+  int rank = -1;         // the worker's RANK, -1 when no single worker
+  int local_rank = -1;
+  int pid = 0;        // the worker's pid, else the agent's
+  int exit_code = 0;  // meaningful when signal == 0
+  int signal = 0;
+  double time = 0;        // unix seconds when it was observed
+  std::string message;    // the error file's message, or what the agent saw
+  std::string traceback;  // the error file's traceback (trimmed), may be empty
+
+  // What a shell reports for the root cause: exit_code, 128+signal; 1 for a lost node.
+  [[nodiscard]] int shell_status() const;
+  // "rank 3 (local_rank 1) on node 2 (10.0.0.3): exit code 3: boom" for summaries and logs.
+  [[nodiscard]] std::string describe() const;
+  // A lost node cannot be restarted in place (static ranks would wait for it forever).
+  [[nodiscard]] bool restartable() const { return kind != "node_lost"; }
+};
+
+// The key of attempt's record, relative to the rendezvous' prefix.
+std::string failure_key(uint64_t attempt);
+// JSON; decode throws ProtocolError naming what is wrong with text.
+std::string encode_failure(const FailureRecord& record);
+FailureRecord decode_failure(const std::string& text);
+// Publishes record for its attempt unless one is there; returns the record that holds (ours
+// or the earlier one).
+FailureRecord publish_failure(Store& store, const FailureRecord& record);
+// Seconds since the epoch, now.
+double unix_now();
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,50 @@
+#pragma once
+// Every agent of a multi-node job watches its attempt's failure record (failure_record.hpp)
+// with a blocking WAIT on a store connection of its own, on a thread of its own, so a failure
+// on any node reaches every node within a store round trip. The same connection tells it when
+// the store itself is gone (its host died): the WAIT fails at once.
+//
+// Stopping never waits for the thread: it is told to stop and to call nobody back, and ends
+// by itself when its WAIT (cut in slices) next returns; it owns what it uses.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "rendezvous/failure_record.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::rendezvous {
+
+struct FailureWatchCallbacks {
+  // The attempt's record appeared (called at most once, from the watch thread).
+  std::function<void(const FailureRecord&)> on_failure;
+  // The store connection failed (called at most once, instead of on_failure): the message
+  // names the store and the error.
+  std::function<void(const std::string&)> on_store_lost;
+};
+
+class FailureWatch {
+ public:
+  // wait_store and publish_store are two connections of their own to the job's (prefixed)
+  // store: the watch thread blocks in the first, publishing uses the second.
+  FailureWatch(std::shared_ptr<Store> wait_store, std::shared_ptr<Store> publish_store,
+               uint64_t attempt, FailureWatchCallbacks callbacks,
+               Duration slice = std::chrono::milliseconds(2000));
+  ~FailureWatch();
+  FailureWatch(const FailureWatch&) = delete;
+  FailureWatch& operator=(const FailureWatch&) = delete;
+
+  // Publishes record for this attempt (COMPARE_SET, first wins) on a thread of its own; the
+  // record that holds reaches on_failure like any other.
+  void publish(FailureRecord record);
+  // No callback runs once this returns. Idempotent.
+  void stop();
+
+  struct Shared;  // what the detached threads share with this object (failure_watch.cpp)
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace ddp::rendezvous

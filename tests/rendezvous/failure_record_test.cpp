@@ -1,0 +1,181 @@
+// The job-wide failure record and its watch: what every agent of a multi-node job relies
+// on to stop at once and agree on the root cause.
+#include "rendezvous/failure_record.hpp"
+
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "rendezvous/failure_watch.hpp"
+#include "rendezvous/store/memory_store.hpp"
+#include "rendezvous/store/prefix_store.hpp"
+#include "rendezvous/store/server/store_server.hpp"
+#include "rendezvous/store/tcp_store.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+const ddp::log::ScopedSink kQuietLog{[](ddp::log::Level, std::string_view) {}};
+constexpr auto kGuard = 20s;
+
+FailureRecord crash(int node, int rank, int code) {
+  FailureRecord r;
+  r.kind = "worker";
+  r.attempt = 2;
+  r.group_rank = node;
+  r.host = "10.0.0." + std::to_string(node + 1);
+  r.rank = rank;
+  r.local_rank = 0;
+  r.pid = 4242;
+  r.exit_code = code;
+  r.time = 1700000000.25;
+  r.message = "boom on rank " + std::to_string(rank);
+  r.traceback = "Traceback:\n  line 1";
+  return r;
+}
+
+// What one agent's watch reported.
+struct Seen {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<FailureRecord> record;
+  std::optional<std::string> store_lost;
+  FailureWatchCallbacks callbacks() {
+    FailureWatchCallbacks cb;
+    cb.on_failure = [this](const FailureRecord& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      record = r;
+      cv.notify_all();
+    };
+    cb.on_store_lost = [this](const std::string& m) {
+      std::lock_guard<std::mutex> lock(mu);
+      store_lost = m;
+      cv.notify_all();
+    };
+    return cb;
+  }
+  bool wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, kGuard, [&] { return record || store_lost; });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("failure record: encodes and decodes every field", "[rdzv][failure]") {
+  const auto r = crash(1, 3, 7);
+  const auto back = decode_failure(encode_failure(r));
+  CHECK(back.kind == "worker");
+  CHECK(back.attempt == 2);
+  CHECK(back.group_rank == 1);
+  CHECK(back.host == "10.0.0.2");
+  CHECK(back.rank == 3);
+  CHECK(back.pid == 4242);
+  CHECK(back.exit_code == 7);
+  CHECK(back.time == Approx(1700000000.25));
+  CHECK(back.message == "boom on rank 3");
+  CHECK(back.traceback == "Traceback:\n  line 1");
+  CHECK(back.shell_status() == 7);
+  CHECK_THAT(back.describe(), Catch::Contains("rank 3") && Catch::Contains("node 1 (10.0.0.2)") &&
+                                  Catch::Contains("exit code 7: boom on rank 3"));
+}
+
+TEST_CASE("failure record: shell status of a signal, a lost node, an agent told to stop",
+          "[rdzv][failure]") {
+  auto r = crash(0, 0, 0);
+  r.signal = 9;
+  CHECK(r.shell_status() == 137);
+  r.kind = "agent_signal";
+  r.signal = 15;
+  CHECK(r.shell_status() == 143);
+  CHECK(r.restartable());
+  r.kind = "node_lost";
+  CHECK(r.shell_status() == 1);
+  CHECK_FALSE(r.restartable());
+}
+
+TEST_CASE("failure record: text that is not a record is an error naming it", "[rdzv][failure]") {
+  CHECK_THROWS_WITH(decode_failure("restart!"), Catch::Contains("failure record 'restart!'") &&
+                                                    Catch::Contains("expected a JSON object"));
+  CHECK_THROWS_AS(decode_failure(R"({"kind": "worker", "rank": "three"})"), ddp::ProtocolError);
+}
+
+TEST_CASE("failure record: the first published record wins for everyone", "[rdzv][failure]") {
+  MemoryStore store;
+  const auto first = publish_failure(store, crash(2, 5, 3));
+  CHECK(first.group_rank == 2);
+  // A node whose workers died of the first failure (a collective on a dead peer) loses.
+  const auto second = publish_failure(store, crash(0, 0, 1));
+  CHECK(second.group_rank == 2);
+  CHECK(second.rank == 5);
+  CHECK(second.exit_code == 3);
+  // Another attempt has a record of its own.
+  auto later = crash(0, 0, 1);
+  later.attempt = 3;
+  CHECK(publish_failure(store, later).group_rank == 0);
+}
+
+TEST_CASE("failure watch: every node hears the one record, whoever publishes", "[rdzv][failure]") {
+  auto base = std::make_shared<MemoryStore>(10s);
+  auto job = std::make_shared<PrefixStore>("/ddp_rdzv/j", base);
+  constexpr int kNodes = 8;
+  std::vector<Seen> seen(kNodes);
+  std::vector<std::unique_ptr<FailureWatch>> watches;
+  for (int i = 0; i < kNodes; ++i) {
+    watches.push_back(std::make_unique<FailureWatch>(job, job, 2, seen[i].callbacks(), 50ms));
+  }
+  // Two nodes fail at once: one record holds, and every node hears the same one.
+  auto a = std::async(std::launch::async, [&] { watches[3]->publish(crash(3, 9, 3)); });
+  auto b = std::async(std::launch::async, [&] { watches[6]->publish(crash(6, 12, 139)); });
+  a.get();
+  b.get();
+  for (auto& s : seen) REQUIRE(s.wait());
+  const int winner = seen[0].record->group_rank;
+  CHECK((winner == 3 || winner == 6));
+  for (auto& s : seen) {
+    REQUIRE(s.record);
+    CHECK(s.record->group_rank == winner);
+    CHECK(s.record->attempt == 2);
+    CHECK_FALSE(s.store_lost);
+  }
+}
+
+TEST_CASE("failure watch: a stopped watch calls nobody back", "[rdzv][failure]") {
+  auto store = std::make_shared<MemoryStore>(10s);
+  Seen seen;
+  auto watch = std::make_unique<FailureWatch>(store, store, 0, seen.callbacks(), 20ms);
+  watch->stop();
+  publish_failure(*store, crash(0, 0, 1));
+  std::this_thread::sleep_for(100ms);
+  std::lock_guard<std::mutex> lock(seen.mu);
+  CHECK_FALSE(seen.record);
+}
+
+TEST_CASE("failure watch: the store's death is reported at once, naming the store",
+          "[rdzv][failure]") {
+  StoreServerOptions so;
+  so.host = "127.0.0.1";
+  auto server = std::make_unique<StoreServer>(so);
+  TcpStoreOptions co;
+  co.port = server->port();
+  co.timeout = 60s;  // the watch must not wait this out
+  co.connect_timeout = 1s;
+  auto wait_store = std::make_shared<TcpStore>(co);
+  auto publish_store = std::make_shared<TcpStore>(co);
+  Seen seen;
+  FailureWatch watch(wait_store, publish_store, 0, seen.callbacks(), 30s);
+  std::this_thread::sleep_for(50ms);
+  const auto stopped = std::chrono::steady_clock::now();
+  server->stop();
+  REQUIRE(seen.wait());
+  CHECK(std::chrono::steady_clock::now() - stopped < 10s);  // not the 30 s slice
+  REQUIRE(seen.store_lost);
+  CHECK_THAT(*seen.store_lost, Catch::Contains("tcp://127.0.0.1:" + std::to_string(co.port)));
+}
