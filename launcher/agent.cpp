@@ -537,7 +537,9 @@ void Agent::finish(int exit_status) {
   if (exit_thread_.joinable()) exit_thread_.join();
   // The store host may wait here for the other nodes: off the loop, so signals still work.
   exit_thread_ = std::thread([this, succeeded = exit_status == 0] {
-    if (succeeded) {
+    if (store_lost_) {
+      // Nothing to leave: the store is gone (and reconnecting would only wait out a timeout).
+    } else if (succeeded) {
       rendezvous_.shutdown();
     } else {
       rendezvous_.shutdown_after_failure();

@@ -81,9 +81,7 @@ rendezvous::FailureRecord Agent::worker_record(const WorkerSlot& slot, ExitStatu
       record.traceback = failure.error->traceback;
     }
   }
-  if (record.message.empty()) {
-    record.message = slot.hang.empty() ? status.describe() : "hang: " + slot.hang;
-  }
+  if (record.message.empty() && !slot.hang.empty()) record.message = "hang: " + slot.hang;
   return record;
 }
 
@@ -139,6 +137,7 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
 void Agent::on_store_lost(const std::string& message) {
   if (job_failure_ || state_ == State::kExiting || state_ == State::kDone) return;
   const std::string store = "the rendezvous store";
+  store_lost_ = true;
   const std::string advice =
       "the store lived in the agent of the node that hosts it, so that node is gone; to let a "
       "job outlive any one node, run a standalone store (ddpstore) and start every agent with "
