@@ -49,6 +49,14 @@ inline constexpr const char* kStorePrefix = "DDPLAUNCH_STORE_PREFIX";
 // allows it, else epoll), "epoll" or "io_uring".
 inline constexpr const char* kStoreIo = "DDPLAUNCH_STORE_IO";
 
+// Dead-peer detection on every store connection, client and server side (common/tcp_liveness.hpp):
+// keepalive idle and interval seconds (default 1 and 1), unanswered probes (2), and
+// TCP_USER_TIMEOUT in ms (3000; 0: the kernel's default). docs/store.md, "Dead peers".
+inline constexpr const char* kTcpKeepIdle = "DDPLAUNCH_TCP_KEEPIDLE";
+inline constexpr const char* kTcpKeepIntvl = "DDPLAUNCH_TCP_KEEPINTVL";
+inline constexpr const char* kTcpKeepCnt = "DDPLAUNCH_TCP_KEEPCNT";
+inline constexpr const char* kTcpUserTimeout = "DDPLAUNCH_TCP_USER_TIMEOUT";
+
 // Which lines every program here logs (common/log.hpp): "error", "warn", "info" (default) or
 // "debug". A bad value is one warning naming it, then info.
 inline constexpr const char* kLogLevel = "DDPLAUNCH_LOG_LEVEL";

@@ -17,6 +17,7 @@
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "common/parse_int.hpp"
+#include "common/tcp_liveness.hpp"
 #include "worker_runtime/reduce_kernels.hpp"
 
 namespace ddp::worker_runtime {
@@ -69,6 +70,15 @@ Fd listen_on(const std::string& bind_addr, int backlog, const std::string& me) {
   return listener;
 }
 
+// Keepalive, so an idle link to a vanished host fails in about 3 s, but no TCP_USER_TIMEOUT:
+// a rank some seconds behind leaves our payload in its closed receive window, which Linux
+// would count against that timeout and drop a live peer (docs/store.md, "Dead peers").
+TcpLiveness mesh_liveness() {
+  TcpLiveness liveness = tcp_liveness_from_env();
+  liveness.user_timeout_ms = 0;
+  return liveness;
+}
+
 // One peer's progress through an exchange().
 struct Transfer {
   int peer = 0;
@@ -90,6 +100,7 @@ DirectMesh::DirectMesh(rendezvous::Store& store, const DirectMeshOptions& option
     : rank_(options.rank), size_(options.size), peers_(static_cast<size_t>(options.size)) {
   const auto deadline = Deadline::after(options.connect_timeout);
   const std::string me = "direct mesh rank " + std::to_string(rank_) + "/" + std::to_string(size_);
+  const TcpLiveness liveness = mesh_liveness();  // a bad DDPLAUNCH_TCP_* fails before listening
   const Fd listener = listen_on(options.bind_addr, size_, me);
   sockaddr_storage local{};
   socklen_t len = sizeof(local);
@@ -114,6 +125,7 @@ DirectMesh::DirectMesh(rendezvous::Store& store, const DirectMeshOptions& option
     try {
       SocketConn conn =
           SocketConn::connect(host, static_cast<uint16_t>(*port), deadline.remaining(), who);
+      set_tcp_liveness(conn.fd(), liveness);
       conn.send_all(hello, deadline);
       peers_[static_cast<size_t>(peer)] = std::move(conn);
     } catch (const SocketError& e) {
@@ -135,6 +147,7 @@ DirectMesh::DirectMesh(rendezvous::Store& store, const DirectMeshOptions& option
     SocketConn conn(std::move(fd));
     int32_t id = -1;
     try {
+      set_tcp_liveness(conn.fd(), liveness);
       const std::string bytes = conn.recv_exact(sizeof(id), deadline);
       std::memcpy(&id, bytes.data(), sizeof(id));
     } catch (const SocketError& e) {

@@ -5,7 +5,8 @@
 // receives theirs, on the calling thread, with non-blocking sockets and poll() (no deadlock
 // whatever the buffer sizes, and a deadline on every call). Frames carry a sequence number
 // and a length, so ranks issuing different collectives fail with a clear error instead of
-// mixing data. Connections are common/socket_io's SocketConn.
+// mixing data. Connections are common/socket_io's SocketConn, with TCP keepalive (an idle link
+// to a vanished host fails in about 3 s) but no TCP_USER_TIMEOUT (common/tcp_liveness.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <span>

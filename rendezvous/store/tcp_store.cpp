@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "common/host_address.hpp"
 #include "common/socket_io.hpp"
+#include "common/tcp_liveness.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddp::rendezvous {
@@ -59,7 +60,9 @@ struct TcpStore::Impl {
     // be lost without an error.
     if (c.is_open() && c.readable_now()) c.close();
     if (c.is_open()) return;
+    const TcpLiveness liveness = tcp_liveness_from_env();  // a vanished server fails in ~3 s
     c = SocketConn::connect(options.host, options.port, options.connect_timeout, "store");
+    set_tcp_liveness(c.fd(), liveness);
     wire::Request hello = make(Command::kValidate);
     hello.nonce = wire::kValidationMagic;
     c.send_all(wire::encode_request(hello, wire::Dialect::kV2),

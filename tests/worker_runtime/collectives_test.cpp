@@ -6,6 +6,8 @@
 #include "common/error.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "test_support.hpp"
+#include "tests/support/tcp_sockets.hpp"
+#include "worker_runtime/direct_mesh.hpp"
 #include "worker_runtime/dist_context.hpp"
 #include "worker_runtime/gloo_process_group.hpp"
 
@@ -208,4 +210,28 @@ TEST_CASE("a peer that exits mid-job fails the survivor at once", "[gloo][direct
         [&] { pg->all_reduce(std::span<float>(v), ReduceOp::kSum, 20s); });
     RT_LOCKED(CHECK_THAT(error, Contains("peer rank 1") && Contains("closed the connection")));
   });
+}
+
+TEST_CASE("direct mesh links have keepalive but no TCP_USER_TIMEOUT", "[direct]") {
+  // A rank some seconds behind holds our payload in its closed window: TCP_USER_TIMEOUT would
+  // drop that live peer (common/tcp_liveness.hpp), keepalive does not.
+  ddp::rendezvous::MemoryStore store;
+  std::vector<std::unique_ptr<DirectMesh>> meshes(2);
+  run_ranks(2, [&](int rank) {
+    DirectMeshOptions options;
+    options.rank = rank;
+    options.size = 2;
+    meshes[static_cast<size_t>(rank)] = std::make_unique<DirectMesh>(store, options);
+  });
+  const std::string address = store.get("direct/0");  // "127.0.0.1 <port>"
+  const auto port = static_cast<uint16_t>(std::stoi(address.substr(address.find(' ') + 1)));
+  auto ends = ddp::test::accepted_on(port);  // rank 0's end
+  const auto rank1_end = ddp::test::connected_to(port);
+  ends.insert(ends.end(), rank1_end.begin(), rank1_end.end());
+  REQUIRE(ends.size() == 2);
+  for (const auto& end : ends) {
+    CHECK(end.keepalive);
+    CHECK(end.keepidle_s == 1);
+    CHECK(end.user_timeout_ms == 0);
+  }
 }

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/host_address.hpp"
 #include "common/log.hpp"
+#include "common/tcp_liveness.hpp"
 
 namespace ddp::rendezvous {
 
@@ -146,6 +147,12 @@ std::string peer_name(int fd) {
 void tune_connection(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  try {
+    set_tcp_liveness(fd, tcp_liveness_from_env());
+  } catch (const Error& e) {
+    // Served all the same: only a vanished client is then noticed late (its heartbeat lease).
+    DDP_LOG_WARN("connection from " + peer_name(fd) + " without dead-peer detection: " + e.what());
+  }
 }
 
 void AcceptLog::failed(int err, size_t open_connections) {

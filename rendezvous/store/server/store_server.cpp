@@ -9,6 +9,7 @@
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/tcp_liveness.hpp"
 #include "rendezvous/store/server/epoll/loop.hpp"
 #include "rendezvous/store/server/listener.hpp"
 #include "rendezvous/store/server/server_state.hpp"
@@ -81,6 +82,7 @@ struct StoreServer::Impl {
 
 StoreServer::StoreServer(StoreServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {
+  tcp_liveness_from_env();  // a bad DDPLAUNCH_TCP_* fails here, not as a warning per accept
   const unsigned buffers = impl_->options.io_uring_buffers;
   if (buffers == 0 || (buffers & (buffers - 1)) != 0 || buffers > 32768) {
     throw ConfigError("store server: io_uring_buffers " + std::to_string(buffers) +

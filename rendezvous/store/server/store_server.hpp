@@ -42,8 +42,8 @@ class StoreServer {
   // Binds and listens in the constructor (throws BindError, a StoreError, naming host:port on
   // failure), so port() is valid and connectable as soon as it returns; serves on a
   // background thread.
-  // Throws ConfigError for a bad DDPLAUNCH_STORE_IO, and StoreError when io_uring was asked
-  // for explicitly and is unavailable.
+  // Throws ConfigError for a bad DDPLAUNCH_STORE_IO or DDPLAUNCH_TCP_* (tcp_liveness.hpp), and
+  // StoreError when io_uring was asked for explicitly and is unavailable.
   explicit StoreServer(StoreServerOptions options);
   ~StoreServer();  // stop()
   StoreServer(const StoreServer&) = delete;

@@ -1,0 +1,38 @@
+#pragma once
+// Dead-peer detection on a TCP connection by the kernel: keepalive probes while the connection
+// is idle, TCP_USER_TIMEOUT while data we sent is unacknowledged. A peer host that powers off
+// or is cut off answers neither, so a blocked read or send fails with ETIMEDOUT instead of
+// waiting out its own deadline. Both are answered by the peer's kernel, not its application,
+// so a busy, loaded or even stopped peer process is not taken for dead. docs/store.md, "Dead
+// peers: TCP keepalive and TCP_USER_TIMEOUT", gives the reasoning behind the defaults.
+namespace ddp {
+
+struct TcpLiveness {
+  // Idle seconds before the first keepalive probe (TCP_KEEPIDLE), then seconds between probes
+  // (TCP_KEEPINTVL): an idle connection is probed from 1 s on, once a second.
+  int keepidle_s = 1;
+  int keepintvl_s = 1;
+  // Unanswered probes before the connection is dropped (TCP_KEEPCNT): 1 + 2 x 1 = 3 s. Linux
+  // ignores it while user_timeout_ms is set, which then bounds the probing too (3 s as well).
+  int keepcnt = 2;
+  // Milliseconds sent data may stay unacknowledged before the connection is dropped
+  // (TCP_USER_TIMEOUT); 0 keeps the kernel's default (about 15 minutes of retransmissions).
+  // Linux applies it to a closed receive window too: a live peer that stops reading while
+  // more than a socket buffer of our data waits is dropped after this long (why the direct
+  // mesh sets 0).
+  int user_timeout_ms = 3000;
+};
+
+// The defaults above, each overridden by its variable when set and not empty:
+// DDPLAUNCH_TCP_KEEPIDLE and DDPLAUNCH_TCP_KEEPINTVL (seconds, 1 to 32767),
+// DDPLAUNCH_TCP_KEEPCNT (1 to 127), DDPLAUNCH_TCP_USER_TIMEOUT (ms, 0 to 2147483647).
+// ConfigError naming the variable, its value and the range.
+TcpLiveness tcp_liveness_from_env();
+
+// Turns on SO_KEEPALIVE with liveness's probe timing and sets TCP_USER_TIMEOUT on fd. Returns
+// false, changing nothing, when fd is not a TCP socket (a Unix socket pair in a test); true
+// when set. SocketError naming the option, its value and the errno text when a TCP socket
+// refuses one.
+bool set_tcp_liveness(int fd, const TcpLiveness& liveness);
+
+}  // namespace ddp

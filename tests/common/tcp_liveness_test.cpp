@@ -1,0 +1,161 @@
+// common/tcp_liveness: the options a TCP socket gets (read back with getsockopt), sockets that
+// are not TCP left alone, the DDPLAUNCH_TCP_* overrides and their errors.
+#include "common/tcp_liveness.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "common/env_names.hpp"
+#include "common/error.hpp"
+#include "common/fd.hpp"
+#include "common/socket_io.hpp"
+#include "tests/support/scoped_env.hpp"
+#include "tests/support/tcp_sockets.hpp"
+
+using Catch::Contains;
+using ddp::Fd;
+using ddp::SocketConn;
+using ddp::TcpLiveness;
+using ddp::test::ScopedEnv;
+using ddp::test::tcp_socket_info;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Both ends of a loopback TCP connection.
+struct TcpPair {
+  TcpPair() {
+    Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    REQUIRE(listener);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), length) == 0);
+    REQUIRE(::listen(listener.get(), 1) == 0);
+    REQUIRE(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    client = SocketConn::connect("127.0.0.1", ntohs(address.sin_port), 5s);
+    server.reset(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    REQUIRE(server);
+  }
+  SocketConn client;
+  Fd server;
+};
+
+// Every DDPLAUNCH_TCP_* unset for the scope, so the machine's environment cannot leak in.
+struct NoOverrides {
+  ScopedEnv idle{ddp::env::kTcpKeepIdle, nullptr};
+  ScopedEnv interval{ddp::env::kTcpKeepIntvl, nullptr};
+  ScopedEnv count{ddp::env::kTcpKeepCnt, nullptr};
+  ScopedEnv user_timeout{ddp::env::kTcpUserTimeout, nullptr};
+};
+
+}  // namespace
+
+TEST_CASE("a TCP socket gets keepalive and TCP_USER_TIMEOUT, read back", "[tcp_liveness]") {
+  TcpPair pair;
+  // Before: the kernel's defaults (no keepalive), so the checks below can fail.
+  REQUIRE_FALSE(tcp_socket_info(pair.client.fd()).keepalive);
+
+  SECTION("defaults: probes from 1 s idle, 1 s apart, 2 of them; 3000 ms user timeout") {
+    for (const int fd : {pair.client.fd(), pair.server.get()}) {
+      CHECK(ddp::set_tcp_liveness(fd, TcpLiveness{}));
+      const auto info = tcp_socket_info(fd);
+      CHECK(info.keepalive);
+      CHECK(info.keepidle_s == 1);
+      CHECK(info.keepintvl_s == 1);
+      CHECK(info.keepcnt == 2);
+      CHECK(info.user_timeout_ms == 3000);
+    }
+  }
+  SECTION("other values, and a user timeout of 0 (the kernel's default)") {
+    const TcpLiveness liveness{
+        .keepidle_s = 30, .keepintvl_s = 5, .keepcnt = 4, .user_timeout_ms = 0};
+    CHECK(ddp::set_tcp_liveness(pair.client.fd(), liveness));
+    const auto info = tcp_socket_info(pair.client.fd());
+    CHECK(info.keepalive);
+    CHECK(info.keepidle_s == 30);
+    CHECK(info.keepintvl_s == 5);
+    CHECK(info.keepcnt == 4);
+    CHECK(info.user_timeout_ms == 0);
+  }
+  SECTION("a value the kernel refuses is a SocketError naming the option and value") {
+    const TcpLiveness liveness{.keepcnt = 1000};
+    CHECK_THROWS_WITH(ddp::set_tcp_liveness(pair.client.fd(), liveness),
+                      Contains("TCP_KEEPCNT=1000") && Contains("Invalid argument"));
+  }
+  SECTION("the connection still carries bytes") {
+    REQUIRE(ddp::set_tcp_liveness(pair.client.fd(), TcpLiveness{}));
+    pair.client.send_all("ping", ddp::Deadline::after(5s));
+    char buffer[4] = {};
+    CHECK(::recv(pair.server.get(), buffer, sizeof(buffer), MSG_WAITALL) == 4);
+  }
+}
+
+TEST_CASE("sockets that are not TCP are left alone", "[tcp_liveness]") {
+  int ends[2] = {-1, -1};
+  SECTION("a Unix socket pair") {
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) == 0);
+  }
+  SECTION("a pipe") {
+    REQUIRE(::pipe2(ends, O_CLOEXEC) == 0);
+  }
+  const Fd first(ends[0]);
+  const Fd second(ends[1]);
+  CHECK_FALSE(ddp::set_tcp_liveness(first.get(), TcpLiveness{}));
+  CHECK_FALSE(ddp::set_tcp_liveness(-1, TcpLiveness{}));
+}
+
+TEST_CASE("the DDPLAUNCH_TCP_ variables override the defaults", "[tcp_liveness][env]") {
+  const NoOverrides clean;
+  SECTION("unset or empty: the defaults") {
+    const ScopedEnv empty(ddp::env::kTcpUserTimeout, "");
+    const TcpLiveness liveness = ddp::tcp_liveness_from_env();
+    CHECK(liveness.keepidle_s == 1);
+    CHECK(liveness.keepintvl_s == 1);
+    CHECK(liveness.keepcnt == 2);
+    CHECK(liveness.user_timeout_ms == 3000);
+  }
+  SECTION("each variable sets its option") {
+    const ScopedEnv idle(ddp::env::kTcpKeepIdle, "10");
+    const ScopedEnv interval(ddp::env::kTcpKeepIntvl, "3");
+    const ScopedEnv count(ddp::env::kTcpKeepCnt, "5");
+    const ScopedEnv user_timeout(ddp::env::kTcpUserTimeout, "0");
+    const TcpLiveness liveness = ddp::tcp_liveness_from_env();
+    CHECK(liveness.keepidle_s == 10);
+    CHECK(liveness.keepintvl_s == 3);
+    CHECK(liveness.keepcnt == 5);
+    CHECK(liveness.user_timeout_ms == 0);
+    TcpPair pair;
+    REQUIRE(ddp::set_tcp_liveness(pair.client.fd(), liveness));
+    CHECK(tcp_socket_info(pair.client.fd()).keepidle_s == 10);
+  }
+  SECTION("a bad value is a ConfigError naming the variable, the value and the range") {
+    SECTION("not a number") {
+      const ScopedEnv bad(ddp::env::kTcpUserTimeout, "3s");
+      CHECK_THROWS_AS(ddp::tcp_liveness_from_env(), ddp::ConfigError);
+      CHECK_THROWS_WITH(ddp::tcp_liveness_from_env(),
+                        "DDPLAUNCH_TCP_USER_TIMEOUT='3s': expected an integer >= 0");
+    }
+    SECTION("below the range") {
+      const ScopedEnv bad(ddp::env::kTcpKeepIdle, "0");
+      CHECK_THROWS_WITH(ddp::tcp_liveness_from_env(),
+                        "DDPLAUNCH_TCP_KEEPIDLE='0': expected an integer in [1, 32767]");
+    }
+    SECTION("above the kernel's limit") {
+      const ScopedEnv bad(ddp::env::kTcpKeepCnt, "128");
+      CHECK_THROWS_WITH(ddp::tcp_liveness_from_env(),
+                        "DDPLAUNCH_TCP_KEEPCNT='128': expected an integer in [1, 127]");
+    }
+    SECTION("negative") {
+      const ScopedEnv bad(ddp::env::kTcpKeepIntvl, "-1");
+      CHECK_THROWS_WITH(ddp::tcp_liveness_from_env(),
+                        "DDPLAUNCH_TCP_KEEPINTVL='-1': expected an integer in [1, 32767]");
+    }
+  }
+}
