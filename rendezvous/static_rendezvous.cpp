@@ -18,6 +18,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 const std::string kClosedKey = "closed";
+// Set by a node stopped before every node joined. Not kClosedKey: a node that joined, ran and
+// finished closes the rendezvous too, and a node still waking from its go key must not take
+// that for a stop.
+const std::string kAbortedKey = "aborted";
 
 std::string node_key(int node_rank) {
   return "node/" + std::to_string(node_rank);
@@ -157,7 +161,7 @@ void StaticRendezvous::join() {
     }
     DDP_LOG_INFO("static rendezvous '" + o.run_id + "': " + progress(node_keys));
   }
-  if (store_->check({kClosedKey})) {
+  if (store_->check({kAbortedKey})) {
     throw RendezvousClosed("static rendezvous '" + o.run_id + "' on " + store_->describe() +
                            " was closed while this node waited: another node stopped the job");
   }
@@ -212,6 +216,7 @@ void StaticRendezvous::shutdown() {
     store_->set(kClosedKey, "1");
     if (!info_) {
       // Stopped before every node joined: wake the nodes still waiting to join.
+      store_->set(kAbortedKey, "1");
       std::vector<std::string> go_keys;
       for (int r = 0; r < options_.nnodes; ++r) go_keys.push_back(go_key(r));
       store_->multi_set(go_keys, std::vector<std::string>(go_keys.size(), "closed"));

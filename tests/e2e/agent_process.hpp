@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/process.hpp"  // process_alive
+
 namespace ddp::test {
 
 class AgentProcess {
@@ -39,7 +41,5 @@ class AgentProcess {
 int free_port();
 // A fresh private directory under TMPDIR for one test's logs.
 std::string make_temp_dir();
-// True while pid exists and is not a zombie.
-bool process_alive(pid_t pid);
 
 }  // namespace ddp::test

@@ -30,6 +30,41 @@ StaticRendezvousOptions options(int nnodes, int node_rank, int nproc) {
   return o;
 }
 
+// A node's view of a shared store whose wait() returns only once the test opens a gate:
+// the node is slow to wake (a loaded machine) while the others go on.
+class SlowWakeStore final : public Store {
+ public:
+  SlowWakeStore(std::shared_ptr<Store> base, std::shared_future<void> gate)
+      : base_(std::move(base)), gate_(std::move(gate)) {}
+  void set(const std::string& k, const std::string& v) override { base_->set(k, v); }
+  std::string get(const std::string& k) override { return base_->get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return base_->add(k, d); }
+  std::string compare_set(const std::string& k, const std::string& e,
+                          const std::string& d) override {
+    return base_->compare_set(k, e, d);
+  }
+  bool check(const std::vector<std::string>& k) override { return base_->check(k); }
+  using Store::wait;
+  void wait(const std::vector<std::string>& k, Duration timeout) override {
+    base_->wait(k, timeout);
+    gate_.wait();
+  }
+  bool delete_key(const std::string& k) override { return base_->delete_key(k); }
+  int64_t num_keys() override { return base_->num_keys(); }
+  void append(const std::string& k, const std::string& v) override { base_->append(k, v); }
+  std::vector<std::string> multi_get(const std::vector<std::string>& k) override {
+    return base_->multi_get(k);
+  }
+  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+    base_->multi_set(k, v);
+  }
+  [[nodiscard]] std::string describe() const override { return base_->describe(); }
+
+ private:
+  std::shared_ptr<Store> base_;
+  std::shared_future<void> gate_;
+};
+
 }  // namespace
 
 TEST_CASE("static: ranks follow node_rank, offsets are prefix sums of nproc", "[rdzv][static]") {
@@ -165,4 +200,33 @@ TEST_CASE("static: a node whose store connection drops leaves its loss as the fa
   nodes[1]->shutdown();
   CHECK_FALSE(store->check({"/ddp_rdzv/static-job/static/alive/1"}));
   CHECK(decode_failure(store->get(key)).group_rank == 2);
+
+TEST_CASE("static: a node slow to wake still starts after a faster node already finished",
+          "[rdzv][static]") {
+  // Seen with 3 real hosts on a loaded machine: node 0 joined last, ran a short worker and
+  // finished (closing the rendezvous) before node 1 had woken from its go key; node 1 took
+  // that for "another node stopped the job" and exited 1.
+  auto store = std::make_shared<MemoryStore>();
+  std::promise<void> wake;
+  StaticRendezvous node1(options(2, 1, 1),
+                         std::make_shared<SlowWakeStore>(store, wake.get_future().share()));
+  auto f = std::async(std::launch::async, [&] { return node1.next_rendezvous(); });
+  StaticRendezvous node0(options(2, 0, 1), store);
+  CHECK(node0.next_rendezvous().group_rank == 0);
+  node0.shutdown();  // finished: closes the rendezvous and departs
+  wake.set_value();
+  CHECK(f.get().group_rank == 1);
+}
+
+TEST_CASE("static: a node stopped before everyone joined stops the nodes waiting",
+          "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  StaticRendezvous node1(options(3, 1, 1), store);
+  auto f = std::async(std::launch::async, [&] { return node1.next_rendezvous(); });
+  StaticRendezvous node0(options(3, 0, 1), store);
+  auto f0 = std::async(std::launch::async, [&] { return node0.next_rendezvous(); });
+  store->wait({"/ddp_rdzv/static-job/static/node/0", "/ddp_rdzv/static-job/static/node/1"}, 10s);
+  node0.shutdown();  // a signal while node 0 waits for node 2 (from another thread)
+  CHECK_THROWS_WITH(f.get(), Catch::Contains("another node stopped the job"));
+  CHECK_THROWS_AS(f0.get(), ddp::RendezvousClosed);
 }
