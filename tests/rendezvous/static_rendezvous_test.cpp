@@ -200,6 +200,7 @@ TEST_CASE("static: a node whose store connection drops leaves its loss as the fa
   nodes[1]->shutdown();
   CHECK_FALSE(store->check({"/ddp_rdzv/static-job/static/alive/1"}));
   CHECK(decode_failure(store->get(key)).group_rank == 2);
+}
 
 TEST_CASE("static: a node slow to wake still starts after a faster node already finished",
           "[rdzv][static]") {
