@@ -112,4 +112,10 @@ bool is_local_address(const std::string& given) {
   return found;
 }
 
+std::string local_host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
 }  // namespace ddp

@@ -28,5 +28,7 @@ std::string listen_host_for(const std::string& dial_host, bool have_ipv6);
 // True when host is a loopback name/address, this machine's host name, or one of its
 // interface addresses (IPv6 bracketed or not, in any spelling).
 bool is_local_address(const std::string& host);
+// This machine's host name (gethostname), "localhost" when it has none.
+std::string local_host_name();
 
 }  // namespace ddp

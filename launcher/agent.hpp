@@ -155,6 +155,7 @@ class Agent {
   std::optional<rendezvous::FailureRecord> job_failure_;
   bool published_ = false;        // this node published a record for this attempt
   bool store_lost_ = false;       // the store is gone: leaving the rendezvous is pointless
+  bool store_leaving_ = false;    // the store host announced it leaves (not a failure)
   bool awaiting_record_ = false;  // after_failure waits for the record (record_timer_)
   boost::asio::steady_timer record_timer_;
   int stop_signal_sent_ = 0;

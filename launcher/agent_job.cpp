@@ -102,6 +102,21 @@ bool Agent::is_mine(const rendezvous::FailureRecord& record) const {
 
 void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record) {
   if (generation != generation_ || job_failure_) return;
+  if (!record.is_failure()) {
+    // The store host finished and leaves: this node's workers run on, on their own.
+    store_leaving_ = true;
+    store_lost_ = true;  // its exit barrier is over: there is nothing left to leave
+    events_.record("store_leaving", {{"node", record.group_rank}});
+    DDP_LOG_WARN("node " + std::to_string(record.group_rank) + " (" + record.host +
+                 "), which hosts the store, finished and is leaving; this node's workers run "
+                 "on, but failures are no longer shared between nodes");
+    if (awaiting_record_) {
+      awaiting_record_ = false;
+      record_timer_.cancel();
+      decide_after_failure();
+    }
+    return;
+  }
   job_failure_ = record;
   events_.record("job_failure", {{"kind", record.kind},
                                  {"node", record.group_rank},
@@ -136,6 +151,7 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
 
 void Agent::on_store_lost(const std::string& message) {
   if (job_failure_ || state_ == State::kExiting || state_ == State::kDone) return;
+  if (store_leaving_) return;  // announced: not a failure
   const std::string store = "the rendezvous store";
   store_lost_ = true;
   const std::string advice =

@@ -186,7 +186,9 @@ std::string format_job_failure_summary(const std::string& program, const std::st
   const auto when = std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(
           std::chrono::duration<double>(root.time)));
-  out << "  time      : " << format_time(when) << "\n";
+  // A lost node's record was written before it died: the store saw it go at close time.
+  out << "  time      : " << (root.time > 0 ? format_time(when) : "<when its connection closed>")
+      << "\n";
   out << "  node      : " << root.node << " (" << root.host << ")\n";
   if (root.rank >= 0) {
     out << "  rank      : " << root.rank << " (local_rank: " << root.local_rank << ")\n";

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "common/error.hpp"
+#include "common/host_address.hpp"
 #include "common/log.hpp"
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
@@ -27,12 +28,6 @@ namespace ddp::launcher {
 namespace {
 
 constexpr int kBadUsage = 2;  // what argparse (and so torchrun) returns for bad flags
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
-}
 
 // `ddplaunch ... | head` closes the agent's stdout early; the job must not die of SIGPIPE
 // for that. A no-op handler (not SIG_IGN, which workers would inherit through exec) turns
@@ -95,7 +90,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.use_agent_store = setup.workers_use_agent_store;
   agent_options.run_dir = run_dir.path();
   agent_options.notice_console = &consoles.err();
-  agent_options.host = host_name();
+  agent_options.host = local_host_name();
 
   boost::asio::io_context io;
   ProcessSpawner spawner(io, &guardian);

@@ -4,9 +4,11 @@
 #include <charconv>
 
 #include "common/error.hpp"
+#include "common/host_address.hpp"
 #include "common/log.hpp"
 #include "rendezvous/assignment.hpp"
 #include "rendezvous/exit_barrier.hpp"
+#include "rendezvous/failure_record.hpp"
 #include "rendezvous/membership_claims.hpp"
 #include "rendezvous/round_keys.hpp"
 #include "rendezvous/round_watcher.hpp"
@@ -476,6 +478,11 @@ void DynamicRendezvous::leave(bool succeeded) {
       const RendezvousInfo info = *last_info_;
       lock.unlock();
       wait_for_members(store, info);
+      // Whoever still runs (the barrier timed out, or this agent was told to stop) must not
+      // take the store's going away for a failure.
+      announce_store_leaving(store, static_cast<uint64_t>(store.add(keys::kCurrentRound, 0)),
+                             info.group_rank,
+                             options_.node_addr.empty() ? local_host_name() : options_.node_addr);
       lock.lock();
       job_over = true;
     }

@@ -28,6 +28,8 @@ std::string FailureRecord::describe() const {
   std::string what;
   if (kind == "node_lost") {
     what = "lost: " + message;
+  } else if (kind == "store_leaving") {
+    what = "hosts the store and leaves: " + message;
   } else if (kind == "agent_signal") {
     what = "its agent received signal " + std::to_string(signal) +
            (message.empty() ? "" : " (" + message + ")");
@@ -87,6 +89,18 @@ FailureRecord publish_failure(Store& store, const FailureRecord& record) {
   const std::string mine = encode_failure(record);
   const std::string held = store.compare_set(failure_key(record.attempt), "", mine);
   return held == mine ? record : decode_failure(held);
+}
+
+void announce_store_leaving(Store& store, uint64_t attempt, int group_rank,
+                            const std::string& host) {
+  FailureRecord r;
+  r.kind = "store_leaving";
+  r.attempt = attempt;
+  r.group_rank = group_rank;
+  r.host = host;
+  r.time = unix_now();
+  r.message = "its workers finished and its exit barrier ended";
+  store.compare_set(failure_key(attempt), "", encode_failure(r));
 }
 
 double unix_now() {

@@ -16,6 +16,9 @@ struct FailureRecord {
   // "worker" (a worker exited non-zero or died of a signal), "hang" (hang detection stopped
   // the group), "unkillable" (a worker survived SIGKILL), "agent_signal" (the agent was told
   // to stop), "node_lost" (the agent's store connection closed: killed, crashed, host gone).
+  // Not a failure: "store_leaving", written by the agent hosting the store when its own
+  // workers succeeded and it leaves (its exit barrier ended): the others run on without a
+  // store, and must not take its disappearance for a failure.
   std::string kind = "worker";
   uint64_t attempt = 0;  // the round / TORCHELASTIC_RESTART_COUNT it happened in
   int group_rank = -1;   // the node (GROUP_RANK, static: node_rank)
@@ -35,7 +38,13 @@ struct FailureRecord {
   [[nodiscard]] std::string describe() const;
   // A lost node cannot be restarted in place (static ranks would wait for it forever).
   [[nodiscard]] bool restartable() const { return kind != "node_lost"; }
+  [[nodiscard]] bool is_failure() const { return kind != "store_leaving"; }
 };
+
+// Announces that the store host leaves after its workers succeeded, as attempt's record
+// (unless a failure holds it already).
+void announce_store_leaving(Store& store, uint64_t attempt, int group_rank,
+                            const std::string& host);
 
 // The key of attempt's record, relative to the rendezvous' prefix.
 std::string failure_key(uint64_t attempt);

@@ -45,7 +45,11 @@ void watch_loop(const std::shared_ptr<FailureWatch::Shared>& shared) {
       } catch (const StoreTimeout&) {
         continue;
       }
-      const FailureRecord record = decode_failure(store->get(key));
+      // One request (a store host announcing that it leaves exits right after): no GET,
+      // which would WAIT again first.
+      const auto text = read_if_present(*store, key);
+      if (!text) continue;  // deleted again: not a record anyone published
+      const FailureRecord record = decode_failure(*text);
       s.report([&](FailureWatchCallbacks& cb) {
         if (cb.on_failure) cb.on_failure(record);
       });

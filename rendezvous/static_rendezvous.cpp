@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "common/error.hpp"
+#include "common/host_address.hpp"
 #include "common/log.hpp"
 #include "rendezvous/assignment.hpp"
 #include "rendezvous/exit_barrier.hpp"
@@ -109,7 +110,7 @@ void StaticRendezvous::bind_presence(uint64_t round) {
     lost.kind = "node_lost";
     lost.attempt = round;
     lost.group_rank = options_.node_rank;
-    lost.host = options_.node_addr;
+    lost.host = options_.node_addr.empty() ? local_host_name() : options_.node_addr;
     lost.pid = static_cast<int>(::getpid());
     lost.message =
         "its agent's connection to the store closed (the agent was killed or crashed, or its "
@@ -224,6 +225,12 @@ void StaticRendezvous::shutdown() {
     }
     barrier_->depart(options_.node_rank, job_failed_ ? "failed" : "finished",
                      options_.hosts_store && !job_failed_);
+    // The others may still run (the barrier timed out, or this agent was told to stop): the
+    // store going away is not a failure of theirs.
+    if (options_.hosts_store && !job_failed_) {
+      announce_store_leaving(*store_, info_->round, options_.node_rank,
+                             options_.node_addr.empty() ? local_host_name() : options_.node_addr);
+    }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.
   }
