@@ -90,14 +90,16 @@ void Agent::publish_failure(rendezvous::FailureRecord record) {
   published_ = true;
   record.attempt = info_.round;
   record.group_rank = info_.group_rank;
-  record.host = options_.host;
+  // The address the other nodes know this node by, where one was given; else its name.
+  record.host = options_.config.local_addr.value_or(options_.host);
   if (record.time == 0) record.time = rendezvous::unix_now();
   events_.record("failure_published", {{"kind", record.kind}, {"rank", record.rank}});
   job_watch_->publish(std::move(record));
 }
 
 bool Agent::is_mine(const rendezvous::FailureRecord& record) const {
-  return published_ && record.group_rank == info_.group_rank && record.host == options_.host;
+  return published_ && record.group_rank == info_.group_rank &&
+         record.host == options_.config.local_addr.value_or(options_.host);
 }
 
 void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record) {

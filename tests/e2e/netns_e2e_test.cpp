@@ -5,11 +5,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <regex>
@@ -23,6 +26,8 @@
 #include "common/socket_io.hpp"
 #include "tests/support/netns.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/wait_until.hpp"
 
 using namespace std::chrono_literals;
 using ddp::Deadline;
@@ -260,4 +265,213 @@ TEST_CASE("netns e2e elastic: 3 hosts form one group, ranks 0..2, every agent ex
   const auto spread = job.exit_spread();
   REQUIRE(spread.has_value());
   CHECK(*spread < 5s);
+}
+
+// --- A failure anywhere stops everyone at once (docs/multinode.md, "When a node fails") ---
+
+namespace {
+
+const std::string kJobWorker = std::string(DDP_SOURCE_DIR) + "/tests/e2e/scripts/job_worker.sh";
+// How long a node may take to stop after another node's failure in these tests. The bound a
+// user gets on an idle network is 100 ms (docs/benchmarks.md measures it); this is a
+// 20x margin for a loaded CI machine, and still nothing like NCCL's 10-30 minute timeout.
+constexpr auto kStopBound = 2s;
+
+// The root-cause block of an agent's summary ("Root Cause ..." up to the closing rule).
+std::string root_cause_block(const std::string& log) {
+  const auto begin = log.find("Root Cause (the first failure of attempt");
+  if (begin == std::string::npos) return "";
+  const auto end = log.find("=====", begin);
+  return log.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// The worker pids recorded in dir (job_worker.sh's $PID_DIR), none of which may still run.
+std::vector<pid_t> recorded_pids(const std::string& dir) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    pid_t pid = 0;
+    if (in >> pid) pids.push_back(pid);
+  }
+  return pids;
+}
+
+void check_no_worker_left(const std::string& pid_dir) {
+  const auto pids = recorded_pids(pid_dir);
+  CHECK_FALSE(pids.empty());
+  for (const pid_t pid : pids) {
+    INFO("worker pid " << pid);
+    CHECK(ddp::test::wait_until([&] { return !ddp::test::process_alive(pid); }, 5s));
+  }
+}
+
+std::vector<std::string> elastic_2_3(const NetnsCluster& cluster, std::size_t i,
+                                     const AgentFlags& flags) {
+  auto args = elastic_args(cluster, i, flags);
+  args[1] = "2:3";  // --nnodes MIN:MAX: two nodes may go on without the third
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("netns failure: a crash on node 2 of a static job stops every node at once",
+          "[e2e][netns][failure]") {
+  const auto cluster = cluster_or_skip(kHosts);
+  if (!cluster) return;
+  const bool ignore_term = GENERATE(false, true);
+  INFO((ignore_term ? "the other workers ignore SIGTERM (blocked for good)"
+                    : "the other workers block in a sleep"));
+  ddp::test::TempDir pids;
+  std::map<std::string, std::string> env{
+      {"CRASH_RANK", "2"}, {"CRASH_AFTER", "1"}, {"PID_DIR", pids.path().string()}};
+  if (ignore_term) env["IGNORE_TERM"] = "1";
+  AgentFlags flags;
+  flags.worker = kJobWorker;
+  flags.extra = {"--stop_timeout", "1"};
+  ClusterJob job(*cluster);
+  for (std::size_t i = 0; i < kHosts; ++i) job.start(i, static_args(*cluster, i, flags), env);
+  const auto codes = job.wait_all(kGuard);
+  INFO(job.logs());
+  // Every node exits with the root cause's code, and prints the same root cause.
+  for (std::size_t a = 0; a < job.size(); ++a) CHECK(codes[a] == 3);
+  const std::string root = root_cause_block(job.log(2));
+  CHECK_THAT(root, Catch::Contains("node      : 2 (" + cluster->host(2).addr() + ")") &&
+                       Catch::Contains("rank      : 2 (local_rank: 0)") &&
+                       Catch::Contains("exitcode  : 3"));
+  for (std::size_t a = 0; a < 2; ++a) {
+    CHECK(root_cause_block(job.log(a)) == root);
+    CHECK_THAT(job.log(a), Catch::Contains("the job failed on another node"));
+    CHECK_THAT(job.log(a), !Catch::Contains("DONE RANK="));
+  }
+  // They stopped together: nobody waited for a collective timeout (with SIGTERM ignored,
+  // the agents' stop_timeout of 1 s and SIGKILL come on top).
+  const auto spread = job.exit_spread();
+  REQUIRE(spread.has_value());
+  CHECK(*spread < kStopBound + (ignore_term ? 1s : 0s));
+  check_no_worker_left(pids.path().string());
+}
+
+TEST_CASE("netns failure: restart counts agree on every node after two failures",
+          "[e2e][netns][failure]") {
+  const auto cluster = cluster_or_skip(kHosts);
+  if (!cluster) return;
+  ddp::test::TempDir pids;
+  // Rank 1 crashes in attempts 0 and 1; attempt 2 runs to its end everywhere.
+  const std::map<std::string, std::string> env{{"CRASH_RANK", "1"},
+                                               {"CRASH_ATTEMPTS", "2"},
+                                               {"NAP", "1"},
+                                               {"PID_DIR", pids.path().string()}};
+  AgentFlags flags;
+  flags.worker = kJobWorker;
+  flags.max_restarts = 2;
+  ClusterJob job(*cluster);
+  for (std::size_t i = 0; i < kHosts; ++i) job.start(i, static_args(*cluster, i, flags), env);
+  const auto codes = job.wait_all(kGuard);
+  INFO(job.logs());
+  for (std::size_t a = 0; a < job.size(); ++a) {
+    CHECK(codes[a] == 0);
+    const std::string log = job.log(a);
+    // One restart of the job per failure, counted alike on every node.
+    CHECK_THAT(log, Catch::Contains("restarting every node, attempt 1 of 2") &&
+                        Catch::Contains("restarting every node, attempt 2 of 2"));
+    for (int attempt = 0; attempt <= 2; ++attempt) {
+      CHECK_THAT(log, Catch::Contains("RESTARTS=" + std::to_string(attempt)));
+    }
+    CHECK_THAT(log, Catch::Contains("DONE RANK="));
+  }
+}
+
+TEST_CASE("netns failure: an elastic node SIGKILLed is seen from its closed connection",
+          "[e2e][netns][failure]") {
+  const auto cluster = cluster_or_skip(kHosts);
+  if (!cluster) return;
+  AgentFlags flags;
+  flags.worker = kJobWorker;
+  // A lease and a last call far beyond what the test waits: only the closed connection can
+  // make the survivors re-form in time.
+  flags.rdzv_conf = "join_timeout=30,heartbeat_interval=1,lease_timeout=20,last_call_timeout=20";
+  const std::map<std::string, std::string> env{{"NAP", "300"}};
+  ClusterJob job(*cluster);
+  for (std::size_t i = 0; i < kHosts; ++i) job.start(i, elastic_2_3(*cluster, i, flags), env);
+  for (std::size_t a = 0; a < kHosts; ++a) {
+    REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=3", kGuard));
+  }
+  const auto killed = std::chrono::steady_clock::now();
+  job.agent(2).kill(SIGKILL);
+  for (std::size_t a = 0; a < 2; ++a) {
+    INFO(job.logs());
+    REQUIRE(job.agent(a).wait_for_log("GROUP_WORLD_SIZE=2 RESTARTS=1", 10s));
+    CHECK_THAT(job.log(a), Catch::Contains("is gone (its store connection closed)"));
+  }
+  // Well before the 20 s lease could have said anything.
+  CHECK(std::chrono::steady_clock::now() - killed < 10s);
+}
+
+TEST_CASE("netns failure: a cut link is found within seconds, not after the lease",
+          "[e2e][netns][failure]") {
+  const auto cluster = cluster_or_skip(kHosts);
+  if (!cluster) return;
+  ddp::test::TempDir pids;
+  AgentFlags flags;
+  flags.worker = kJobWorker;
+  flags.extra = {"--stop_timeout", "1"};
+  // The lease would take 30 s: what finds the vanished host is TCP (keepalive and
+  // TCP_USER_TIMEOUT on every store connection, about 3 s).
+  flags.rdzv_conf = "join_timeout=30,heartbeat_interval=1,lease_timeout=30,last_call_timeout=30";
+  const std::map<std::string, std::string> env{{"NAP", "300"}, {"PID_DIR", pids.path().string()}};
+  ClusterJob job(*cluster);
+  for (std::size_t i = 0; i < kHosts; ++i) job.start(i, elastic_2_3(*cluster, i, flags), env);
+  for (std::size_t a = 0; a < kHosts; ++a) {
+    REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=3", kGuard));
+  }
+  const auto cut = std::chrono::steady_clock::now();
+  cluster->cut_link(2, NetnsCluster::LinkEnd::kSwitch);
+  for (std::size_t a = 0; a < 2; ++a) {
+    INFO(job.logs());
+    REQUIRE(job.agent(a).wait_for_log("GROUP_WORLD_SIZE=2 RESTARTS=1", 15s));
+  }
+  const auto reformed = std::chrono::steady_clock::now() - cut;
+  CHECK(reformed < 15s);  // not the 30 s lease; docs/benchmarks.md has the measured time
+  // The cut-off node lost its store too: it stops its workers and exits, none left behind.
+  const auto code = job.wait(2, 15s);
+  INFO(job.logs());
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  CHECK_THAT(job.log(2), Catch::Contains("lost the rendezvous store"));
+  cluster->restore_link(2);
+}
+
+TEST_CASE("netns failure: the store host killed ends every other node at once, saying why",
+          "[e2e][netns][failure]") {
+  const auto cluster = cluster_or_skip(kHosts);
+  if (!cluster) return;
+  const bool elastic = GENERATE(false, true);
+  INFO((elastic ? "elastic" : "static"));
+  ddp::test::TempDir pids;
+  AgentFlags flags;
+  flags.worker = kJobWorker;
+  const std::map<std::string, std::string> env{{"NAP", "300"}, {"PID_DIR", pids.path().string()}};
+  ClusterJob job(*cluster);
+  for (std::size_t i = 0; i < kHosts; ++i) {
+    job.start(i, elastic ? elastic_args(*cluster, i, flags) : static_args(*cluster, i, flags), env);
+  }
+  for (std::size_t a = 0; a < kHosts; ++a) {
+    REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=3", kGuard));
+  }
+  job.agent(0).kill(SIGKILL);
+  for (std::size_t a = 1; a < kHosts; ++a) {
+    const auto code = job.wait(a, 10s);
+    INFO(job.logs());
+    REQUIRE(code.has_value());
+    CHECK(*code == 1);
+    CHECK_THAT(job.log(a),
+               Catch::Contains("lost the rendezvous store") &&
+                   Catch::Contains(cluster->host(0).addr() + ":" + std::to_string(kStorePort)) &&
+                   Catch::Contains("ddpstore"));
+  }
+  const auto first = job.exited_at(1);
+  const auto second = job.exited_at(2);
+  REQUIRE((first && second));
+  CHECK((*first > *second ? *first - *second : *second - *first) < kStopBound);
+  check_no_worker_left(pids.path().string());
 }
