@@ -9,9 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "common/log.hpp"
 #include "common/progress_protocol.hpp"
+#include "rendezvous/failure_record.hpp"
+#include "rendezvous/store/memory_store.hpp"
 #include "tests/launcher/fake_workers.hpp"
 #include "tests/support/files.hpp"
 
@@ -380,4 +383,115 @@ TEST_CASE("a worker still there after SIGKILL (state D) is reported and not wait
   CHECK_THAT(events,
              Catch::Contains(R"("event":"unkillable")") && Catch::Contains(R"("state":"D")"));
   std::filesystem::remove(*h.events_path);
+}
+
+// --- a job of several nodes: the job-wide failure record (docs/multinode.md) ---
+
+namespace {
+
+// The agent of node 0 of a 3-node job, sharing one store with the (simulated) other nodes.
+struct JobHarness : Harness {
+  explicit JobHarness(int nproc, int max_restarts = 0) : Harness(nproc, max_restarts) {
+    rendezvous.job_store = store;
+    rendezvous.group_world_size = 3;
+  }
+  // Another node's failure in attempt `attempt`, as its agent publishes it.
+  void fail_elsewhere(uint64_t attempt, int exit_code, int node = 2) const {
+    ddp::rendezvous::FailureRecord r;
+    r.attempt = attempt;
+    r.group_rank = node;
+    r.host = "10.0.0.3";
+    r.rank = 4;
+    r.local_rank = 0;
+    r.pid = 77;
+    r.exit_code = exit_code;
+    r.time = ddp::rendezvous::unix_now();
+    r.message = "CUDA error: an illegal memory access";
+    ddp::rendezvous::publish_failure(*store, r);
+  }
+  std::shared_ptr<ddp::rendezvous::MemoryStore> store =
+      std::make_shared<ddp::rendezvous::MemoryStore>(std::chrono::seconds(10));
+  std::vector<std::shared_ptr<std::function<void()>>> keep;  // callbacks the loop re-posts
+};
+
+}  // namespace
+
+TEST_CASE("job: another node's failure stops this node's workers, exit with its code",
+          "[agent][job]") {
+  JobHarness h(2);
+  // The workers keep running until told otherwise; node 2 fails once they all started.
+  h.spawner.on_spawn = [&](size_t i) {
+    if (i == 1) h.fail_elsewhere(0, 5);
+  };
+  REQUIRE(h.run() == 5);
+  for (const auto& worker : h.spawner.workers) CHECK(worker.signals == std::vector<int>{SIGTERM});
+  CHECK(
+      h.logged("the job failed on another node: rank 4 (local_rank 0, pid 77) on node 2 "
+               "(10.0.0.3): exit code 5: CUDA error"));
+  CHECK(h.failures.empty());  // nothing failed here
+  CHECK(h.rendezvous.after_failure);
+}
+
+TEST_CASE("job: a failure here is published, and every node restarts together", "[agent][job]") {
+  JobHarness h(2, /*max_restarts=*/1);
+  h.spawner.on_spawn = [&](size_t i) {
+    const bool first_attempt = h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "0";
+    if (first_attempt && h.spawner.env(i, "LOCAL_RANK") == "1") h.spawner.exit(i, ExitStatus{7, 0});
+    if (!first_attempt) h.spawner.exit(i, ExitStatus{});
+  };
+  REQUIRE(h.run() == 0);
+  CHECK(h.restarts == 1);
+  const auto record = ddp::rendezvous::decode_failure(h.store->get("failure/0"));
+  CHECK(record.kind == "worker");
+  CHECK(record.rank == 1);
+  CHECK(record.exit_code == 7);
+  CHECK(record.group_rank == 0);
+  CHECK_FALSE(h.store->check({"failure/1"}));
+  CHECK(h.logged("restarting every node, attempt 1 of 1"));
+}
+
+TEST_CASE("job: the first record wins, so a node whose workers died of it names the other",
+          "[agent][job]") {
+  JobHarness h(1);
+  h.spawner.on_spawn = [&](size_t i) {
+    // Node 2 failed first; this node's worker then dies in a collective with its peer gone.
+    h.fail_elsewhere(0, 3);
+    h.spawner.exit(i, ExitStatus{1, 0});
+  };
+  REQUIRE(h.run() == 3);  // the root cause's code, not this worker's 1
+  const auto record = ddp::rendezvous::decode_failure(h.store->get("failure/0"));
+  CHECK(record.group_rank == 2);
+}
+
+TEST_CASE("job: a store host that finished and leaves is not a failure", "[agent][job]") {
+  JobHarness h(1);
+  h.spawner.on_spawn = [&](size_t i) {
+    ddp::rendezvous::announce_store_leaving(*h.store, 0, 0, "10.0.0.1");
+    // This node's worker goes on to its end once the agent heard the announcement.
+    auto finish_when_heard = std::make_shared<std::function<void()>>();
+    *finish_when_heard = [&h, i, weak = std::weak_ptr(finish_when_heard)] {
+      if (h.logged("which hosts the store, finished and is leaving")) {
+        h.spawner.exit(i, ExitStatus{});
+      } else if (auto again = weak.lock()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        boost::asio::post(h.io, [again] { (*again)(); });
+      }
+    };
+    h.keep.push_back(finish_when_heard);
+    boost::asio::post(h.io, *finish_when_heard);
+  };
+  REQUIRE(h.run() == 0);
+  CHECK(h.spawner.workers.at(0).signals.empty());
+  CHECK(h.logged("which hosts the store, finished and is leaving"));
+  CHECK_FALSE(h.rendezvous.shut_down);  // nothing left to leave
+}
+
+TEST_CASE("job: a signal to this agent stops the other nodes too", "[agent][job]") {
+  JobHarness h(1);
+  h.spawner.on_spawn = [&](size_t) { h.agent_ptr->handle_signal(SIGTERM); };
+  REQUIRE(h.run() == 128 + SIGTERM);
+  const auto record = ddp::rendezvous::decode_failure(h.store->get("failure/0"));
+  CHECK(record.kind == "agent_signal");
+  CHECK(record.signal == SIGTERM);
+  CHECK(record.shell_status() == 128 + SIGTERM);
 }

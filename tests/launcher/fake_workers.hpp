@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -101,8 +102,13 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     info.master_addr = "127.0.0.1";
     info.master_port = 29999;
     info.members = members;
+    info.group_rank = group_rank;
+    info.group_world_size = group_world_size;
     return info;
   }
+  // A multi-node job's store, when the test gives one (job_store): the agent watches its
+  // failure records there.
+  std::shared_ptr<rendezvous::Store> connect_job_store() override { return job_store; }
   void watch(std::function<void(rendezvous::MembershipChange)> on_change) override {
     std::lock_guard<std::mutex> lock(mu_);
     on_change_ = std::move(on_change);
@@ -134,6 +140,9 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     if (on_change_) on_change_(change);
   }
 
+  std::shared_ptr<rendezvous::Store> job_store;  // null: a single-node job
+  int group_rank = 0;
+  int group_world_size = 1;
   std::atomic<int> calls{0};
   std::atomic<int> fail_on_call{0};
   std::atomic<bool> shut_down{false};
