@@ -118,8 +118,10 @@ void RoundWatcher::events_loop() {
         return;  // the round is over for everybody; the agent re-joins
       }
       refute_change(store, round, slot, value);
-      DDP_LOG_WARN("rendezvous round " + std::to_string(round) +
-                   ": ignoring the membership claim '" + value + "': " + why_false);
+      std::string line = "rendezvous round " + std::to_string(round);
+      line += ": ignoring the membership claim '" + value;
+      line += "': " + why_false;
+      DDP_LOG_WARN(line);
       ++slot;
     }
   } catch (const std::exception& e) {

@@ -219,6 +219,7 @@ void StaticRendezvous::shutdown() {
       // Stopped before every node joined: wake the nodes still waiting to join.
       store_->set(kAbortedKey, "1");
       std::vector<std::string> go_keys;
+      go_keys.reserve(static_cast<size_t>(options_.nnodes));
       for (int r = 0; r < options_.nnodes; ++r) go_keys.push_back(go_key(r));
       store_->multi_set(go_keys, std::vector<std::string>(go_keys.size(), "closed"));
       return;

@@ -13,13 +13,13 @@ constexpr uint8_t kLegacyNone = 0xFF;
 
 // Wire bytes per Command, indexed by the enum's value.
 constexpr size_t kCommands = 18;
-constexpr uint8_t N = kLegacyNone;
-constexpr std::array<uint8_t, kCommands> kV2Bytes = {0, 1, 2,  3,  4,  5,  6, 7, N,
-                                                     8, 9, 10, 11, 12, 13, N, N, N};
-constexpr std::array<uint8_t, kCommands> kNativeBytes = {0, 1, 2,  3,  4,  5,  6,    7,    N,
+constexpr uint8_t kNo = kLegacyNone;
+constexpr std::array<uint8_t, kCommands> kV2Bytes = {0, 1, 2,  3,  4,  5,  6,   7,   kNo,
+                                                     8, 9, 10, 11, 12, 13, kNo, kNo, kNo};
+constexpr std::array<uint8_t, kCommands> kNativeBytes = {0, 1, 2,  3,  4,  5,  6,    7,    kNo,
                                                          8, 9, 10, 11, 12, 13, 0x40, 0x41, 0x42};
-constexpr std::array<uint8_t, kCommands> kLegacyBytes = {N, 0, 1,  2,  3,  4, 5, 6, 7,
-                                                         8, 9, 10, 11, 12, N, N, N, N};
+constexpr std::array<uint8_t, kCommands> kLegacyBytes = {kNo, 0, 1,  2,  3,  4,   5,   6,   7,
+                                                         8,   9, 10, 11, 12, kNo, kNo, kNo, kNo};
 constexpr std::array<const char*, kCommands> kNames = {
     "VALIDATE",  "SET",         "COMPARE_SET", "GET",        "ADD",       "CHECK",
     "WAIT",      "GETNUMKEYS",  "WATCH_KEY",   "DELETE_KEY", "APPEND",    "MULTI_GET",

@@ -30,7 +30,7 @@ inline constexpr size_t kHandshakeBytes = 5;  // VALIDATE byte + uint32 magic
 enum class Dialect : uint8_t { kUnknown, kLegacy, kV2, kNative };
 
 // The key whose CHECK negotiates kNative (a NUL byte first: no PyTorch program names a key so).
-inline const std::string kExtensionProbeKey = std::string("\0ddplaunch/ext/1", 17);
+inline const std::string kExtensionProbeKey{"\0ddplaunch/ext/1", 16};
 // Registrations one connection may hold (ON_CLOSE + EPHEMERAL), so a client cannot grow the
 // server's memory through them.
 inline constexpr size_t kMaxCloseActions = 64;
