@@ -2,50 +2,60 @@
 
 namespace ddp::bench {
 
+CountingStore::Timed::Timed(CountingStore& s, const char* name)
+    : store_(s), op_{name, std::chrono::steady_clock::now(), {}} {
+  ++store_.ops_;
+}
+
+CountingStore::Timed::~Timed() {
+  op_.end = std::chrono::steady_clock::now();
+  store_.timeline_.push_back(op_);
+}
+
 void CountingStore::set(const std::string& key, const std::string& value) {
-  ++ops_;
+  const Timed timed(*this, "set");
   base_->set(key, value);
 }
 std::string CountingStore::get(const std::string& key) {
-  ++ops_;
+  const Timed timed(*this, "get");
   return base_->get(key);
 }
 int64_t CountingStore::add(const std::string& key, int64_t delta) {
-  ++ops_;
+  const Timed timed(*this, "add");
   return base_->add(key, delta);
 }
 std::string CountingStore::compare_set(const std::string& key, const std::string& expected,
                                        const std::string& desired) {
-  ++ops_;
+  const Timed timed(*this, "compare_set");
   return base_->compare_set(key, expected, desired);
 }
 bool CountingStore::check(const std::vector<std::string>& keys) {
-  ++ops_;
+  const Timed timed(*this, "check");
   return base_->check(keys);
 }
 void CountingStore::wait(const std::vector<std::string>& keys, rendezvous::Duration timeout) {
-  ++ops_;
+  const Timed timed(*this, "wait");
   base_->wait(keys, timeout);
 }
 bool CountingStore::delete_key(const std::string& key) {
-  ++ops_;
+  const Timed timed(*this, "delete_key");
   return base_->delete_key(key);
 }
 int64_t CountingStore::num_keys() {
-  ++ops_;
+  const Timed timed(*this, "num_keys");
   return base_->num_keys();
 }
 void CountingStore::append(const std::string& key, const std::string& value) {
-  ++ops_;
+  const Timed timed(*this, "append");
   base_->append(key, value);
 }
 std::vector<std::string> CountingStore::multi_get(const std::vector<std::string>& keys) {
-  ++ops_;
+  const Timed timed(*this, "multi_get");
   return base_->multi_get(keys);
 }
 void CountingStore::multi_set(const std::vector<std::string>& keys,
                               const std::vector<std::string>& values) {
-  ++ops_;
+  const Timed timed(*this, "multi_set");
   base_->multi_set(keys, values);
 }
 

@@ -1,8 +1,10 @@
 #include "rdzv_bench.hpp"
 
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <latch>
@@ -11,12 +13,14 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/log.hpp"
 #include "counting_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
 #include "rendezvous/store/tcp_store.hpp"
+#include "server_process.hpp"
 
 namespace ddp::bench {
 
@@ -31,13 +35,36 @@ double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-std::shared_ptr<rendezvous::Store> connect(uint16_t port) {
+double process_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// Thread stacks of the simulated agents: a round needs a few KiB; glibc's default (8 MiB,
+// from RLIMIT_STACK) times 16k threads would reserve 128 GiB of address space.
+constexpr size_t kAgentStackBytes = 256 * 1024;
+
+// one_connection: waits share the client's one connection (the agreement table's agents
+// are single-threaded), so 16k agents need 16k descriptors on each side, not 32k.
+std::shared_ptr<rendezvous::Store> connect(uint16_t port, bool one_connection = false) {
   rendezvous::TcpStoreOptions o;
   o.host = "127.0.0.1";
   o.port = port;
   o.timeout = std::chrono::seconds(120);
   o.connect_timeout = std::chrono::seconds(30);
+  o.one_connection = one_connection;
   return std::make_shared<rendezvous::TcpStore>(o);
+}
+
+// std::thread takes the process-wide default attributes (glibc), so this shrinks every
+// agent thread's stack.
+void set_default_stack_size(size_t bytes) {
+  pthread_attr_t attr;
+  if (::pthread_attr_init(&attr) != 0) return;
+  if (::pthread_attr_setstacksize(&attr, bytes) == 0) ::pthread_setattr_default_np(&attr);
+  ::pthread_attr_destroy(&attr);
 }
 
 DynamicRendezvousOptions node_options(const std::string& run_id, int min_nodes, int max_nodes) {
@@ -64,6 +91,34 @@ void check_ranks(const std::vector<RendezvousInfo>& infos, size_t expected) {
   }
 }
 
+// Reads the phases of one round off the nodes' operation timelines (rdzv_bench.hpp).
+AgreePhases phases_of(const std::vector<std::shared_ptr<CountingStore>>& stores,
+                      Clock::time_point start) {
+  AgreePhases p;
+  auto at = [start](Clock::time_point t) { return seconds(t - start); };
+  auto later = [](double& slot, double t) { slot = std::max(slot, t); };
+  for (const auto& s : stores) {
+    const auto& ops = s->timeline();
+    if (ops.size() < 2) continue;
+    later(p.all_started, at(ops.front().start));
+    later(p.last_arrival, at(ops[1].end));  // current_round, then arrived
+    later(p.all_done, at(ops.back().end));
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const std::string_view name = ops[i].name;
+      if (name == "multi_get") {
+        p.records_ready = at(ops[i].start);
+        p.records_read = at(ops[i].end);
+      } else if (name == "multi_set") {
+        p.assigned = at(ops[i].start);
+        p.published = at(ops[i].end);
+      } else if (name == "wait" && i + 1 == ops.size() - 1) {
+        later(p.all_woken, at(ops[i].end));  // the wait for "closed", before the last read
+      }
+    }
+  }
+  return p;
+}
+
 }  // namespace
 
 uint64_t raise_fd_limit(uint64_t needed) {
@@ -86,14 +141,15 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-AgreeResult bench_agree(rendezvous::StoreServer& server, int nodes, int repeats) {
+AgreeResult bench_agree(const ServerProcess& server, int nodes, int repeats) {
   AgreeResult result;
   result.nodes = nodes;
   const auto n = static_cast<size_t>(nodes);
   auto t0 = Clock::now();
   std::vector<std::shared_ptr<CountingStore>> stores;
   for (size_t i = 0; i < n; ++i)
-    stores.push_back(std::make_shared<CountingStore>(connect(server.port())));
+    stores.push_back(
+        std::make_shared<CountingStore>(connect(server.port(), /*one_connection=*/true)));
   result.connect_s = seconds(Clock::now() - t0);
 
   for (int rep = 0; rep < repeats; ++rep) {
@@ -117,11 +173,16 @@ AgreeResult bench_agree(rendezvous::StoreServer& server, int nodes, int repeats)
       });
     }
     ready.arrive_and_wait();
+    const double server_cpu = server.cpu_seconds();
+    const double agents_cpu = process_cpu_seconds();
     const auto start = Clock::now();
     go.count_down();
     for (auto& t : threads) t.join();
     result.agree_s.push_back(seconds(Clock::now() - start));
+    result.server_cpu_s.push_back(server.cpu_seconds() - server_cpu);
+    result.agents_cpu_s.push_back(process_cpu_seconds() - agents_cpu);
     check_ranks(infos, n);
+    result.phases.push_back(phases_of(stores, start));
     int64_t total = 0;
     for (const auto& s : stores) {
       total += s->ops();
@@ -145,14 +206,13 @@ struct SimNode {
 
 }  // namespace
 
-ReformResult bench_reform(rendezvous::StoreServer& server, const ReformOptions& options) {
+ReformResult bench_reform(uint16_t port, const ReformOptions& options) {
   ReformResult result;
   result.nodes = options.nodes;
   const auto n = static_cast<size_t>(options.nodes);
   for (int rep = 0; rep < options.repeats; ++rep) {
     const std::string run_id = "reform-" + std::to_string(n) + "-" + std::to_string(rep);
     std::vector<std::unique_ptr<SimNode>> nodes;
-    const uint16_t port = server.port();
     for (size_t i = 0; i < n; ++i) {
       auto o = node_options(run_id, options.nodes - 1, options.nodes);
       o.heartbeat_interval = options.heartbeat_interval;
@@ -222,23 +282,49 @@ int run_rdzv_bench(const BenchOptions& options) {
     int most = 0;
     for (int n : options.agree_nodes) most = std::max(most, n);
     for (int n : options.reform_nodes) most = std::max(most, 6 * n);  // main, control, 2+2 watcher
-    // Each node's connection is two descriptors here (client and server side).
-    const uint64_t limit = raise_fd_limit(static_cast<uint64_t>(most) * 2 + 256);
-    std::printf("fd limit %llu\n\n", static_cast<unsigned long long>(limit));
-    rendezvous::StoreServer server(rendezvous::StoreServerOptions{"127.0.0.1", 0});
+    // One descriptor per connection in this process (the clients) and one in the server's.
+    const uint64_t limit = raise_fd_limit(static_cast<uint64_t>(most) + 256);
+    std::printf("fd limit %llu per process (agents; the store server in a child process)\n\n",
+                static_cast<unsigned long long>(limit));
+    const ServerProcess server;  // forked while this process has one thread
+    set_default_stack_size(kAgentStackBytes);
 
     std::printf(
         "| nodes | agree median (s) | min | max | connect all (s) | store requests per node (mean "
         "/ closer) |\n");
     std::printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    std::vector<AgreeResult> agreed;
     for (int n : options.agree_nodes) {
-      const auto r = bench_agree(server, n, options.repeats);
+      const auto& r = agreed.emplace_back(bench_agree(server, n, options.repeats));
       std::printf("| %d | %.3f | %.3f | %.3f | %.2f | %.1f / %lld |\n", n, median(r.agree_s),
                   *std::min_element(r.agree_s.begin(), r.agree_s.end()),
                   *std::max_element(r.agree_s.begin(), r.agree_s.end()), r.connect_s,
                   r.ops_per_node_mean, static_cast<long long>(r.ops_per_node_max));
       std::fflush(stdout);
     }
+    std::printf(
+        "\nwhere the time goes (the median repeat; seconds from the start until: every node "
+        "sent its first request / the last arrived / the closer saw every record, read them, "
+        "assigned ranks, published / every node woke / every node done; CPU seconds the round "
+        "took in the store server's process and in the agents')\n\n");
+    std::printf(
+        "| nodes | started | last arrival | records seen | read | assigned | published | "
+        "woken | done | server CPU | agents CPU |\n");
+    std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (const auto& r : agreed) {
+      // The repeat whose time is nearest the median.
+      const double m = median(r.agree_s);
+      size_t k = 0;
+      for (size_t i = 1; i < r.agree_s.size(); ++i) {
+        if (std::abs(r.agree_s[i] - m) < std::abs(r.agree_s[k] - m)) k = i;
+      }
+      const AgreePhases& p = r.phases[k];
+      std::printf("| %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |\n",
+                  r.nodes, p.all_started, p.last_arrival, p.records_ready, p.records_read,
+                  p.assigned, p.published, p.all_woken, p.all_done, r.server_cpu_s[k],
+                  r.agents_cpu_s[k]);
+    }
+    std::fflush(stdout);
     if (options.reform_nodes.empty() || options.reform_nodes.front() == 0) return 0;
     std::printf(
         "\nre-form after one node is killed: heartbeat %d ms, lease %d ms, last call %d ms\n\n",
@@ -253,7 +339,7 @@ int run_rdzv_bench(const BenchOptions& options) {
       ro.heartbeat_interval = std::chrono::milliseconds(options.heartbeat_ms);
       ro.lease_timeout = std::chrono::milliseconds(options.lease_ms);
       ro.last_call_timeout = std::chrono::milliseconds(options.last_call_ms);
-      const auto r = bench_reform(server, ro);
+      const auto r = bench_reform(server.port(), ro);
       std::printf("| %d | %.2f | %.2f | %.2f |\n", n, median(r.detect_s), median(r.reform_s),
                   *std::max_element(r.reform_s.begin(), r.reform_s.end()));
       std::fflush(stdout);

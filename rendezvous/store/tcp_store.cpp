@@ -106,6 +106,10 @@ struct TcpStore::Impl {
   // blocked in wait()/get() never holds up other threads' requests on the shared one, as
   // with MemoryStore. Errors name endpoint, operation, keys and timeout.
   void wait_unlocked(const char* op, const std::vector<std::string>& keys, Duration timeout) {
+    if (options.one_connection) {
+      call(op, keys, timeout, [&](const Deadline&) { wait_on(conn, op, keys, timeout); });
+      return;
+    }
     SocketConn c = take_wait_conn();
     try {
       ensure_connected(c);

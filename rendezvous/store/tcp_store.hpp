@@ -20,6 +20,10 @@ struct TcpStoreOptions {
   Duration timeout = kDefaultStoreTimeout;
   // How long to keep retrying connect (refused / unreachable) before StoreError.
   Duration connect_timeout = std::chrono::seconds(60);
+  // true: waits (and the wait phase of get/multi_get) hold the shared connection instead of
+  // taking one of their own, so the client opens one connection in all. For single-threaded
+  // clients by the thousand (bench/rdzv: 16k simulated agents within one fd limit).
+  bool one_connection = false;
 };
 
 class TcpStore final : public Store {

@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/error.hpp"
 #include "rendezvous/store/memory_store.hpp"
@@ -132,4 +134,26 @@ TEMPLATE_TEST_CASE("store contract: add on a non-integer or past int64 is refuse
   CHECK_THROWS_AS(store->add("big", 1), ddp::Error);
   CHECK(store->get("big") == std::to_string(INT64_MAX));  // unchanged
   CHECK(store->add("fine", 2) == 2);
+}
+
+// bench/rdzv's 16k simulated agents fit within one fd limit only with one connection each.
+TEST_CASE("TcpStore one_connection: waits and gets hold the one shared connection", "[store]") {
+  StoreServer server(StoreServerOptions{"127.0.0.1", 0});
+  TcpStoreOptions co;
+  co.port = server.port();
+  co.timeout = 2s;
+  co.connect_timeout = 5s;
+  TcpStore other(co);
+  co.one_connection = true;
+  TcpStore store(co);
+  REQUIRE_THROWS_WITH(store.wait({"never"}, 50ms), Catch::Contains("never"));
+  store.set("a", "1");  // still in sync after the cancelled wait
+  CHECK(store.get("a") == "1");
+  CHECK(store.multi_get({"a"}) == std::vector<std::string>{"1"});
+  auto waiter = std::async(std::launch::async, [&] { store.wait({"later"}, 10s); });
+  CHECK(waiter.wait_for(50ms) == std::future_status::timeout);
+  other.set("later", "x");
+  REQUIRE(waiter.wait_for(10s) == std::future_status::ready);
+  waiter.get();
+  CHECK(server.num_connections() == 2);  // one each: no wait connection was opened
 }
