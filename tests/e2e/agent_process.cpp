@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -111,6 +112,15 @@ std::string make_temp_dir() {
   std::string templ = std::string(tmp != nullptr ? tmp : "/tmp") + "/ddp_multinode_XXXXXX";
   if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   return templ;
+}
+
+std::set<int> ranks_in(const std::string& log, int world_size) {
+  std::set<int> ranks;
+  const std::regex re("WORKER RANK=(\\d+) .*WORLD_SIZE=" + std::to_string(world_size) + " ");
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
+    ranks.insert(std::stoi((*it)[1]));
+  }
+  return ranks;
 }
 
 }  // namespace ddp::test

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,8 @@ class AgentProcess {
 int free_port();
 // A fresh private directory under TMPDIR for one test's logs.
 std::string make_temp_dir();
+// RANK values printed by test workers ("WORKER RANK=<r> ... WORLD_SIZE=<world_size> ") in
+// one agent's log.
+std::set<int> ranks_in(const std::string& log, int world_size);
 
 }  // namespace ddp::test

@@ -17,6 +17,7 @@
 
 using namespace std::chrono_literals;
 using ddp::test::AgentProcess;
+using ddp::test::ranks_in;
 
 namespace {
 
@@ -62,15 +63,6 @@ int free_port6() {
   }
   ::close(fd);
   return ntohs(addr.sin6_port);
-}
-
-std::set<int> ranks_in(const std::string& log, int world_size) {
-  std::set<int> ranks;
-  const std::regex re("WORKER RANK=(\\d+) .*WORLD_SIZE=" + std::to_string(world_size) + " ");
-  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
-    ranks.insert(std::stoi((*it)[1]));
-  }
-  return ranks;
 }
 
 std::vector<std::string> single_node(const std::string& master_addr,

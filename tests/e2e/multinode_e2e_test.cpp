@@ -15,6 +15,7 @@
 
 using namespace std::chrono_literals;
 using ddp::test::AgentProcess;
+using ddp::test::ranks_in;
 
 namespace {
 
@@ -49,16 +50,6 @@ std::vector<std::string> elastic(int port, const std::string& nnodes, const std:
           "--rdzv_backend", "c10d", "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(port),
           "--rdzv_id",      id,     "--rdzv_conf",      kFastConf + extra,
           "--local_addr",   addr};
-}
-
-// RANK values printed by the workers of one agent's log, for the given group size.
-std::set<int> ranks_in(const std::string& log, int world_size) {
-  std::set<int> ranks;
-  const std::regex re("WORKER RANK=(\\d+) .*WORLD_SIZE=" + std::to_string(world_size) + " ");
-  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
-    ranks.insert(std::stoi((*it)[1]));
-  }
-  return ranks;
 }
 
 }  // namespace

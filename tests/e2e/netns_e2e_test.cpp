@@ -36,6 +36,7 @@ using ddp::SocketConn;
 using ddp::test::ClusterJob;
 using ddp::test::NetnsCluster;
 using ddp::test::NetnsHost;
+using ddp::test::ranks_in;
 
 namespace {
 
@@ -100,16 +101,6 @@ std::vector<std::string> elastic_args(const NetnsCluster& cluster, std::size_t i
   return with_flags({"--nnodes", nodes, "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
                      "--rdzv_id", "netns", "--local_addr", cluster.host(i).addr()},
                     flags);
-}
-
-// RANK values printed by the workers in one agent's log, for the given WORLD_SIZE.
-std::set<int> ranks_in(const std::string& log, int world_size) {
-  std::set<int> ranks;
-  const std::regex re("WORKER RANK=(\\d+) .*WORLD_SIZE=" + std::to_string(world_size) + " ");
-  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
-    ranks.insert(std::stoi((*it)[1]));
-  }
-  return ranks;
 }
 
 // A TCP listener inside one host, on addr:port.

@@ -40,27 +40,6 @@ TcpStoreOptions options(uint16_t port) {
   return o;
 }
 
-struct MemoryFixture {
-  std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>(2s);
-  std::shared_ptr<Store> make() { return memory; }
-};
-struct PrefixFixture {
-  std::shared_ptr<Store> make() {
-    return std::make_shared<PrefixStore>("/job", std::make_shared<MemoryStore>(2s));
-  }
-};
-struct TcpFixture {
-  std::unique_ptr<StoreServer> server;
-  std::shared_ptr<Store> make() {
-    server = std::make_unique<StoreServer>(ddp::test::loopback());
-    return std::make_shared<TcpStore>(options(server->port()));
-  }
-};
-struct PrefixOverTcpFixture {
-  TcpFixture tcp;
-  std::shared_ptr<Store> make() { return std::make_shared<PrefixStore>("/job", tcp.make()); }
-};
-
 // A raw client that negotiated the extension.
 Raw native_client(uint16_t port) {
   Raw raw(port);
@@ -70,27 +49,6 @@ Raw native_client(uint16_t port) {
 }
 
 }  // namespace
-
-TEMPLATE_TEST_CASE("presence: ephemeral keys live with it, and an orderly leave fires nothing",
-                   "[store][presence]", MemoryFixture, PrefixFixture, TcpFixture,
-                   PrefixOverTcpFixture) {
-  TestType fixture;
-  auto store = fixture.make();
-  {
-    auto presence = store->open_presence();
-    REQUIRE(presence != nullptr);
-    presence->set_ephemeral("alive/1", "pid 42");
-    presence->on_close("lost", "node 1");
-    CHECK(store->get("alive/1") == "pid 42");
-    CHECK_FALSE(store->check({"lost"}));
-    presence->clear();
-    CHECK_FALSE(store->check({"alive/1"}));
-    presence->set_ephemeral("alive/1", "again");
-    CHECK(store->check({"alive/1"}));
-  }
-  CHECK_FALSE(store->check({"alive/1"}));
-  CHECK_FALSE(store->check({"lost"}));
-}
 
 TEST_CASE("presence: a severed memory presence deletes its keys, then sets on_close keys",
           "[store][presence]") {

@@ -157,3 +157,24 @@ TEST_CASE("TcpStore one_connection: waits and gets hold the one shared connectio
   waiter.get();
   CHECK(server.num_connections() == 2);  // one each: no wait connection was opened
 }
+
+// Presence (docs/store.md, "Our own extension"); the rest is in presence_test.cpp.
+TEMPLATE_TEST_CASE("presence: ephemeral keys live with it, and an orderly leave fires nothing",
+                   "[store][presence]", STORE_FIXTURES) {
+  TestType fixture;
+  auto store = fixture.make();
+  {
+    auto presence = store->open_presence();
+    REQUIRE(presence != nullptr);
+    presence->set_ephemeral("alive/1", "pid 42");
+    presence->on_close("lost", "node 1");
+    CHECK(store->get("alive/1") == "pid 42");
+    CHECK_FALSE(store->check({"lost"}));
+    presence->clear();
+    CHECK_FALSE(store->check({"alive/1"}));
+    presence->set_ephemeral("alive/1", "again");
+    CHECK(store->check({"alive/1"}));
+  }
+  CHECK_FALSE(store->check({"alive/1"}));
+  CHECK_FALSE(store->check({"lost"}));
+}
