@@ -249,6 +249,8 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
 
 void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   ++generation_;
+  // Watching (and able to publish) before any worker runs: a spawn failure is a failure too.
+  start_job_watch(info);
   failures_.clear();
   stop_signal_sent_ = 0;
   const auto& config = options_.config;
@@ -299,6 +301,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
       record.local_rank = slot.local_rank;
       record.exit_code = 127;
       record.message = e.what();
+      record.final = true;  // this node ends here: the others must not wait for it
       publish_failure(record);
       // 127: what a shell reports for a command it could not run.
       begin_stop(SIGTERM, StopReason::kFailure, [this] { finish(127); });
@@ -313,7 +316,6 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
                   std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
   }
-  start_job_watch(info);
   if (hang_) {
     std::vector<std::pair<int, int>> rank_pids;
     for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, slot.pid);
@@ -531,12 +533,15 @@ void Agent::finish(int exit_status) {
   kill_timer_.cancel();
   hang_timer_.cancel();
   record_timer_.cancel();
-  job_watch_.reset();
+  // A record this node published must be out before it leaves (or it would take it along).
+  auto watch = std::move(job_watch_);
+  if (watch) watch->stop();
   if (hang_) hang_->end_attempt();
   rendezvous_.watch([](rendezvous::MembershipChange) {});
   if (exit_thread_.joinable()) exit_thread_.join();
   // The store host may wait here for the other nodes: off the loop, so signals still work.
-  exit_thread_ = std::thread([this, succeeded = exit_status == 0] {
+  exit_thread_ = std::thread([this, succeeded = exit_status == 0, watch = std::move(watch)] {
+    if (watch) watch->flush(std::chrono::seconds(2));
     if (store_lost_) {
       // Nothing to leave: the store is gone (and reconnecting would only wait out a timeout).
     } else if (succeeded) {

@@ -15,8 +15,9 @@ namespace asio = boost::asio;
 namespace {
 
 // How long a node that published its own failure waits for the record that holds (its own,
-// or an earlier one from another node) before it decides alone. A store round trip, normally.
-constexpr std::chrono::milliseconds kRecordWait{2000};
+// or an earlier one from another node) before it decides alone: the publish returns it, so
+// this is a store round trip normally; deciding alone risks disagreeing with the others.
+constexpr std::chrono::milliseconds kRecordWait{10000};
 
 }  // namespace
 
@@ -62,8 +63,9 @@ void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
       if (generation == generation_) on_store_lost(message);
     });
   };
-  job_watch_ = std::make_unique<rendezvous::FailureWatch>(
-      std::move(wait_store), std::move(publish_store), info.round, std::move(callbacks));
+  job_watch_ =
+      std::make_unique<rendezvous::FailureWatch>(std::move(wait_store), std::move(publish_store),
+                                                 info.round, info.group_rank, std::move(callbacks));
 }
 
 rendezvous::FailureRecord Agent::worker_record(const WorkerSlot& slot, ExitStatus status) const {
@@ -133,6 +135,12 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
     return;
   }
   if (is_mine(record)) return;  // this node is stopping for it already
+  if (record.kind == "node_lost" && record.group_rank == info_.group_rank) {
+    DDP_LOG_ERROR(
+        "the store lost this node's own connection (a network outage longer than the "
+        "TCP timeouts, see DDPLAUNCH_TCP_USER_TIMEOUT): to the other nodes this node is "
+        "gone");
+  }
   switch (state_) {
     case State::kHealthy:
       DDP_LOG_ERROR("the job failed on another node: " + record.describe() +
@@ -155,12 +163,12 @@ void Agent::on_store_lost(const std::string& message) {
   if (job_failure_ || state_ == State::kExiting || state_ == State::kDone) return;
   if (store_leaving_) return;  // announced: not a failure
   const std::string store = "the rendezvous store";
-  store_lost_ = true;
   const std::string advice =
       "the store lived in the agent of the node that hosts it, so that node is gone; to let a "
       "job outlive any one node, run a standalone store (ddpstore) and start every agent with "
       "--rdzv_conf is_host=false";
   if (awaiting_record_) {
+    store_lost_ = true;
     awaiting_record_ = false;
     record_timer_.cancel();
     decide_after_failure();
@@ -168,6 +176,7 @@ void Agent::on_store_lost(const std::string& message) {
   }
   switch (state_) {
     case State::kHealthy:
+      store_lost_ = true;
       DDP_LOG_ERROR("lost " + store + " (" + message + "): " + advice +
                     "; stopping this node's workers (pids " + running_pids() + ")");
       events_.record("store_lost", {{"message", message}});
@@ -175,6 +184,7 @@ void Agent::on_store_lost(const std::string& message) {
       break;
     case State::kStopping:
       if (stop_reason_ == StopReason::kMembership) {
+        store_lost_ = true;
         DDP_LOG_ERROR("lost " + store + " (" + message + "): " + advice);
         events_.record("store_lost", {{"message", message}});
         stop_reason_ = StopReason::kStoreLost;

@@ -108,7 +108,13 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     if (idx == options_.max_nodes && try_claim(round, idx, idx)) {
       publish_round(round, idx, idx);
     } else if (round > 0 && idx <= options_.max_nodes) {
-      close_if_complete(round, idx, last_round_ && *last_round_ + 1 == round);
+      // A member found gone for good (its connection dropped) that comes back anyway counts
+      // as a newcomer: it must not stand in for a member still on its way.
+      const bool member_back =
+          last_round_ && *last_round_ + 1 == round &&
+          ExitBarrier{*store_, keys::departed(round - 1), last_info_size_}.out_reason(prev_rank_) ==
+              "rejoined";
+      close_if_complete(round, idx, member_back);
     }
 
     std::optional<std::string> assignment;
@@ -426,8 +432,9 @@ void DynamicRendezvous::bind_presence(const RendezvousInfo& info) {
     }
     if (!presence_) return;
     presence_->clear();
-    store_->set(keys::bound(info.round, info.group_rank), node_id_);
+    // "alive" first: between the two, a claim must not find this node bound but not alive.
     presence_->set_ephemeral(keys::alive(info.round, info.group_rank), node_id_);
+    store_->set(keys::bound(info.round, info.group_rank), node_id_);
     presence_->on_close(keys::changed(info.round, 1), "lost " + std::to_string(info.group_rank));
   } catch (const StoreError& e) {
     presence_.reset();  // the watcher reports a store that is gone
@@ -480,9 +487,7 @@ void DynamicRendezvous::leave(bool succeeded) {
       wait_for_members(store, info);
       // Whoever still runs (the barrier timed out, or this agent was told to stop) must not
       // take the store's going away for a failure.
-      announce_store_leaving(store, static_cast<uint64_t>(store.add(keys::kCurrentRound, 0)),
-                             info.group_rank,
-                             options_.node_addr.empty() ? local_host_name() : options_.node_addr);
+      announce_leaving(store, info);
       lock.lock();
       job_over = true;
     }
@@ -492,6 +497,25 @@ void DynamicRendezvous::leave(bool succeeded) {
     // The store host may already be gone at the end of the job; nothing is left to close.
     watcher_.reset();
   }
+}
+
+void DynamicRendezvous::announce_leaving(Store& store, const RendezvousInfo& info) {
+  // The others may have re-formed into a newer round since this node's: announce there.
+  const auto round = static_cast<uint64_t>(store.add(keys::kCurrentRound, 0));
+  int members = round == info.round ? info.group_world_size : 0;
+  if (round != info.round) {
+    if (auto size = read_if_present(store, keys::size(round))) members = std::stoi(*size);
+  }
+  const ExitBarrier barrier{store, keys::departed(round), members};
+  std::vector<int> still_running;
+  for (int g = 0; g < members; ++g) {
+    if ((round != info.round || g != info.group_rank) && barrier.out_reason(g).empty()) {
+      still_running.push_back(g);
+    }
+  }
+  announce_store_leaving(store, round, info.group_rank,
+                         options_.node_addr.empty() ? local_host_name() : options_.node_addr,
+                         still_running);
 }
 
 void DynamicRendezvous::close_rendezvous(Store& store) {

@@ -112,6 +112,9 @@ class DynamicRendezvous final : public RendezvousHandler {
   void on_change(MembershipChange change, const std::string& reason);
   // shutdown() and shutdown_after_failure().
   void leave(bool succeeded);
+  // The store host leaves after its workers succeeded: tells whoever still runs (and waits
+  // for them to have read it), so the store's going away is no failure of theirs.
+  void announce_leaving(Store& store, const RendezvousInfo& info);
   // Sets "closed" and shuts the current and the next round, waking every waiter.
   void close_rendezvous(Store& store);
   // The store host's exit barrier: members of info's round, then of any newer round the

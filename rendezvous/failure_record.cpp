@@ -51,10 +51,11 @@ std::string encode_failure(const FailureRecord& r) {
     traceback = "...\n" + traceback.substr(traceback.size() - kMaxTracebackBytes);
   }
   const nlohmann::json doc = {
-      {"kind", r.kind}, {"attempt", r.attempt},     {"group_rank", r.group_rank},
-      {"host", r.host}, {"rank", r.rank},           {"local_rank", r.local_rank},
-      {"pid", r.pid},   {"exit_code", r.exit_code}, {"signal", r.signal},
-      {"time", r.time}, {"message", r.message},     {"traceback", traceback}};
+      {"kind", r.kind},  {"attempt", r.attempt},     {"group_rank", r.group_rank},
+      {"host", r.host},  {"rank", r.rank},           {"local_rank", r.local_rank},
+      {"pid", r.pid},    {"exit_code", r.exit_code}, {"signal", r.signal},
+      {"time", r.time},  {"message", r.message},     {"traceback", traceback},
+      {"final", r.final}};
   return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -79,6 +80,7 @@ FailureRecord decode_failure(const std::string& text) {
     r.time = doc.value("time", 0.0);
     r.message = doc.value("message", std::string());
     r.traceback = doc.value("traceback", std::string());
+    r.final = doc.value("final", false);
   } catch (const nlohmann::json::exception& e) {
     throw ProtocolError("failure record '" + shown + "': " + e.what());
   }
@@ -91,8 +93,12 @@ FailureRecord publish_failure(Store& store, const FailureRecord& record) {
   return held == mine ? record : decode_failure(held);
 }
 
-void announce_store_leaving(Store& store, uint64_t attempt, int group_rank,
-                            const std::string& host) {
+std::string store_leaving_ack_key(uint64_t attempt, int group_rank) {
+  return failure_key(attempt) + "/ack/" + std::to_string(group_rank);
+}
+
+void announce_store_leaving(Store& store, uint64_t attempt, int group_rank, const std::string& host,
+                            const std::vector<int>& still_running, Duration ack_timeout) {
   FailureRecord r;
   r.kind = "store_leaving";
   r.attempt = attempt;
@@ -100,7 +106,17 @@ void announce_store_leaving(Store& store, uint64_t attempt, int group_rank,
   r.host = host;
   r.time = unix_now();
   r.message = "its workers finished and its exit barrier ended";
-  store.compare_set(failure_key(attempt), "", encode_failure(r));
+  const std::string mine = encode_failure(r);
+  if (store.compare_set(failure_key(attempt), "", mine) != mine) return;  // a failure holds
+  if (still_running.empty()) return;
+  std::vector<std::string> acks;
+  acks.reserve(still_running.size());
+  for (const int g : still_running) acks.push_back(store_leaving_ack_key(attempt, g));
+  try {
+    store.wait(acks, ack_timeout);
+  } catch (const StoreTimeout&) {
+    // A node that does not answer (gone, or its watch ended) is not waited for longer.
+  }
 }
 
 double unix_now() {

@@ -7,6 +7,7 @@
 // publishes the loss for it.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rendezvous/store/store.hpp"
 
@@ -31,20 +32,29 @@ struct FailureRecord {
   double time = 0;        // unix seconds when it was observed
   std::string message;    // the error file's message, or what the agent saw
   std::string traceback;  // the error file's traceback (trimmed), may be empty
+  // Its node will not restart itself (it could not start its workers): nobody restarts.
+  bool final = false;
 
   // What a shell reports for the root cause: exit_code, 128+signal; 1 for a lost node.
   [[nodiscard]] int shell_status() const;
   // "rank 3 (local_rank 1) on node 2 (10.0.0.3): exit code 3: boom" for summaries and logs.
   [[nodiscard]] std::string describe() const;
-  // A lost node cannot be restarted in place (static ranks would wait for it forever).
-  [[nodiscard]] bool restartable() const { return kind != "node_lost"; }
+  // A lost node, or one whose agent was told to stop, does not come back, and a final record
+  // is one its node will not restart from: the others restarting would wait for it forever.
+  [[nodiscard]] bool restartable() const {
+    return kind != "node_lost" && kind != "agent_signal" && !final;
+  }
   [[nodiscard]] bool is_failure() const { return kind != "store_leaving"; }
 };
 
 // Announces that the store host leaves after its workers succeeded, as attempt's record
-// (unless a failure holds it already).
-void announce_store_leaving(Store& store, uint64_t attempt, int group_rank,
-                            const std::string& host);
+// (unless a failure holds it already), then waits up to ack_timeout for the nodes in
+// still_running (group ranks) to acknowledge it (their failure watches set
+// store_leaving_ack_key), so none of them takes the store's going away for a failure.
+void announce_store_leaving(Store& store, uint64_t attempt, int group_rank, const std::string& host,
+                            const std::vector<int>& still_running,
+                            Duration ack_timeout = std::chrono::seconds(2));
+std::string store_leaving_ack_key(uint64_t attempt, int group_rank);
 
 // The key of attempt's record, relative to the rendezvous' prefix.
 std::string failure_key(uint64_t attempt);

@@ -1,6 +1,6 @@
 #include "rendezvous/failure_watch.hpp"
 
-#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -13,10 +13,13 @@ struct FailureWatch::Shared {
   std::shared_ptr<Store> wait_store;
   std::shared_ptr<Store> publish_store;
   uint64_t attempt = 0;
+  int group_rank = -1;
   Duration slice{};
   std::mutex mu;  // held while calling back, so stop() returning means none runs
+  std::condition_variable cv;
   bool stopped = false;
   bool reported = false;
+  int publishing = 0;  // publish threads still running
   FailureWatchCallbacks callbacks;
 
   [[nodiscard]] bool stopping() {
@@ -29,6 +32,11 @@ struct FailureWatch::Shared {
     if (stopped || reported) return;
     reported = true;
     fn(callbacks);
+  }
+  void report_record(const FailureRecord& record) {
+    report([&](FailureWatchCallbacks& cb) {
+      if (cb.on_failure) cb.on_failure(record);
+    });
   }
 };
 
@@ -45,14 +53,16 @@ void watch_loop(const std::shared_ptr<FailureWatch::Shared>& shared) {
       } catch (const StoreTimeout&) {
         continue;
       }
-      // One request (a store host announcing that it leaves exits right after): no GET,
+      // One request (a store host announcing that it leaves exits soon after): no GET,
       // which would WAIT again first.
       const auto text = read_if_present(*store, key);
       if (!text) continue;  // deleted again: not a record anyone published
       const FailureRecord record = decode_failure(*text);
-      s.report([&](FailureWatchCallbacks& cb) {
-        if (cb.on_failure) cb.on_failure(record);
-      });
+      s.report_record(record);
+      if (!record.is_failure() && s.group_rank >= 0) {
+        // The leaving store host waits for this before it goes (store_leaving_ack_key).
+        store->set(store_leaving_ack_key(s.attempt, s.group_rank), "1");
+      }
       return;
     }
   } catch (const ProtocolError& e) {
@@ -62,9 +72,7 @@ void watch_loop(const std::shared_ptr<FailureWatch::Shared>& shared) {
     unreadable.attempt = s.attempt;
     unreadable.exit_code = 1;
     unreadable.message = std::string("unreadable failure record: ") + e.what();
-    s.report([&](FailureWatchCallbacks& cb) {
-      if (cb.on_failure) cb.on_failure(unreadable);
-    });
+    s.report_record(unreadable);
   } catch (const std::exception& e) {
     s.report([&](FailureWatchCallbacks& cb) {
       if (cb.on_store_lost) cb.on_store_lost(e.what());
@@ -75,11 +83,13 @@ void watch_loop(const std::shared_ptr<FailureWatch::Shared>& shared) {
 }  // namespace
 
 FailureWatch::FailureWatch(std::shared_ptr<Store> wait_store, std::shared_ptr<Store> publish_store,
-                           uint64_t attempt, FailureWatchCallbacks callbacks, Duration slice)
+                           uint64_t attempt, int group_rank, FailureWatchCallbacks callbacks,
+                           Duration slice)
     : shared_(std::make_shared<Shared>()) {
   shared_->wait_store = std::move(wait_store);
   shared_->publish_store = std::move(publish_store);
   shared_->attempt = attempt;
+  shared_->group_rank = group_rank;
   shared_->slice = slice;
   shared_->callbacks = std::move(callbacks);
   std::thread([shared = shared_] { watch_loop(shared); }).detach();
@@ -96,14 +106,27 @@ void FailureWatch::stop() {
 
 void FailureWatch::publish(FailureRecord record) {
   record.attempt = shared_->attempt;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    ++shared_->publishing;
+  }
   std::thread([shared = shared_, record = std::move(record)] {
     try {
-      publish_failure(*shared->publish_store, record);
+      // The record that holds comes back at once: no need to wait for the watch to see it.
+      shared->report_record(publish_failure(*shared->publish_store, record));
     } catch (const std::exception& e) {
       // The watch reports a store that is gone; this only says the record did not go out.
       DDP_LOG_WARN(std::string("could not publish the failure for the other nodes: ") + e.what());
     }
+    std::lock_guard<std::mutex> lock(shared->mu);
+    --shared->publishing;
+    shared->cv.notify_all();
   }).detach();
+}
+
+bool FailureWatch::flush(Duration timeout) {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  return shared_->cv.wait_for(lock, timeout, [&] { return shared_->publishing == 0; });
 }
 
 }  // namespace ddp::rendezvous

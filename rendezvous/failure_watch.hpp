@@ -27,17 +27,21 @@ struct FailureWatchCallbacks {
 class FailureWatch {
  public:
   // wait_store and publish_store are two connections of their own to the job's (prefixed)
-  // store: the watch thread blocks in the first, publishing uses the second.
+  // store: the watch thread blocks in the first, publishing uses the second. group_rank is
+  // this node's, for acknowledging a store host's "store_leaving" (-1: never acknowledge).
   FailureWatch(std::shared_ptr<Store> wait_store, std::shared_ptr<Store> publish_store,
-               uint64_t attempt, FailureWatchCallbacks callbacks,
+               uint64_t attempt, int group_rank, FailureWatchCallbacks callbacks,
                Duration slice = std::chrono::milliseconds(2000));
   ~FailureWatch();
   FailureWatch(const FailureWatch&) = delete;
   FailureWatch& operator=(const FailureWatch&) = delete;
 
   // Publishes record for this attempt (COMPARE_SET, first wins) on a thread of its own; the
-  // record that holds reaches on_failure like any other.
+  // record that holds (ours or an earlier one) reaches on_failure at once.
   void publish(FailureRecord record);
+  // Waits up to timeout until every publish() went out (or failed): an agent about to exit
+  // must not take its record with it. False on timeout.
+  bool flush(Duration timeout);
   // No callback runs once this returns. Idempotent.
   void stop();
 

@@ -119,6 +119,10 @@ void StaticRendezvous::bind_presence(uint64_t round) {
     // "alive/<node_rank>" is there exactly as long as this agent's connection.
     presence_->set_ephemeral("alive/" + std::to_string(options_.node_rank), node_id_);
     presence_->on_close(failure_key(round), encode_failure(lost));
+    // And for the next attempt: dying between attempts (while the others restart) is a loss
+    // too, which the next bind_presence() would come too late for.
+    lost.attempt = round + 1;
+    presence_->on_close(failure_key(round + 1), encode_failure(lost));
   } catch (const StoreError& e) {
     presence_.reset();  // the failure watch reports a store that is gone
     DDP_LOG_WARN(std::string("static rendezvous: no presence in the store: ") + e.what());
@@ -207,8 +211,7 @@ void StaticRendezvous::shutdown_after_failure() {
 }
 
 void StaticRendezvous::shutdown() {
-  if (shut_down_) return;
-  shut_down_ = true;
+  if (shut_down_.exchange(true)) return;
   try {
     {
       std::lock_guard<std::mutex> lock(presence_mu_);
@@ -229,8 +232,13 @@ void StaticRendezvous::shutdown() {
     // The others may still run (the barrier timed out, or this agent was told to stop): the
     // store going away is not a failure of theirs.
     if (options_.hosts_store && !job_failed_) {
+      std::vector<int> still_running;
+      for (int r = 0; r < options_.nnodes; ++r) {
+        if (r != options_.node_rank && barrier_->out_reason(r).empty()) still_running.push_back(r);
+      }
       announce_store_leaving(*store_, info_->round, options_.node_rank,
-                             options_.node_addr.empty() ? local_host_name() : options_.node_addr);
+                             options_.node_addr.empty() ? local_host_name() : options_.node_addr,
+                             still_running);
     }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.

@@ -65,7 +65,7 @@ class StaticRendezvous final : public RendezvousHandler {
   StoreConnector connect_;        // may be null
   std::string node_id_;
   std::optional<RendezvousInfo> info_;
-  bool shut_down_ = false;
+  std::atomic<bool> shut_down_{false};   // read under presence_mu_ on the rendezvous thread
   std::atomic<bool> job_failed_{false};  // set before shutdown(): skip the exit barrier wait
   std::optional<ExitBarrier> barrier_;   // over store_, made once
   // This node's connection-bound record: when its agent dies, the store publishes its loss

@@ -466,7 +466,10 @@ TEST_CASE("job: the first record wins, so a node whose workers died of it names 
 TEST_CASE("job: a store host that finished and leaves is not a failure", "[agent][job]") {
   JobHarness h(1);
   h.spawner.on_spawn = [&](size_t i) {
-    ddp::rendezvous::announce_store_leaving(*h.store, 0, 0, "10.0.0.1");
+    // Node 1 hosts the store; it waits until this node (group rank 0) acknowledged.
+    ddp::rendezvous::announce_store_leaving(*h.store, 0, 1, "10.0.0.2", {0},
+                                            std::chrono::seconds(10));
+    CHECK(h.store->check({ddp::rendezvous::store_leaving_ack_key(0, 0)}));
     // This node's worker goes on to its end once the agent heard the announcement.
     auto finish_when_heard = std::make_shared<std::function<void()>>();
     *finish_when_heard = [&h, i, weak = std::weak_ptr(finish_when_heard)] {
@@ -494,4 +497,36 @@ TEST_CASE("job: a signal to this agent stops the other nodes too", "[agent][job]
   CHECK(record.kind == "agent_signal");
   CHECK(record.signal == SIGTERM);
   CHECK(record.shell_status() == 128 + SIGTERM);
+}
+
+TEST_CASE("job: another node's agent told to stop is not restarted from, even with restarts",
+          "[agent][job]") {
+  JobHarness h(1, /*max_restarts=*/1);
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") != "0") {
+      h.spawner.exit(i, ExitStatus{});  // a second attempt nobody else would join
+      return;
+    }
+    ddp::rendezvous::FailureRecord r;
+    r.kind = "agent_signal";
+    r.attempt = 0;
+    r.group_rank = 2;
+    r.host = "10.0.0.3";
+    r.signal = SIGTERM;
+    r.message = "SIGTERM";
+    ddp::rendezvous::publish_failure(*h.store, r);
+  };
+  CHECK(h.run() == 128 + SIGTERM);
+  CHECK(h.restarts == 0);
+}
+
+TEST_CASE("job: a worker that cannot be started is published, and nobody restarts from it",
+          "[agent][job]") {
+  JobHarness h(2, /*max_restarts=*/2);
+  h.spawner.fail_spawn = [](size_t n) { return n == 1; };  // local_rank 1 of attempt 0
+  CHECK(h.run() == 127);
+  const auto record = ddp::rendezvous::decode_failure(h.store->get("failure/0"));
+  CHECK(record.exit_code == 127);
+  CHECK(record.final);
+  CHECK_FALSE(record.restartable());
 }

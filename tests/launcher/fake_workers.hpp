@@ -38,7 +38,12 @@ class FakeSpawner final : public WorkerSpawner {
     exit(index, ExitStatus{0, sig});
   };
 
+  // true -> the n-th spawn() call throws, as for a program that cannot be run.
+  std::function<bool(size_t n)> fail_spawn;
+  size_t spawn_calls = 0;
+
   int spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbacks) override {
+    if (fail_spawn && fail_spawn(spawn_calls++)) throw Error("fake spawn: cannot run the program");
     workers.push_back(Worker{spec, std::move(callbacks), next_pid_++, false, false, {}});
     size_t index = workers.size() - 1;
     if (on_spawn) boost::asio::post(io_, [this, index] { on_spawn(index); });

@@ -92,10 +92,14 @@ TEST_CASE("failure record: shell status of a signal, a lost node, an agent told 
   auto r = crash(0, 0, 0);
   r.signal = 9;
   CHECK(r.shell_status() == 137);
-  r.kind = "agent_signal";
+  CHECK(r.restartable());
+  r.final = true;  // its node will not restart itself: nobody does
+  CHECK_FALSE(r.restartable());
+  r.final = false;
+  r.kind = "agent_signal";  // that node's agent is going away: nobody restarts
   r.signal = 15;
   CHECK(r.shell_status() == 143);
-  CHECK(r.restartable());
+  CHECK_FALSE(r.restartable());
   r.kind = "node_lost";
   CHECK(r.shell_status() == 1);
   CHECK_FALSE(r.restartable());
@@ -129,7 +133,7 @@ TEST_CASE("failure watch: every node hears the one record, whoever publishes", "
   std::vector<Seen> seen(kNodes);
   std::vector<std::unique_ptr<FailureWatch>> watches;
   for (int i = 0; i < kNodes; ++i) {
-    watches.push_back(std::make_unique<FailureWatch>(job, job, 2, seen[i].callbacks(), 50ms));
+    watches.push_back(std::make_unique<FailureWatch>(job, job, 2, i, seen[i].callbacks(), 50ms));
   }
   // Two nodes fail at once: one record holds, and every node hears the same one.
   auto a = std::async(std::launch::async, [&] { watches[3]->publish(crash(3, 9, 3)); });
@@ -150,7 +154,7 @@ TEST_CASE("failure watch: every node hears the one record, whoever publishes", "
 TEST_CASE("failure watch: a stopped watch calls nobody back", "[rdzv][failure]") {
   auto store = std::make_shared<MemoryStore>(10s);
   Seen seen;
-  auto watch = std::make_unique<FailureWatch>(store, store, 0, seen.callbacks(), 20ms);
+  auto watch = std::make_unique<FailureWatch>(store, store, 0, 0, seen.callbacks(), 20ms);
   watch->stop();
   publish_failure(*store, crash(0, 0, 1));
   std::this_thread::sleep_for(100ms);
@@ -170,7 +174,7 @@ TEST_CASE("failure watch: the store's death is reported at once, naming the stor
   auto wait_store = std::make_shared<TcpStore>(co);
   auto publish_store = std::make_shared<TcpStore>(co);
   Seen seen;
-  FailureWatch watch(wait_store, publish_store, 0, seen.callbacks(), 30s);
+  FailureWatch watch(wait_store, publish_store, 0, 1, seen.callbacks(), 30s);
   std::this_thread::sleep_for(50ms);
   const auto stopped = std::chrono::steady_clock::now();
   server->stop();
@@ -178,4 +182,29 @@ TEST_CASE("failure watch: the store's death is reported at once, naming the stor
   CHECK(std::chrono::steady_clock::now() - stopped < 10s);  // not the 30 s slice
   REQUIRE(seen.store_lost);
   CHECK_THAT(*seen.store_lost, Catch::Contains("tcp://127.0.0.1:" + std::to_string(co.port)));
+}
+
+TEST_CASE("failure watch: a store host that leaves right after announcing it is heard, not lost",
+          "[rdzv][failure]") {
+  // The announcement waits for the running nodes' watches to have read it; then the server
+  // may go at once (the store host's process ends), and nobody takes that for a failure.
+  for (int i = 0; i < 20; ++i) {
+    StoreServerOptions so;
+    so.host = "127.0.0.1";
+    auto server = std::make_unique<StoreServer>(so);
+    TcpStoreOptions co;
+    co.port = server->port();
+    co.timeout = 60s;
+    co.connect_timeout = 1s;
+    Seen seen;
+    FailureWatch watch(std::make_shared<TcpStore>(co), std::make_shared<TcpStore>(co), 0, 1,
+                       seen.callbacks(), 30s);
+    TcpStore host(co);
+    announce_store_leaving(host, 0, 0, "10.0.0.1", {1}, 10s);
+    server->stop();
+    REQUIRE(seen.wait());
+    CHECK_FALSE(seen.store_lost);
+    REQUIRE(seen.record);
+    CHECK(seen.record->kind == "store_leaving");
+  }
 }

@@ -226,13 +226,14 @@ void ServerState::disconnect_wait(ReplyChannel& conn) {
   pending_.erase(pit);
 }
 
-void ServerState::disconnect(ReplyChannel& conn) {
+void ServerState::disconnect(ReplyChannel& conn, bool run_close_actions) {
   disconnect_wait(conn);
   // Watches of a closed connection expire with its weak_ptr and are pruned on notify.
   auto it = close_actions_.find(&conn);
   if (it == close_actions_.end()) return;
   const CloseActions actions = std::move(it->second);
   close_actions_.erase(it);
+  if (!run_close_actions) return;
   // Ephemeral keys go first, so whoever an ON_CLOSE key wakes finds them gone already.
   for (const auto& key : actions.ephemeral) erase(key);
   for (const auto& [key, value] : actions.on_close) {

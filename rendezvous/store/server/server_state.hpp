@@ -34,7 +34,8 @@ class ServerState {
   // Forgets conn's parked wait and watches (it disconnected), and carries out its close
   // actions: its ephemeral keys are deleted, then each ON_CLOSE key that does not exist is
   // set (waking its waiters), in one step as far as other clients can tell.
-  void disconnect(ReplyChannel& conn);
+  // run_close_actions false: the server itself is stopping (nobody died).
+  void disconnect(ReplyChannel& conn, bool run_close_actions = true);
   // True while conn has a wait parked (a reset now is "mid-wait").
   [[nodiscard]] bool waiting(const ReplyChannel& conn) const;
 

@@ -83,7 +83,11 @@ void StoreSession::drained() {
 }
 
 void StoreSession::stop() {
-  close("");
+  // The server stops: nobody died, so connection-bound records are not carried out.
+  if (closed_) return;
+  closed_ = true;
+  state_.disconnect(*this, /*run_close_actions=*/false);
+  transport_.close();
 }
 
 size_t StoreSession::process(std::string_view data) {
