@@ -76,7 +76,7 @@ std::unique_ptr<FailureWatch> make_watch(std::shared_ptr<Store> wait_store,
     std::fprintf(stderr, "failure_bench: node %zu lost the store: %s\n", i, message.c_str());
   };
   return std::make_unique<FailureWatch>(std::move(wait_store), std::move(publish_store), attempt,
-                                        std::move(cb));
+                                        /*group_rank=*/-1, std::move(cb));
 }
 
 double floor_wake(const std::vector<std::shared_ptr<Store>>& stores, Store& setter,
