@@ -370,7 +370,7 @@ int run_failure_bench(const FailureBenchOptions& options, NodeFactory& factory) 
   // Hundreds of simulated agents' progress lines would drown the tables.
   const ddp::log::ScopedSink quiet([](ddp::log::Level, std::string_view) {});
   try {
-    const uint64_t limit = raise_fd_limit(65536);
+    const uint64_t limit = rendezvous::raise_fd_limit(65536);
     rendezvous::StoreServer server(rendezvous::StoreServerOptions{"127.0.0.1", 0});
     std::printf("fd limit %llu; store server on %s (%s)\n\n",
                 static_cast<unsigned long long>(limit), server.address().c_str(),

@@ -1,7 +1,5 @@
 #include "sim_store.hpp"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <stdexcept>
 
@@ -131,19 +129,6 @@ Summary summarize(std::vector<double> values) {
 
 double millis(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
-}
-
-uint64_t raise_fd_limit(uint64_t needed) {
-  rlimit lim{};
-  ::getrlimit(RLIMIT_NOFILE, &lim);
-  if (lim.rlim_max < needed) {
-    rlimit want{needed, needed};
-    if (::setrlimit(RLIMIT_NOFILE, &want) == 0) return needed;
-  }
-  lim.rlim_cur = std::max<rlim_t>(lim.rlim_cur, std::min<rlim_t>(needed, lim.rlim_max));
-  ::setrlimit(RLIMIT_NOFILE, &lim);
-  ::getrlimit(RLIMIT_NOFILE, &lim);
-  return lim.rlim_cur;
 }
 
 }  // namespace ddp::bench

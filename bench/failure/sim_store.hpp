@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "rendezvous/dynamic_rendezvous.hpp"
+#include "rendezvous/store/server/fd_limit.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::bench {
@@ -112,8 +113,5 @@ void on_threads(size_t n, Body&& body) {
   for (auto& t : threads) t.join();
   if (error) std::rethrow_exception(error);
 }
-
-// Raises RLIMIT_NOFILE (soft, and hard when allowed) to at least `needed`; returns the limit.
-uint64_t raise_fd_limit(uint64_t needed);
 
 }  // namespace ddp::bench

@@ -19,6 +19,7 @@
 #include "common/log.hpp"
 #include "counting_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
+#include "rendezvous/store/server/fd_limit.hpp"
 #include "rendezvous/store/tcp_store.hpp"
 #include "server_process.hpp"
 
@@ -120,19 +121,6 @@ AgreePhases phases_of(const std::vector<std::shared_ptr<CountingStore>>& stores,
 }
 
 }  // namespace
-
-uint64_t raise_fd_limit(uint64_t needed) {
-  rlimit lim{};
-  ::getrlimit(RLIMIT_NOFILE, &lim);
-  if (lim.rlim_max < needed) {
-    rlimit want{needed, needed};
-    if (::setrlimit(RLIMIT_NOFILE, &want) == 0) return needed;
-  }
-  lim.rlim_cur = std::max<rlim_t>(lim.rlim_cur, std::min<rlim_t>(needed, lim.rlim_max));
-  ::setrlimit(RLIMIT_NOFILE, &lim);
-  ::getrlimit(RLIMIT_NOFILE, &lim);
-  return lim.rlim_cur;
-}
 
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
@@ -283,7 +271,7 @@ int run_rdzv_bench(const BenchOptions& options) {
     for (int n : options.agree_nodes) most = std::max(most, n);
     for (int n : options.reform_nodes) most = std::max(most, 6 * n);  // main, control, 2+2 watcher
     // One descriptor per connection in this process (the clients) and one in the server's.
-    const uint64_t limit = raise_fd_limit(static_cast<uint64_t>(most) + 256);
+    const uint64_t limit = rendezvous::raise_fd_limit(static_cast<uint64_t>(most) + 256);
     std::printf("fd limit %llu per process (agents; the store server in a child process)\n\n",
                 static_cast<unsigned long long>(limit));
     const ServerProcess server;  // forked while this process has one thread

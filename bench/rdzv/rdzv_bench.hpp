@@ -55,9 +55,6 @@ struct ReformResult {
 // the survivors notice and re-form.
 ReformResult bench_reform(uint16_t port, const ReformOptions& options);
 
-// Raises RLIMIT_NOFILE (soft, and hard when allowed) to at least `needed`; returns the limit.
-uint64_t raise_fd_limit(uint64_t needed);
-
 double median(std::vector<double> values);
 
 struct BenchOptions {
