@@ -27,13 +27,15 @@ struct Console::Shared {
   int fd = -1;
   std::string hint;
   size_t max_queued = kConsoleQueueBytes;
+  std::chrono::milliseconds stall = kConsoleStall;
 
   std::mutex mutex;
   std::condition_variable wake;      // the writer waits here for lines or the end
   std::condition_variable progress;  // drain() waits here for the writer
   std::deque<std::string> queue;
-  size_t queued_bytes = 0;   // queue plus the batch being written
-  bool writing = false;      // the writer holds a batch outside the lock
+  size_t queued_bytes = 0;                            // queue plus the batch being written
+  bool writing = false;                               // the writer holds a batch outside the lock
+  std::chrono::steady_clock::time_point write_began;  // when the batch being written was taken
   uint64_t batches = 0;      // batches written so far: drain()'s measure of progress
   bool overflowing = false;  // dropping until the queue has drained
   bool broken = false;       // a write failed (EPIPE: nobody reads); everything is dropped
@@ -58,6 +60,15 @@ struct Console::Shared {
     total.bytes += lost.bytes;
     unreported.lines += lost.lines;
     unreported.bytes += lost.bytes;
+  }
+
+  // Past the bound with the reader stopped (its write(2) has taken nothing for `stall`),
+  // or past the hard limit: text is dropped.
+  [[nodiscard]] bool over_limit(size_t more) const {
+    size_t after = queued_bytes + more;
+    if (more > max_queued || after > max_queued * kConsoleBurstFactor) return true;
+    if (after <= max_queued) return false;
+    return writing && std::chrono::steady_clock::now() - write_began >= stall;
   }
 
   // write(2) until done; false when the console is gone (or close() gave up on it).
@@ -95,6 +106,7 @@ struct Console::Shared {
         queue.pop_front();
       }
       writing = true;
+      write_began = std::chrono::steady_clock::now();
       lock.unlock();
       bool ok = write_all(batch);
       lock.lock();
@@ -119,11 +131,12 @@ struct Console::Shared {
   }
 };
 
-Console::Console(int fd, std::string hint, size_t max_queued_bytes)
+Console::Console(int fd, std::string hint, size_t max_queued_bytes, std::chrono::milliseconds stall)
     : shared_(std::make_shared<Shared>()) {
   shared_->fd = fd;
   shared_->hint = std::move(hint);
   shared_->max_queued = max_queued_bytes;
+  shared_->stall = stall;
   // The writer takes no signals: they belong to the agent's loop (its signal_set), and a
   // SIGPIPE from a closed console must only turn into EPIPE.
   sigset_t all;
@@ -146,7 +159,7 @@ void Console::write(std::string_view text) {
     s.drop(text);  // nobody reads (EPIPE), or the end: no notice to give
     return;
   }
-  if (s.overflowing || s.queued_bytes + text.size() > s.max_queued) {
+  if (s.overflowing || s.over_limit(text.size())) {
     s.overflowing = true;
     s.drop(text);
     if (s.queued_bytes > 0) return;  // the writer gives the notice once the queue drains

@@ -7,9 +7,13 @@
 // description the agent shares with its shell and the rest of a pipeline (and stays set after
 // a SIGKILL); poll()'s POLLOUT only promises room for some bytes, not for a whole line. So one
 // writer thread per console owns the blocking write(2), and callers append whole lines to a
-// bounded queue. When the queue is full, whole lines are dropped and counted until it has
-// drained; then a notice in the stream says how many were lost (files under --log_dir keep
-// everything: they are written by the caller, not through here).
+// bounded queue. A reader that keeps reading is waited for: the queue may grow past its
+// bound (up to kConsoleBurstFactor times it) while write(2) makes progress, so a burst from
+// many ranks is not cut short by a reader that is merely slower than the burst. Once a
+// write(2) has taken nothing for kConsoleStall with the queue past its bound (a stopped
+// reader), or the queue reaches its hard limit, whole lines are dropped and counted until it
+// has drained; then a notice in the stream says how many were lost (files under --log_dir
+// keep everything: they are written by the caller, not through here).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +23,14 @@
 
 namespace ddp::launcher {
 
-// Most bytes a console holds for a slow or stopped reader; past it whole lines are dropped
-// until the queue has drained. Twice the longest line the log router writes (1 MiB).
+// Most bytes a console holds for a stopped reader; past it whole lines are dropped until the
+// queue has drained. Twice the longest line the log router writes (1 MiB).
 inline constexpr size_t kConsoleQueueBytes = size_t{2} << 20;
+// A reader whose write(2) has taken nothing for this long is stopped, not slow.
+inline constexpr std::chrono::milliseconds kConsoleStall{1000};
+// While the reader keeps taking bytes, the queue may hold this many times its bound (16 MiB
+// by default: the memory a burst may cost), never more.
+inline constexpr size_t kConsoleBurstFactor = 8;
 // At exit, queued output still goes out while the console takes it: the wait ends after this
 // long without progress (a reader that stopped)...
 inline constexpr std::chrono::milliseconds kConsoleExitStall{1000};
@@ -38,14 +47,16 @@ class Console {
  public:
   // Writes to fd (not owned; it must stay open while this exists). hint ends the drop notice
   // and says where the whole output is ("the log files under DIR keep everything").
-  explicit Console(int fd, std::string hint = "", size_t max_queued_bytes = kConsoleQueueBytes);
+  explicit Console(int fd, std::string hint = "", size_t max_queued_bytes = kConsoleQueueBytes,
+                   std::chrono::milliseconds stall = kConsoleStall);
   // close() with the exit limits.
   ~Console();
   Console(const Console&) = delete;
   Console& operator=(const Console&) = delete;
 
   // Queues text (whole lines, each ending in '\n') to be written with one write(2) per
-  // PIPE_BUF of lines; never blocks. Dropped and counted when it does not fit, while an
+  // PIPE_BUF of lines; never blocks. Dropped and counted when it does not fit (past the
+  // queue's bound with the reader stopped for `stall`, or past its hard limit), while an
   // overflow has not drained yet, or once the console is gone (EPIPE: nobody reads).
   void write(std::string_view text);
   // Waits until everything queued is written (true), or the console took nothing for stall,

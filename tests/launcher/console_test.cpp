@@ -94,6 +94,28 @@ TEST_CASE("a console that keeps up gets every line, in order", "[console]") {
   for (int i = 0; i < 20000; ++i) CHECK(lines[static_cast<size_t>(i)] + "\n" == numbered_line(i));
 }
 
+TEST_CASE("a reader that pauses but keeps reading loses nothing past the queue's bound",
+          "[console]") {
+  // 150 KB against a 16 KiB bound and a 64 KiB pipe: the queue grows past its bound while
+  // the reader pauses, but write(2) never stalls for the whole stall time, so nothing drops
+  // (the burst stays under the hard limit, 8 x 16 KiB plus the pipe).
+  Pipe pipe;
+  std::future<std::string> reader = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(200ms);
+    return pipe.read_all();
+  });
+  {
+    Console console(pipe.fds[1], "", 16 * 1024, 5s);
+    REQUIRE(write_lines(console, 1500));
+    CHECK(console.close().empty());
+    CHECK(console.dropped().lines == 0);
+  }
+  pipe.close_write();
+  auto lines = lines_of(reader.get());
+  REQUIRE(lines.size() == 1500);
+  for (int i = 0; i < 1500; ++i) CHECK(lines[static_cast<size_t>(i)] + "\n" == numbered_line(i));
+}
+
 TEST_CASE("nobody reading: writes return, whole lines are dropped and counted", "[console]") {
   Pipe pipe;
   constexpr int kLines = 3000;  // 300 KB: more than the pipe (64 KiB) and the queue hold
