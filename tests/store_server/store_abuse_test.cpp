@@ -445,6 +445,17 @@ TEST_CASE("abuse: past the byte or key limit a write is refused; the server goes
     store.set("b", std::string(600 * 1024, 'b'));
     CHECK(store.get("b").size() == 600 * 1024);
   }
+  SECTION("one request larger than the store may hold is refused while it arrives") {
+    const int fd = connect_from("127.0.0.8", daemon.port);
+    std::string frame = kHandshake + std::string("\x01", 1);  // SET
+    wire::put_string(frame, "huge");
+    wire::put_u64(frame, 4U << 20);  // a 4 MiB value (under --max-value-bytes' 64 MiB) ...
+    send_all(fd, frame);
+    send_all(fd, std::string(2U << 20, 'h'));  // ... closed once 1 MiB of it has arrived
+    CHECK(closed_within(fd, 5s));
+    ::close(fd);
+    CHECK(daemon.count("bytes of one request arrived, more than the store may hold") == 1);
+  }
   SECTION("keys") {
     std::vector<std::string> keys;
     std::vector<std::string> values;

@@ -72,7 +72,8 @@ struct StoreServer::Impl {
         peers(limits.max_conns_per_peer),
         session_config{
             {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
-            &frames},
+            &frames,
+            limits.max_bytes},
         state(StoreQuota(limits.max_bytes, limits.max_keys)),
         listener(options.host, options.port) {}
 

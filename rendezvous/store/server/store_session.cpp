@@ -52,6 +52,11 @@ void StoreSession::received(std::string_view bytes) {
   }
   catch_up();
   if (closed_) return;
+  if (in_.size() - in_begin_ > config_.max_request_bytes) {
+    close("request refused: more than " + std::to_string(config_.max_request_bytes) +
+          " bytes of one request arrived, more than the store may hold " + limit_bytes_text());
+    return;
+  }
   track_frame(progress);
 }
 

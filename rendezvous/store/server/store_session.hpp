@@ -3,6 +3,7 @@
 // the bytes that arrive into requests, hands those to ServerState, and queues the replies on
 // its transport. Which I/O backend moves the bytes (epoll or io_uring) is the transport's
 // business. Lives on the server's loop thread.
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,6 +20,9 @@ namespace ddp::rendezvous {
 struct SessionConfig {
   wire::Limits limits;
   FrameDeadlines* frames = nullptr;  // null: incomplete frames never time out
+  // A request still arriving past this many bytes closes the connection: it holds more than
+  // the store may (ServerLimits::max_bytes), so it could never succeed.
+  size_t max_request_bytes = std::numeric_limits<size_t>::max();
 };
 
 class StoreSession final : public ReplyChannel, public std::enable_shared_from_this<StoreSession> {
