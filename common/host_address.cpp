@@ -114,7 +114,7 @@ bool is_local_address(const std::string& given) {
 }
 
 std::string loopback_for(const std::string& host) {
-  const std::string bare = normalize_host(host);
+  std::string bare = normalize_host(host);
   if (bare == "localhost") return "127.0.0.1";
   if (is_loopback_host(bare)) return bare;
   return is_ipv6_literal(bare) ? "::1" : "127.0.0.1";
@@ -159,8 +159,8 @@ bool is_ip_literal(const std::string& host) {
 
 std::string store_listen_host(const std::string& dial_host, const std::string& local_addr,
                               std::string& why) {
-  const std::string dial = normalize_host(dial_host);
-  const std::string local = normalize_host(local_addr);
+  std::string dial = normalize_host(dial_host);
+  std::string local = normalize_host(local_addr);
   why.clear();
   if (is_loopback_host(dial)) return loopback_for(dial);
   if (is_ip_literal(dial) && is_local_address(dial)) return dial;
