@@ -74,7 +74,7 @@ std::string handshake() {
 
 }  // namespace
 
-TEST_CASE("limits: 0 takes the variable, else the default; code wins; a bad value names it",
+TEST_CASE("limits: 0 takes the variable, else the default, code wins, a bad value is named",
           "[limits]") {
   const ddp::test::ScopedEnv a(ddp::env::kStoreMaxConnsPerPeer, nullptr);
   const ddp::test::ScopedEnv b(ddp::env::kStoreMaxBytes, "4096");
@@ -198,7 +198,7 @@ TEST_CASE("back-pressure is per request: one read cannot queue more than the lim
   CHECK(transport.closes == 1);
 }
 
-TEST_CASE("slow-loris: half a frame past the timeout closes; progress restarts the clock",
+TEST_CASE("slow-loris: half a frame past the timeout closes, progress restarts the clock",
           "[limits]") {
   ServerState state;
   FrameDeadlines frames(100ms);
