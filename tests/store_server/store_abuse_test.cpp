@@ -461,6 +461,24 @@ TEST_CASE("abuse: past the byte or key limit a write is refused and the server g
     ::close(fd);
     CHECK(daemon.count("bytes of one request arrived, more than the store may hold") == 1);
   }
+  SECTION("requests arriving on many connections at once share one budget") {
+    std::vector<int> fds;
+    int closed = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int fd = connect_from("127.0.0.8", daemon.port);
+      std::string frame = kHandshake + std::string("\x01", 1);  // SET
+      wire::put_string(frame, "part" + std::to_string(i));
+      wire::put_u64(frame, 900U << 10);       // 900 KiB claimed (under the byte limit) ...
+      frame += std::string(400U << 10, 'p');  // ... 400 KiB of it sent, the rest never
+      send_all(fd, frame);
+      if (closed_within(fd, 300ms)) ++closed;
+      fds.push_back(fd);
+    }
+    // 2 x 400 KiB fit in 1 MiB; the third and fourth would not.
+    CHECK(closed == 2);
+    CHECK(daemon.count("bytes of requests still arriving on all connections") == 2);
+    for (int fd : fds) ::close(fd);
+  }
   SECTION("keys") {
     std::vector<std::string> keys;
     std::vector<std::string> values;

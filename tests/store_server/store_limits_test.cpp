@@ -10,6 +10,7 @@
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "rendezvous/store/server/frame_deadlines.hpp"
+#include "rendezvous/store/server/input_budget.hpp"
 #include "rendezvous/store/server/peer_connections.hpp"
 #include "rendezvous/store/server/server_limits.hpp"
 #include "rendezvous/store/server/server_state.hpp"
@@ -229,4 +230,31 @@ TEST_CASE("slow-loris: half a frame past the timeout closes, progress restarts t
   CHECK_THAT(lines[0], Catch::Contains("10.1.2.3:4567") &&
                            Catch::Contains("5 bytes of a request (a frame) have waited 100 ms") &&
                            Catch::Contains("DDPLAUNCH_STORE_FRAME_TIMEOUT_MS"));
+}
+
+TEST_CASE("limits: requests still arriving on all sessions share one budget", "[limits]") {
+  ServerState state;
+  InputBudget input(100);
+  SessionConfig config;
+  config.input = &input;
+  FakeTransport ta;
+  FakeTransport tb;
+  auto a = std::make_shared<StoreSession>("10.0.0.1:1", state, config, ta);
+  auto b = std::make_shared<StoreSession>("10.0.0.2:1", state, config, tb);
+  const std::string set =
+      handshake() + frame(req(wire::Command::kSet, {"k"}, {std::string(200, 'v')}));
+  a->received(set.substr(0, 65));  // 60 bytes of the SET held
+  CHECK(input.held() == 60);
+  ddp::test::StderrCapture log;
+  b->received(set.substr(0, 65));  // 120 > 100: b is closed, a is not
+  CHECK(b->closed());
+  CHECK_FALSE(a->closed());
+  CHECK(input.held() == 60);
+  a->received(set.substr(65));  // the SET completes: nothing held any more
+  CHECK(input.held() == 0);
+  const auto lines = log.wait_lines(1);
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::Contains("10.0.0.2:1") &&
+                           Catch::Contains("120 bytes of requests still arriving") &&
+                           Catch::Contains("DDPLAUNCH_STORE_MAX_BYTES"));
 }

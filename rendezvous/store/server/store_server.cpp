@@ -69,17 +69,20 @@ struct StoreServer::Impl {
       : options(std::move(opts)),
         limits(resolve_limits(options.limits)),
         frames(limits.frame_timeout),
+        input(limits.max_bytes),
         peers(limits.max_conns_per_peer),
         session_config{
             {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
             &frames,
-            limits.max_bytes},
+            limits.max_bytes,
+            &input},
         state(StoreQuota(limits.max_bytes, limits.max_keys)),
         listener(options.host, options.port) {}
 
   StoreServerOptions options;
   ServerLimits limits;  // resolved: no 0 field
   FrameDeadlines frames;
+  InputBudget input;  // requests still arriving, all connections together
   PeerConnections peers;
   SessionConfig session_config;
   ServerState state;

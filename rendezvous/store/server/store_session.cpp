@@ -19,6 +19,7 @@ StoreSession::StoreSession(std::string peer, ServerState& state, const SessionCo
 
 StoreSession::~StoreSession() {
   if (frame_open_) config_.frames->finished(this);
+  if (config_.input != nullptr) config_.input->charge(charged_, 0);
 }
 
 void StoreSession::received(std::string_view bytes) {
@@ -27,6 +28,7 @@ void StoreSession::received(std::string_view bytes) {
     // Arrived before the pause took effect (io_uring's recv is cancelled asynchronously, an
     // epoll hang-up still reads): kept, and run once the replies drain.
     in_.insert(in_.end(), bytes.begin(), bytes.end());
+    charge_input();
     return;
   }
   bool progress = false;
@@ -57,7 +59,22 @@ void StoreSession::received(std::string_view bytes) {
           " bytes of one request arrived, more than the store may hold " + limit_bytes_text());
     return;
   }
+  if (!charge_input()) return;
   track_frame(progress);
+}
+
+bool StoreSession::charge_input() {
+  if (config_.input == nullptr) return true;
+  const size_t now = closed_ ? 0 : in_.size() - in_begin_;
+  const bool fits = config_.input->charge(charged_, now);
+  charged_ = now;
+  if (!fits) {
+    close("request refused: " + std::to_string(config_.input->held()) +
+          " bytes of requests still arriving on all connections, over the limit of " +
+          std::to_string(config_.input->max_bytes()) + " " + limit_bytes_text());
+    return false;
+  }
+  return true;
 }
 
 void StoreSession::catch_up() {
@@ -137,7 +154,9 @@ void StoreSession::drained() {
   if (!read_paused_) return;
   read_paused_ = false;
   catch_up();  // may pause again: the requests kept back asked for more than the limit
-  if (closed_ || read_paused_) return;
+  if (closed_) return;
+  charge_input();  // in_ only shrank: this never fails
+  if (read_paused_) return;
   if (eof_pending_) {
     eof_pending_ = false;
     read_ended(0);
@@ -152,6 +171,7 @@ void StoreSession::stop() {
   if (closed_) return;
   closed_ = true;
   track_frame(false);
+  charge_input();
   state_.disconnect(*this, /*run_close_actions=*/false);
   transport_.close();
 }
@@ -226,6 +246,7 @@ void StoreSession::close(const std::string& reason) {
   if (closed_) return;
   closed_ = true;
   track_frame(false);
+  charge_input();
   state_.disconnect(*this);
   if (!reason.empty()) {
     DDP_LOG_WARN("closing connection from " + peer_ + ": " + reason);

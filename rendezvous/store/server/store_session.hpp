@@ -11,6 +11,7 @@
 
 #include "rendezvous/store/server/byte_transport.hpp"
 #include "rendezvous/store/server/frame_deadlines.hpp"
+#include "rendezvous/store/server/input_budget.hpp"
 #include "rendezvous/store/server/server_state.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
@@ -23,6 +24,7 @@ struct SessionConfig {
   // A request still arriving past this many bytes closes the connection: it holds more than
   // the store may (ServerLimits::max_bytes), so it could never succeed.
   size_t max_request_bytes = std::numeric_limits<size_t>::max();
+  InputBudget* input = nullptr;  // null: buffered input of all sessions is not capped
 };
 
 class StoreSession final : public ReplyChannel, public std::enable_shared_from_this<StoreSession> {
@@ -65,6 +67,9 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   // Runs the requests back-pressure left in in_ while the reply queue allows, and pauses
   // reading when it does not.
   void catch_up();
+  // Charges the input buffered now to config_.input; closes the session (and returns false)
+  // when that takes every session's buffered input past the budget.
+  bool charge_input();
   // Tells FrameDeadlines whether part of a request is waiting for the rest while the
   // connection is read; progress (a request completed) restarts the clock.
   void track_frame(bool progress);
@@ -86,6 +91,7 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   bool backed_up_ = false;    // process() stopped at the reply limit: in_ holds requests
   bool eof_pending_ = false;  // the stream ended while paused: handled once caught up
   bool frame_open_ = false;   // registered with config_.frames
+  size_t charged_ = 0;        // bytes of in_ charged to config_.input
   bool closed_ = false;
 };
 
