@@ -258,3 +258,27 @@ TEST_CASE("limits: requests still arriving on all sessions share one budget", "[
                            Catch::Contains("120 bytes of requests still arriving") &&
                            Catch::Contains("DDPLAUNCH_STORE_MAX_BYTES"));
 }
+
+TEST_CASE("limits: the keys of a parked wait count as held until it is answered", "[limits]") {
+  ServerState state(StoreQuota(100, 10));
+  auto a = std::make_shared<Channel>();
+  auto b = std::make_shared<Channel>();
+  state.execute(a, req(wire::Command::kWait, {std::string(60, 'w')}));
+  CHECK(state.held_bytes() == 60);
+  CHECK_THROWS_WITH(state.execute(b, req(wire::Command::kWait, {std::string(50, 'x')})),
+                    Catch::Contains("parking it until its keys exist would hold 110 bytes") &&
+                        Catch::Contains("DDPLAUNCH_STORE_MAX_BYTES"));
+  // A wait whose keys exist is answered at once and holds nothing.
+  state.execute(b, req(wire::Command::kSet, {"k"}, {"v"}));
+  state.execute(b, req(wire::Command::kWait, {"k"}));
+  CHECK(state.held_bytes() == 60 + 2);
+  state.execute(a, req(wire::Command::kCancelWait));
+  CHECK(state.held_bytes() == 2);
+  state.execute(a, req(wire::Command::kWait, {"later"}));
+  CHECK(state.held_bytes() == 2 + 5);
+  state.execute(b, req(wire::Command::kSet, {"later"}, {"1"}));  // answers it
+  CHECK(state.held_bytes() == 2 + 6);
+  state.execute(a, req(wire::Command::kWait, {"gone"}));
+  state.disconnect(*a);
+  CHECK(state.held_bytes() == 2 + 6);
+}

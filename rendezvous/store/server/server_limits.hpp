@@ -15,7 +15,9 @@ struct ServerLimits {
   // Connections open at once from one client IP address: one node's agent, its workers and
   // their wait and presence connections all count (DDPLAUNCH_STORE_MAX_CONNS_PER_PEER, 1024).
   size_t max_conns_per_peer = 0;
-  // Bytes held for clients: keys + values + ON_CLOSE records (DDPLAUNCH_STORE_MAX_BYTES, 1 GiB).
+  // Bytes held for clients: keys + values + ON_CLOSE records + keys of parked waits; also the
+  // budget of requests still arriving, all connections together (DDPLAUNCH_STORE_MAX_BYTES,
+  // 1 GiB).
   size_t max_bytes = 0;
   // Keys in the store (DDPLAUNCH_STORE_MAX_KEYS, 1Mi).
   size_t max_keys = 0;

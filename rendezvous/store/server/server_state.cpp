@@ -168,8 +168,8 @@ ServerState::CloseActions& ServerState::close_actions(const ReplyChannel& conn,
   return actions;
 }
 
-void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn,
-                                wire::Request&& request) {
+void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request,
+                                bool recheck) {
   if (auto it = pending_.find(conn.get()); it != pending_.end()) {
     // A 1.13 client abandons a timed-out WAIT without CANCEL_WAIT and simply asks again:
     // the new request replaces it, as nobody reads its reply any more. A parked GET is
@@ -189,11 +189,16 @@ void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn,
     reply_ready(*conn, request);
     return;
   }
+  // A parked request's keys stay in memory until it is answered: they count as held bytes.
+  size_t bytes = 0;
+  for (const auto& k : request.keys) bytes += k.size();
+  if (!recheck) quota_.admit_parked(request, bytes);
+  quota_.add(bytes);
   const uint64_t ticket = next_ticket_++;
   for (const auto& k : request.keys) {
     if (data_.count(k) == 0) waiters_[k].push_back({conn.get(), ticket});
   }
-  pending_.emplace(conn.get(), Pending{ticket, conn, std::move(request), missing});
+  pending_.emplace(conn.get(), Pending{ticket, conn, std::move(request), missing, bytes});
 }
 
 void ServerState::reply_ready(ReplyChannel& conn, const wire::Request& request) {
@@ -217,9 +222,10 @@ void ServerState::key_created(const std::string& key) {
     if (--pit->second.missing > 0) continue;
     auto conn = pit->second.conn.lock();
     wire::Request request = std::move(pit->second.request);
+    quota_.remove(pit->second.bytes);
     pending_.erase(pit);
     // Re-check: a key counted as created may have been deleted again since.
-    if (conn) wait_or_reply(conn, std::move(request));
+    if (conn) wait_or_reply(conn, std::move(request), /*recheck=*/true);
   }
 }
 
@@ -234,6 +240,7 @@ void ServerState::disconnect_wait(ReplyChannel& conn) {
             v.end());
     if (v.empty()) waiters_.erase(wit);
   }
+  quota_.remove(pit->second.bytes);
   pending_.erase(pit);
 }
 

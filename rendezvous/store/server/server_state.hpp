@@ -46,7 +46,8 @@ class ServerState {
 
   [[nodiscard]] size_t num_keys() const { return data_.size(); }
   [[nodiscard]] size_t num_waiters() const { return pending_.size(); }
-  // Bytes held for clients (keys + values + ON_CLOSE records), as the quota counts them.
+  // Bytes held for clients (keys + values + ON_CLOSE records + keys of parked waits), as the
+  // quota counts them.
   [[nodiscard]] size_t held_bytes() const { return quota_.bytes(); }
   // Connections holding ON_CLOSE or EPHEMERAL records.
   [[nodiscard]] size_t num_bound_connections() const { return close_actions_.size(); }
@@ -58,6 +59,7 @@ class ServerState {
     std::weak_ptr<ReplyChannel> conn;
     wire::Request request;
     size_t missing = 0;
+    size_t bytes = 0;  // its keys, counted in the quota while parked
   };
   struct WaitEntry {
     ReplyChannel* conn = nullptr;
@@ -70,7 +72,10 @@ class ServerState {
   };
 
   // Replies now when every key exists; otherwise parks the request.
-  void wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
+  // recheck: a parked request woken while one of its keys was deleted again parks anew; its
+  // bytes were admitted when it first parked, so the quota does not refuse it now.
+  void wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request,
+                     bool recheck = false);
   void reply_ready(ReplyChannel& conn, const wire::Request& request);
   // Drops conn's parked wait, if any (CANCEL_WAIT, disconnect).
   void disconnect_wait(ReplyChannel& conn);

@@ -64,6 +64,14 @@ void StoreQuota::admit(const wire::Request& request, const KeyValueMap& data) co
   }
 }
 
+void StoreQuota::admit_parked(const wire::Request& request, size_t bytes) const {
+  if (bytes_ + bytes <= max_bytes_) return;
+  throw StoreLimitExceeded(
+      std::string(wire::command_name(request.command)) + " of " + join_keys(request.keys) +
+      ": parking it until its keys exist would " + "hold " + std::to_string(bytes_ + bytes) +
+      " bytes, over the store's limit of " + std::to_string(max_bytes_) + " " + limit_bytes_text());
+}
+
 void StoreQuota::changed(const std::string& key, bool existed, size_t old_size, bool exists,
                          size_t new_size) {
   if (existed) remove(key.size() + old_size);

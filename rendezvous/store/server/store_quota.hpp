@@ -30,6 +30,9 @@ class StoreQuota {
   // Throws StoreLimitExceeded when request, run against data, could take the store past a
   // limit. Requests that only read, wait or delete always pass.
   void admit(const wire::Request& request, const KeyValueMap& data) const;
+  // Throws StoreLimitExceeded when parking request (a WAIT, GET or MULTI_GET of missing
+  // keys), whose keys take `bytes`, would take the store past its byte limit.
+  void admit_parked(const wire::Request& request, size_t bytes) const;
   // Bytes that came (key + value of a new entry, a longer value, an ON_CLOSE record) or went.
   void add(size_t bytes) { bytes_ += bytes; }
   void remove(size_t bytes) { bytes_ -= bytes < bytes_ ? bytes : bytes_; }
