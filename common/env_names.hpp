@@ -49,6 +49,15 @@ inline constexpr const char* kStorePrefix = "DDPLAUNCH_STORE_PREFIX";
 // allows it, else epoll), "epoll" or "io_uring".
 inline constexpr const char* kStoreIo = "DDPLAUNCH_STORE_IO";
 
+// Limits of every store server this process hosts (rendezvous/store/server/server_limits.hpp,
+// docs/security_limits.md): connections per client address (default 1024), bytes held (keys,
+// values, ON_CLOSE records, parked waits' keys: 1 GiB), keys (1Mi), and how long part of a request
+// may wait for the rest before the connection is closed (ms, 30000). A bad value is a ConfigError.
+inline constexpr const char* kStoreMaxConnsPerPeer = "DDPLAUNCH_STORE_MAX_CONNS_PER_PEER";
+inline constexpr const char* kStoreMaxBytes = "DDPLAUNCH_STORE_MAX_BYTES";
+inline constexpr const char* kStoreMaxKeys = "DDPLAUNCH_STORE_MAX_KEYS";
+inline constexpr const char* kStoreFrameTimeoutMs = "DDPLAUNCH_STORE_FRAME_TIMEOUT_MS";
+
 // Dead-peer detection on every store connection, client and server side (common/tcp_liveness.hpp):
 // keepalive idle and interval seconds (default 1 and 1), unanswered probes (2), and
 // TCP_USER_TIMEOUT in ms (3000; 0: the kernel's default). docs/store.md, "Dead peers".

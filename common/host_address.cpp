@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -110,6 +111,72 @@ bool is_local_address(const std::string& given) {
   }
   ::freeifaddrs(addrs);
   return found;
+}
+
+std::string loopback_for(const std::string& host) {
+  std::string bare = normalize_host(host);
+  if (bare == "localhost") return "127.0.0.1";
+  if (is_loopback_host(bare)) return bare;
+  return is_ipv6_literal(bare) ? "::1" : "127.0.0.1";
+}
+
+namespace {
+
+// The first address name resolves to that is an interface address of this machine other
+// than loopback; "" when there is none.
+std::string resolve_local(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &found) != 0) return "";
+  std::string chosen;
+  for (addrinfo* a = found; a != nullptr && chosen.empty(); a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ai_family == AF_INET) {
+      sockaddr_in in{};
+      std::memcpy(&in, a->ai_addr, sizeof(in));
+      if (::inet_ntop(AF_INET, &in.sin_addr, text, sizeof(text)) == nullptr) continue;
+    } else if (a->ai_family == AF_INET6) {
+      sockaddr_in6 in6{};
+      std::memcpy(&in6, a->ai_addr, sizeof(in6));
+      if (::inet_ntop(AF_INET6, &in6.sin6_addr, text, sizeof(text)) == nullptr) continue;
+    } else {
+      continue;
+    }
+    if (!is_loopback_host(text) && is_local_address(text)) chosen = normalize_host(text);
+  }
+  ::freeaddrinfo(found);
+  return chosen;
+}
+
+bool is_ip_literal(const std::string& host) {
+  in_addr v4{};
+  return is_ipv6_literal(host) || ::inet_pton(AF_INET, host.c_str(), &v4) == 1;
+}
+
+}  // namespace
+
+std::string store_listen_host(const std::string& dial_host, const std::string& local_addr,
+                              std::string& why) {
+  std::string dial = normalize_host(dial_host);
+  std::string local = normalize_host(local_addr);
+  why.clear();
+  if (is_loopback_host(dial)) return loopback_for(dial);
+  if (is_ip_literal(dial) && is_local_address(dial)) return dial;
+  if (!local.empty()) {
+    if (is_ip_literal(local) && is_local_address(local)) return local;
+    if (!is_ip_literal(local)) {
+      if (auto resolved = resolve_local(local); !resolved.empty()) return resolved;
+    }
+  }
+  if (!is_ip_literal(dial)) {
+    if (auto resolved = resolve_local(dial); !resolved.empty()) return resolved;
+  }
+  why = dial + (local.empty() ? "" : " (and --local_addr " + local + ")") +
+        " is not an address of this machine's interfaces (behind NAT, or a name that resolves "
+        "here only to loopback)";
+  return kAnyHost;
 }
 
 std::string local_host_name() {

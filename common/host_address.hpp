@@ -25,6 +25,19 @@ bool ipv6_available();
 // naming dial_host when it is an IPv6 literal and the machine has no IPv6 (have_ipv6).
 std::string listen_host_for(const std::string& dial_host, bool have_ipv6);
 
+// The loopback address a single-node store listens on for clients that would dial host: host
+// itself when it is a loopback address ("127.0.0.2", "::1"), ::1 for any other IPv6 literal,
+// else 127.0.0.1 ("localhost", names, IPv4 addresses).
+std::string loopback_for(const std::string& host);
+// Where a multi-node store listens so that the other nodes, dialling dial_host, reach it and
+// nothing else does: a loopback dial_host itself (every node on this machine); dial_host when
+// it is an address of this machine; else local_addr (--local_addr, "" when not given) when it
+// is one, or a name resolving to one; else dial_host's name resolved to an address of this
+// machine other than loopback. kAnyHost when none of them is (a name that resolves here
+// only to 127.0.1.1, an address behind NAT): why then says so, for a log line.
+std::string store_listen_host(const std::string& dial_host, const std::string& local_addr,
+                              std::string& why);
+
 // True when host is a loopback name/address, this machine's host name, or one of its
 // interface addresses (IPv6 bracketed or not, in any spelling).
 bool is_local_address(const std::string& host);

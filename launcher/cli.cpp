@@ -82,6 +82,7 @@ struct RawOptions {
   std::string rdzv_endpoint;
   std::string rdzv_conf;
   std::string local_addr;
+  std::string store_bind;
   std::string start_method = "spawn";
   double stop_timeout = 30.0;
   double hang_timeout = 0.0;
@@ -124,6 +125,9 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_option("--rdzv_endpoint,--rdzv-endpoint", raw.rdzv_endpoint, "host:port of the store");
   app.add_option("--rdzv_conf,--rdzv-conf", raw.rdzv_conf, "key=value,... rendezvous settings");
   app.add_option("--local_addr,--local-addr", raw.local_addr, "Address other nodes reach us at");
+  app.add_option("--store_bind,--store-bind", raw.store_bind,
+                 "Address the store this agent hosts listens on, e.g. 0.0.0.0 or :: (every "
+                 "interface); default: loopback for one node, else the address other nodes dial");
   app.add_option("--start_method,--start-method", raw.start_method,
                  "Accepted for torchrun compatibility (workers are always exec'd)");
   app.add_option("--stop_timeout,--stop-timeout", raw.stop_timeout,
@@ -201,6 +205,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   if (given("--rdzv_endpoint")) config.rdzv_endpoint = raw.rdzv_endpoint;
   if (given("--rdzv_conf")) config.rdzv_conf = raw.rdzv_conf;
   if (given("--local_addr")) config.local_addr = raw.local_addr;
+  if (given("--store_bind")) config.store_bind = raw.store_bind;
   if (raw.start_method != "spawn" && raw.start_method != "fork" &&
       raw.start_method != "forkserver") {
     throw ConfigError("--start_method=" + raw.start_method +

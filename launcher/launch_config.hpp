@@ -50,6 +50,9 @@ struct LaunchConfig {
   std::optional<std::string> rdzv_endpoint;
   std::optional<std::string> rdzv_conf;
   std::optional<std::string> local_addr;
+  // Where a store this agent hosts listens (--store_bind), instead of where it is needed
+  // (loopback for one node; the address the other nodes dial for several): docs/multinode.md.
+  std::optional<std::string> store_bind;
   bool agent_store = true;  // false: worker rank 0 hosts the store (torch < 2.0 behaviour)
 
   // --- program ---

@@ -81,11 +81,23 @@ constexpr auto kSideConnectTimeout = std::chrono::seconds(3);
 // The host agent's own connection to the store it just bound: nothing to wait for, so a
 // failure (nothing listens where clients will dial) is reported at once.
 constexpr auto kOwnStoreConnectTimeout = std::chrono::seconds(5);
-// The store server this agent hosts, listening where clients dialling dial_host reach it:
-// the loopback address named, else every interface (IPv6 and IPv4 where there is IPv6).
-std::unique_ptr<rendezvous::StoreServer> host_store(const std::string& dial_host, uint16_t port) {
+// The store server a multi-node job's host agent runs, listening where the other nodes reach
+// it and nowhere else: --store_bind when given, else store_listen_host (the address they
+// dial, or --local_addr, when it is this machine's), else every interface, logged.
+std::unique_ptr<rendezvous::StoreServer> host_store(const LaunchConfig& config,
+                                                    const std::string& dial_host, uint16_t port) {
   rendezvous::StoreServerOptions server;
-  server.host = listen_host_for(dial_host, ipv6_available());
+  if (config.store_bind) {
+    server.host = normalize_host(*config.store_bind);
+  } else {
+    listen_host_for(dial_host, ipv6_available());  // ConfigError: IPv6 without IPv6
+    std::string why;
+    server.host = store_listen_host(dial_host, config.local_addr.value_or(""), why);
+    if (!why.empty()) {
+      DDP_LOG_WARN("the store listens on every interface: " + why +
+                   "; --store_bind ADDR narrows it to one address");
+    }
+  }
   server.port = port;
   return std::make_unique<rendezvous::StoreServer>(server);
 }
@@ -150,7 +162,7 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
 
   std::shared_ptr<rendezvous::Store> store;
   if (o.hosts_store) {
-    setup.store_server = host_store(master.host, master.port);
+    setup.store_server = host_store(config, master.host, master.port);
     store =
         rendezvous::connect_own_store(master.host, *setup.store_server, kOwnStoreConnectTimeout);
   } else {
@@ -206,7 +218,7 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
                             : is_local_address(endpoint.host);
   if (host) {
     try {
-      setup.store_server = host_store(endpoint.host, endpoint.port);
+      setup.store_server = host_store(config, endpoint.host, endpoint.port);
     } catch (const rendezvous::BindError& e) {
       // Several agents on one machine all match; the first one to bind hosts the store. Any
       // other bind failure would leave everybody waiting for a store nobody hosts.
@@ -241,8 +253,23 @@ RendezvousSetup make_local(const LaunchConfig& config) {
   int port = config.standalone ? 0 : config.master_port.value_or(kDefaultMasterPort);
 
   if (config.agent_store) {
-    // A single-node job only needs loopback unless the user named another address.
-    setup.store_server = host_store(local.master_addr, static_cast<uint16_t>(port));
+    // One node: the workers are on this machine, so the store listens on loopback only and
+    // the workers dial that (MASTER_ADDR), unless --store_bind asks for more.
+    rendezvous::StoreServerOptions server;
+    server.port = static_cast<uint16_t>(port);
+    if (config.store_bind) {
+      server.host = normalize_host(*config.store_bind);
+    } else {
+      listen_host_for(local.master_addr, ipv6_available());  // ConfigError: IPv6 without IPv6
+      server.host = loopback_for(local.master_addr);
+      if (server.host != local.master_addr) {
+        DDP_LOG_INFO("single-node job: the store listens on " + server.host + " only, and " +
+                     "workers get MASTER_ADDR=" + server.host + " instead of --master_addr " +
+                     local.master_addr + " (--store_bind ADDR to listen elsewhere)");
+      }
+      local.master_addr = server.host;
+    }
+    setup.store_server = std::make_unique<rendezvous::StoreServer>(server);
     local.master_port = setup.store_server->port();
     // The workers dial master_addr: a store they could not reach there fails now.
     rendezvous::connect_own_store(local.master_addr, *setup.store_server, kOwnStoreConnectTimeout);

@@ -1,9 +1,9 @@
 #include "worker_runtime/dist_context.hpp"
 
-#include <arpa/inet.h>
-
 #include "common/env_names.hpp"
 #include "common/error.hpp"
+#include "common/host_address.hpp"
+#include "common/log.hpp"
 #include "common/progress_protocol.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
@@ -35,12 +35,11 @@ std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const I
   if (env.rank == 0 && !env.use_agent_store) {
     rendezvous::StoreServerOptions server_options;
     server_options.port = env.master_port;
-    // Listen where the other ranks will connect when MASTER_ADDR is an IP; else everywhere.
-    in6_addr probe{};
-    if (::inet_pton(AF_INET, env.master_addr.c_str(), &probe) == 1 ||
-        ::inet_pton(AF_INET6, env.master_addr.c_str(), &probe) == 1) {
-      server_options.host = env.master_addr;
-    }
+    // Listen where the other ranks connect (MASTER_ADDR, when it is this machine's), not on
+    // every interface unless nothing narrower is known (common/host_address.hpp).
+    std::string why;
+    server_options.host = store_listen_host(env.master_addr, "", why);
+    if (!why.empty()) DDP_LOG_WARN("the store listens on every interface: " + why);
     server = std::make_unique<rendezvous::StoreServer>(server_options);
   }
   rendezvous::TcpStoreOptions tcp;

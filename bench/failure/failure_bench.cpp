@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -371,7 +372,10 @@ int run_failure_bench(const FailureBenchOptions& options, NodeFactory& factory) 
   const ddp::log::ScopedSink quiet([](ddp::log::Level, std::string_view) {});
   try {
     const uint64_t limit = rendezvous::raise_fd_limit(65536);
-    rendezvous::StoreServer server(rendezvous::StoreServerOptions{"127.0.0.1", 0});
+    rendezvous::StoreServerOptions server_options{"127.0.0.1", 0};
+    // Every simulated node connects from 127.0.0.1: no per-address connection limit.
+    server_options.limits.max_conns_per_peer = std::numeric_limits<size_t>::max();
+    rendezvous::StoreServer server(server_options);
     std::printf("fd limit %llu; store server on %s (%s)\n\n",
                 static_cast<unsigned long long>(limit), server.address().c_str(),
                 server.io_backend().c_str());

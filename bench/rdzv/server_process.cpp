@@ -11,6 +11,7 @@
 #include <exception>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -25,7 +26,10 @@ namespace {
   int code = 0;
   try {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    rendezvous::StoreServer server(rendezvous::StoreServerOptions{"127.0.0.1", 0});
+    rendezvous::StoreServerOptions server_options{"127.0.0.1", 0};
+    // Every simulated node connects from 127.0.0.1: no per-address connection limit.
+    server_options.limits.max_conns_per_peer = std::numeric_limits<size_t>::max();
+    rendezvous::StoreServer server(server_options);
     const uint16_t port = server.port();
     if (::write(port_write, &port, sizeof(port)) != sizeof(port)) code = 1;
     ::close(port_write);

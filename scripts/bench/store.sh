@@ -23,6 +23,8 @@ for bin in "$BENCH" "$DDPSTORE" "$FLOOR"; do
   [[ -x "$bin" ]] || { echo "store.sh: $bin not built (cmake --build $BUILD_DIR --target store_bench ddpstore store_floor_server)" >&2; exit 1; }
 done
 ulimit -n "$(ulimit -Hn)"
+# Every simulated client comes from 127.0.0.1: lift the per-address connection limit.
+export DDPLAUNCH_STORE_MAX_CONNS_PER_PEER=${DDPLAUNCH_STORE_MAX_CONNS_PER_PEER:-1000000}
 
 # Requests per client; REQS_1=... REQS_64=... REQS_1024=... shorten a trial run.
 declare -A REQS=([1]=${REQS_1:-20000} [64]=${REQS_64:-10000} [1024]=${REQS_1024:-1000})

@@ -22,6 +22,8 @@ for bin in "$BENCH" "$BEFORE" "$AFTER"; do
 done
 if nice -n -15 true 2>/dev/null; then RUN=(nice -n -15); else RUN=(); fi
 ulimit -n "$(ulimit -Hn)"
+# Every simulated client comes from 127.0.0.1: lift the per-address connection limit.
+export DDPLAUNCH_STORE_MAX_CONNS_PER_PEER=${DDPLAUNCH_STORE_MAX_CONNS_PER_PEER:-1000000}
 declare -A REQS=([1]=20000 [64]=10000 [1024]=1000)
 OUT="$(mktemp -d)"
 SERVER_PID=""

@@ -5,6 +5,7 @@ Usage: /usr/bin/python3 scripts/bench/store_memory.py BUILD/ddpstore [N=4096] [m
 A binary may carry flags, quoted as one argument: "build/ddpstore --io epoll".
 Prints one line per binary; docs/benchmarks.md (section Store memory) shows the result.
 """
+import os
 import resource
 import socket
 import subprocess
@@ -21,6 +22,8 @@ def rss_mib(pid):
 
 
 def measure(binary, n):
+    # Every client comes from 127.0.0.1: lift the per-address connection limit.
+    os.environ.setdefault("DDPLAUNCH_STORE_MAX_CONNS_PER_PEER", "1000000")
     server = subprocess.Popen(binary.split() + ["--host", "127.0.0.1", "--port", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     socks = []

@@ -148,6 +148,7 @@ TEST_CASE("a burst of 2048 clients whose requests arrive at once is answered in 
     const StoreIoEnv env(std::nullopt);
     StoreServerOptions options = with_io(setup.io);
     options.io_uring_buffers = setup.buffers;
+    options.limits.max_conns_per_peer = clients;  // all from 127.0.0.1: past the default 1024
     StoreServer server(options);
     INFO("backend " << server.io_backend() << ", " << setup.buffers << " buffers");
     std::vector<Raw> conns;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "rendezvous/store/server/peer_connections.hpp"
 #include "rendezvous/store/server/server_state.hpp"
 #include "rendezvous/store/server/store_session.hpp"
 
@@ -24,6 +25,9 @@ struct LoopContext {
   const SessionConfig* sessions = nullptr;  // limits of every session
   std::atomic<size_t>* num_connections = nullptr;
   unsigned io_uring_buffers = 1024;  // StoreServerOptions::io_uring_buffers
+  // Connections per client address: each accepted one is admitted (or closed at once) and
+  // released when it closes. The slow-loris clock is sessions->frames (swept every period()).
+  PeerConnections* peers = nullptr;
 };
 
 class ServerLoop {

@@ -10,6 +10,7 @@ namespace ddp::rendezvous {
 using wire::Command;
 
 void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request) {
+  quota_.admit(request, data_);
   std::string out;
   switch (request.command) {
     case Command::kValidate:
@@ -30,6 +31,9 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       const bool existed = it != data_.end();
       const std::string old_value = existed ? it->second : std::string();
       const std::string now = apply_compare_set(data_, key, request.values[0], request.values[1]);
+      bool exists = false;
+      const size_t new_size = value_size(key, exists);
+      quota_.changed(key, existed, old_value.size(), exists, new_size);
       wire::put_string(out, now);
       conn->send(out);
       const bool created = !existed && data_.count(key) > 0;
@@ -46,7 +50,9 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       const bool existed = it != data_.end();
       // The old value is only needed for legacy WATCH_KEY notifications.
       const std::string old_value = existed && !watchers_.empty() ? it->second : std::string();
+      const size_t old_size = existed ? it->second.size() : 0;
       const int64_t value = apply_add(data_, key, request.delta);
+      quota_.changed(key, existed, old_size, true, data_[key].size());
       wire::put_i64(out, value);
       conn->send(out);
       notify_watchers(key, existed ? wire::kWatchKeyUpdated : wire::kWatchKeyCreated, old_value,
@@ -82,6 +88,7 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       break;
     case Command::kOnClose: {
       auto& actions = close_actions(*conn, request);
+      quota_.add(request.keys[0].size() + request.values[0].size());
       actions.on_close.emplace_back(std::move(request.keys[0]), std::move(request.values[0]));
       wire::put_u8(out, wire::kCloseActionDone);
       break;
@@ -97,6 +104,7 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       if (auto it = close_actions_.find(conn.get()); it != close_actions_.end()) {
         const CloseActions actions = std::move(it->second);
         close_actions_.erase(it);
+        for (const auto& [key, value] : actions.on_close) quota_.remove(key.size() + value.size());
         for (const auto& key : actions.ephemeral) erase(key);
       }
       wire::put_u8(out, wire::kCloseActionDone);
@@ -109,6 +117,7 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       } else {
         const std::string old_value = watchers_.empty() ? std::string() : it->second;
         it->second += request.values[0];
+        quota_.add(request.values[0].size());
         notify_watchers(key, wire::kWatchKeyAppended, old_value, it->second);
       }
       return;
@@ -128,6 +137,7 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
 
 void ServerState::store(const std::string& key, std::string value) {
   auto [it, inserted] = data_.try_emplace(key);
+  quota_.changed(key, !inserted, it->second.size(), true, value.size());
   std::string old_value;
   if (!inserted && !watchers_.empty()) old_value = std::move(it->second);
   it->second = std::move(value);
@@ -141,6 +151,7 @@ bool ServerState::erase(const std::string& key) {
   if (it == data_.end()) return false;
   const std::string old_value = std::move(it->second);
   data_.erase(it);
+  quota_.remove(key.size() + old_value.size());
   notify_watchers(key, wire::kWatchKeyDeleted, old_value, {});
   return true;
 }
@@ -157,8 +168,8 @@ ServerState::CloseActions& ServerState::close_actions(const ReplyChannel& conn,
   return actions;
 }
 
-void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn,
-                                wire::Request&& request) {
+void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request,
+                                bool recheck) {
   if (auto it = pending_.find(conn.get()); it != pending_.end()) {
     // A 1.13 client abandons a timed-out WAIT without CANCEL_WAIT and simply asks again:
     // the new request replaces it, as nobody reads its reply any more. A parked GET is
@@ -178,11 +189,16 @@ void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn,
     reply_ready(*conn, request);
     return;
   }
+  // A parked request's keys stay in memory until it is answered: they count as held bytes.
+  size_t bytes = 0;
+  for (const auto& k : request.keys) bytes += k.size();
+  if (!recheck) quota_.admit_parked(request, bytes);
+  quota_.add(bytes);
   const uint64_t ticket = next_ticket_++;
   for (const auto& k : request.keys) {
     if (data_.count(k) == 0) waiters_[k].push_back({conn.get(), ticket});
   }
-  pending_.emplace(conn.get(), Pending{ticket, conn, std::move(request), missing});
+  pending_.emplace(conn.get(), Pending{ticket, conn, std::move(request), missing, bytes});
 }
 
 void ServerState::reply_ready(ReplyChannel& conn, const wire::Request& request) {
@@ -206,9 +222,10 @@ void ServerState::key_created(const std::string& key) {
     if (--pit->second.missing > 0) continue;
     auto conn = pit->second.conn.lock();
     wire::Request request = std::move(pit->second.request);
+    quota_.remove(pit->second.bytes);
     pending_.erase(pit);
     // Re-check: a key counted as created may have been deleted again since.
-    if (conn) wait_or_reply(conn, std::move(request));
+    if (conn) wait_or_reply(conn, std::move(request), /*recheck=*/true);
   }
 }
 
@@ -223,6 +240,7 @@ void ServerState::disconnect_wait(ReplyChannel& conn) {
             v.end());
     if (v.empty()) waiters_.erase(wit);
   }
+  quota_.remove(pit->second.bytes);
   pending_.erase(pit);
 }
 
@@ -233,12 +251,19 @@ void ServerState::disconnect(ReplyChannel& conn, bool run_close_actions) {
   if (it == close_actions_.end()) return;
   const CloseActions actions = std::move(it->second);
   close_actions_.erase(it);
+  for (const auto& [key, value] : actions.on_close) quota_.remove(key.size() + value.size());
   if (!run_close_actions) return;
   // Ephemeral keys go first, so whoever an ON_CLOSE key wakes finds them gone already.
   for (const auto& key : actions.ephemeral) erase(key);
   for (const auto& [key, value] : actions.on_close) {
     if (data_.count(key) == 0) store(key, value);
   }
+}
+
+size_t ServerState::value_size(const std::string& key, bool& existed) const {
+  auto it = data_.find(key);
+  existed = it != data_.end();
+  return existed ? it->second.size() : 0;
 }
 
 bool ServerState::waiting(const ReplyChannel& conn) const {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rendezvous/store/server/store_quota.hpp"
 #include "rendezvous/store/store_semantics.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
@@ -26,10 +27,14 @@ class ReplyChannel {
 
 class ServerState {
  public:
+  // quota: the bytes and keys it may hold (unlimited by default).
+  explicit ServerState(StoreQuota quota = StoreQuota()) : quota_(quota) {}
+
   // Executes one request from conn: replies, parks a wait, or wakes others. A new wait
-  // replaces conn's parked WAIT. Throws ProtocolError for a request the connection must be
-  // closed for (ADD on a non-integer value, VALIDATE with a wrong magic, a wait while a GET
-  // of missing keys is parked).
+  // replaces conn's parked WAIT. Throws StoreLimitExceeded, before anything changes, for a
+  // request that could take the store past its quota, and ProtocolError for a request the
+  // connection must be closed for (ADD on a non-integer value, VALIDATE with a wrong magic, a wait
+  // while a GET of missing keys is parked).
   void execute(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
   // Forgets conn's parked wait and watches (it disconnected), and carries out its close
   // actions: its ephemeral keys are deleted, then each ON_CLOSE key that does not exist is
@@ -41,6 +46,9 @@ class ServerState {
 
   [[nodiscard]] size_t num_keys() const { return data_.size(); }
   [[nodiscard]] size_t num_waiters() const { return pending_.size(); }
+  // Bytes held for clients (keys + values + ON_CLOSE records + keys of parked waits), as the
+  // quota counts them.
+  [[nodiscard]] size_t held_bytes() const { return quota_.bytes(); }
   // Connections holding ON_CLOSE or EPHEMERAL records.
   [[nodiscard]] size_t num_bound_connections() const { return close_actions_.size(); }
 
@@ -51,6 +59,7 @@ class ServerState {
     std::weak_ptr<ReplyChannel> conn;
     wire::Request request;
     size_t missing = 0;
+    size_t bytes = 0;  // its keys, counted in the quota while parked
   };
   struct WaitEntry {
     ReplyChannel* conn = nullptr;
@@ -63,7 +72,10 @@ class ServerState {
   };
 
   // Replies now when every key exists; otherwise parks the request.
-  void wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
+  // recheck: a parked request woken while one of its keys was deleted again parks anew; its
+  // bytes were admitted when it first parked, so the quota does not refuse it now.
+  void wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request,
+                     bool recheck = false);
   void reply_ready(ReplyChannel& conn, const wire::Request& request);
   // Drops conn's parked wait, if any (CANCEL_WAIT, disconnect).
   void disconnect_wait(ReplyChannel& conn);
@@ -78,6 +90,10 @@ class ServerState {
   void notify_watchers(const std::string& key, uint8_t kind, std::string_view old_value,
                        std::string_view new_value);
 
+  // The size of key's value in data_, for the quota; existed false when it has none.
+  [[nodiscard]] size_t value_size(const std::string& key, bool& existed) const;
+
+  StoreQuota quota_;
   KeyValueMap data_;
   std::unordered_map<std::string, std::vector<WaitEntry>> waiters_;
   std::unordered_map<const ReplyChannel*, Pending> pending_;

@@ -11,7 +11,9 @@
 #include "common/log.hpp"
 #include "common/tcp_liveness.hpp"
 #include "rendezvous/store/server/epoll/loop.hpp"
+#include "rendezvous/store/server/frame_deadlines.hpp"
 #include "rendezvous/store/server/listener.hpp"
+#include "rendezvous/store/server/peer_connections.hpp"
 #include "rendezvous/store/server/server_state.hpp"
 #include "rendezvous/store/server/store_session.hpp"
 #include "rendezvous/store/server/uring/loop.hpp"
@@ -65,11 +67,23 @@ std::optional<StoreIo> parse_store_io(const std::string& text) {
 struct StoreServer::Impl {
   explicit Impl(StoreServerOptions opts)
       : options(std::move(opts)),
+        limits(resolve_limits(options.limits)),
+        frames(limits.frame_timeout),
+        input(limits.max_bytes),
+        peers(limits.max_conns_per_peer),
         session_config{
-            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request}},
+            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
+            &frames,
+            limits.max_bytes,
+            &input},
+        state(StoreQuota(limits.max_bytes, limits.max_keys)),
         listener(options.host, options.port) {}
 
   StoreServerOptions options;
+  ServerLimits limits;  // resolved: no 0 field
+  FrameDeadlines frames;
+  InputBudget input;  // requests still arriving, all connections together
+  PeerConnections peers;
   SessionConfig session_config;
   ServerState state;
   Listener listener;  // declared before the loop: closed after it is gone
@@ -89,7 +103,8 @@ StoreServer::StoreServer(StoreServerOptions options)
                       " is not a power of two from 1 to 32768");
   }
   const LoopContext context{impl_->listener.fd(),   impl_->listener.port(),  &impl_->state,
-                            &impl_->session_config, &impl_->num_connections, buffers};
+                            &impl_->session_config, &impl_->num_connections, buffers,
+                            &impl_->peers};
   std::promise<void> ready;
   auto started = ready.get_future();
   impl_->thread = std::thread([impl = impl_.get(), context, &ready] {
@@ -145,6 +160,10 @@ void StoreServer::stop() {
 
 size_t StoreServer::num_connections() const {
   return impl_->num_connections.load();
+}
+
+const ServerLimits& StoreServer::limits() const {
+  return impl_->limits;
 }
 
 }  // namespace ddp::rendezvous

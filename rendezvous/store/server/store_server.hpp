@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "rendezvous/store/server/server_limits.hpp"
+
 namespace ddp::rendezvous {
 
 // Which I/O backend serves the connections.
@@ -35,6 +37,9 @@ struct StoreServerOptions {
   // kernel's limit; 2 MiB by default,
   // touched only as used). A loop turn takes at most this many arrivals; the rest wait a turn.
   unsigned io_uring_buffers = 1024;
+  // Connections per client address, bytes and keys held, the slow-loris timeout: 0 fields
+  // come from DDPLAUNCH_STORE_* or the defaults (server_limits.hpp).
+  ServerLimits limits{};
 };
 
 class StoreServer {
@@ -61,6 +66,8 @@ class StoreServer {
   void stop();
   // Connections currently open (for tests and benchmarks).
   [[nodiscard]] size_t num_connections() const;
+  // The limits in force (every field resolved).
+  [[nodiscard]] const ServerLimits& limits() const;
 
  private:
   struct Impl;

@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "rendezvous/store/server/server_limits.hpp"
 
 namespace ddp::rendezvous {
 namespace {
@@ -16,8 +17,21 @@ StoreSession::StoreSession(std::string peer, ServerState& state, const SessionCo
                            ByteTransport& transport)
     : peer_(std::move(peer)), state_(state), config_(config), transport_(transport) {}
 
+StoreSession::~StoreSession() {
+  if (frame_open_) config_.frames->finished(this);
+  if (config_.input != nullptr) config_.input->charge(charged_, 0);
+}
+
 void StoreSession::received(std::string_view bytes) {
   if (closed_) return;
+  if (read_paused_) {
+    // Arrived before the pause took effect (io_uring's recv is cancelled asynchronously, an
+    // epoll hang-up still reads): kept, and run once the replies drain.
+    in_.insert(in_.end(), bytes.begin(), bytes.end());
+    charge_input();
+    return;
+  }
+  bool progress = false;
   if (in_begin_ == in_.size()) {
     // Nothing buffered (the usual case: whole requests per read): parse straight from the
     // backend's buffer and keep only what is left of an incomplete frame.
@@ -25,20 +39,76 @@ void StoreSession::received(std::string_view bytes) {
     in_begin_ = 0;
     const size_t used = process(bytes);
     if (closed_) return;
+    progress = used > 0;
     in_.assign(bytes.begin() + static_cast<std::ptrdiff_t>(used), bytes.end());
   } else {
     // The rest of a frame: the buffer grows by what actually arrives, never by what the
     // frame claims, so a forged length costs nothing.
     in_.insert(in_.end(), bytes.begin(), bytes.end());
-    in_begin_ += process(std::string_view(in_.data() + in_begin_, in_.size() - in_begin_));
+    const size_t used = process(std::string_view(in_.data() + in_begin_, in_.size() - in_begin_));
     if (closed_) return;
+    progress = used > 0;
+    in_begin_ += used;
     in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(in_begin_));
     in_begin_ = 0;
   }
-  if (!read_paused_ && transport_.queued_bytes() > kMaxQueuedReplyBytes) {
+  catch_up();
+  if (closed_) return;
+  if (in_.size() - in_begin_ > config_.max_request_bytes) {
+    close("request refused: more than " + std::to_string(config_.max_request_bytes) +
+          " bytes of one request arrived, more than the store may hold " + limit_bytes_text());
+    return;
+  }
+  if (!charge_input()) return;
+  track_frame(progress);
+}
+
+bool StoreSession::charge_input() {
+  if (config_.input == nullptr) return true;
+  const size_t now = closed_ ? 0 : in_.size() - in_begin_;
+  const bool fits = config_.input->charge(charged_, now);
+  charged_ = now;
+  if (!fits) {
+    close("request refused: " + std::to_string(config_.input->held()) +
+          " bytes of requests still arriving on all connections, over the limit of " +
+          std::to_string(config_.input->max_bytes()) + " " + limit_bytes_text());
+    return false;
+  }
+  return true;
+}
+
+void StoreSession::catch_up() {
+  // Requests left in in_ because replies backed up run while the queue is below the limit
+  // (the transport may have sent them meanwhile); otherwise reading pauses until drained().
+  while (backed_up_ && !closed_ && transport_.queued_bytes() <= kMaxQueuedReplyBytes) {
+    in_begin_ += process(std::string_view(in_.data() + in_begin_, in_.size() - in_begin_));
+  }
+  if (closed_) return;
+  in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(in_begin_));
+  in_begin_ = 0;
+  if (!read_paused_ && (backed_up_ || transport_.queued_bytes() > kMaxQueuedReplyBytes)) {
     read_paused_ = true;  // resumed by drained() once the client catches up
     transport_.set_reading(false);
   }
+}
+
+void StoreSession::track_frame(bool progress) {
+  if (config_.frames == nullptr) return;
+  const bool open = !closed_ && !read_paused_ && !draining_ && in_.size() > in_begin_;
+  if (open && (!frame_open_ || progress)) {
+    config_.frames->started(this, FrameDeadlines::Clock::now());
+  } else if (!open && frame_open_) {
+    config_.frames->finished(this);
+  }
+  frame_open_ = open;
+}
+
+void StoreSession::frame_timed_out(std::chrono::milliseconds timeout) {
+  close("slow client: " + std::to_string(in_.size() - in_begin_) + " bytes of a request (" +
+        (dialect_ == wire::Dialect::kUnknown ? std::string("the handshake")
+                                             : std::string("a frame")) +
+        ") have waited " + std::to_string(timeout.count()) + " ms for the rest " +
+        limit_frame_timeout_text());
 }
 
 void StoreSession::read_ended(int err) {
@@ -46,6 +116,10 @@ void StoreSession::read_ended(int err) {
   if (draining_) {  // the end of stream was seen already; only a reset changes anything
     if (err != 0)
       close("connection lost while replies were still going out (" + errno_text(err) + ")");
+    return;
+  }
+  if (err == 0 && read_paused_) {
+    eof_pending_ = true;  // requests may still wait in in_: the end counts once they ran
     return;
   }
   const std::string what = err == 0 ? std::string("end of stream") : errno_text(err);
@@ -79,13 +153,25 @@ void StoreSession::drained() {
   }
   if (!read_paused_) return;
   read_paused_ = false;
+  catch_up();  // may pause again: the requests kept back asked for more than the limit
+  if (closed_) return;
+  charge_input();  // in_ only shrank: this never fails
+  if (read_paused_) return;
+  if (eof_pending_) {
+    eof_pending_ = false;
+    read_ended(0);
+    return;
+  }
   transport_.set_reading(true);
+  track_frame(true);  // the clock restarts: the client was not read meanwhile
 }
 
 void StoreSession::stop() {
   // The server stops: nobody died, so connection-bound records are not carried out.
   if (closed_) return;
   closed_ = true;
+  track_frame(false);
+  charge_input();
   state_.disconnect(*this, /*run_close_actions=*/false);
   transport_.close();
 }
@@ -93,10 +179,17 @@ void StoreSession::stop() {
 size_t StoreSession::process(std::string_view data) {
   // Replies of every request in this batch go out in one flush (send() only queues).
   batching_ = true;
+  backed_up_ = false;
   size_t used = 0;
   while (!closed_) {
     const std::string_view rest = data.substr(used);
     if (rest.empty() || rest.size() < needed_) break;
+    if (transport_.queued_bytes() > kMaxQueuedReplyBytes) {
+      // Back-pressure per request, not per read: one read of small requests for a large
+      // value would otherwise queue hundreds of MiB of replies.
+      backed_up_ = true;
+      break;
+    }
     if (dialect_ == wire::Dialect::kUnknown) {
       const auto detected = wire::detect_dialect(rest);
       if (detected.status == wire::ParseStatus::kNeedMore) {
@@ -152,6 +245,8 @@ void StoreSession::send(std::string_view bytes) {
 void StoreSession::close(const std::string& reason) {
   if (closed_) return;
   closed_ = true;
+  track_frame(false);
+  charge_input();
   state_.disconnect(*this);
   if (!reason.empty()) {
     DDP_LOG_WARN("closing connection from " + peer_ + ": " + reason);

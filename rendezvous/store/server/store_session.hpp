@@ -3,20 +3,28 @@
 // the bytes that arrive into requests, hands those to ServerState, and queues the replies on
 // its transport. Which I/O backend moves the bytes (epoll or io_uring) is the transport's
 // business. Lives on the server's loop thread.
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "rendezvous/store/server/byte_transport.hpp"
+#include "rendezvous/store/server/frame_deadlines.hpp"
+#include "rendezvous/store/server/input_budget.hpp"
 #include "rendezvous/store/server/server_state.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddp::rendezvous {
 
-// What every session of one server shares: the limits.
+// What every session of one server shares: the limits, and the slow-loris clock.
 struct SessionConfig {
   wire::Limits limits;
+  FrameDeadlines* frames = nullptr;  // null: incomplete frames never time out
+  // A request still arriving past this many bytes closes the connection: it holds more than
+  // the store may (ServerLimits::max_bytes), so it could never succeed.
+  size_t max_request_bytes = std::numeric_limits<size_t>::max();
+  InputBudget* input = nullptr;  // null: buffered input of all sessions is not capped
 };
 
 class StoreSession final : public ReplyChannel, public std::enable_shared_from_this<StoreSession> {
@@ -24,6 +32,7 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   // transport must outlive the session's calls into it (the backend owns both).
   StoreSession(std::string peer, ServerState& state, const SessionConfig& config,
                ByteTransport& transport);
+  ~StoreSession() override;
   StoreSession(const StoreSession&) = delete;
   StoreSession& operator=(const StoreSession&) = delete;
 
@@ -41,6 +50,8 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   void drained();
   // Server shutdown: closes without a log line.
   void stop();
+  // Part of a request has waited longer than timeout for the rest (FrameDeadlines): closes.
+  void frame_timed_out(std::chrono::milliseconds timeout);
   [[nodiscard]] bool closed() const { return closed_; }
 
   void send(std::string_view bytes) override;
@@ -53,6 +64,15 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   // A 2.x client's CHECK of wire::kExtensionProbeKey: answered "ready" and the connection
   // speaks kNative from now on. False for any other request.
   bool negotiates_extension(const wire::Request& request);
+  // Runs the requests back-pressure left in in_ while the reply queue allows, and pauses
+  // reading when it does not.
+  void catch_up();
+  // Charges the input buffered now to config_.input; closes the session (and returns false)
+  // when that takes every session's buffered input past the budget.
+  bool charge_input();
+  // Tells FrameDeadlines whether part of a request is waiting for the rest while the
+  // connection is read; progress (a request completed) restarts the clock.
+  void track_frame(bool progress);
   // Closes the connection; reason non-empty -> exactly one log line naming the peer.
   void close(const std::string& reason);
 
@@ -68,6 +88,10 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   bool batching_ = false;     // inside process(): replies wait for one flush at its end
   bool read_paused_ = false;  // too many replies queued: not reading until they drain
   bool draining_ = false;     // the client's stream ended: closing once the replies are out
+  bool backed_up_ = false;    // process() stopped at the reply limit: in_ holds requests
+  bool eof_pending_ = false;  // the stream ended while paused: handled once caught up
+  bool frame_open_ = false;   // registered with config_.frames
+  size_t charged_ = 0;        // bytes of in_ charged to config_.input
   bool closed_ = false;
 };
 

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   ddp::log::init("ddpstore");
   ddp::rendezvous::StoreServerOptions options;
   CLI::App app{"ddpstore: a standalone TCP store server for ddplaunch / torchrun rendezvous"};
-  app.add_option("--host", options.host,
+  app.add_option("--host,--bind", options.host,
                  "address to listen on: 127.0.0.1, ::1 or [::1], 0.0.0.0 (every IPv4 "
                  "interface), :: (every interface); default: every interface, IPv6 and IPv4 "
                  "(IPv4 only on a machine without IPv6)");
@@ -25,6 +25,21 @@ int main(int argc, char** argv) {
   app.add_option("--max-keys-per-request", options.max_keys_per_request,
                  "most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET")
       ->capture_default_str();
+  // Limits against abuse (docs/security_limits.md): 0 or absent takes DDPLAUNCH_STORE_* or
+  // the default.
+  app.add_option("--max-conns-per-peer", options.limits.max_conns_per_peer,
+                 "most connections open at once from one client address (default 1024, or "
+                 "DDPLAUNCH_STORE_MAX_CONNS_PER_PEER)");
+  app.add_option("--max-bytes", options.limits.max_bytes,
+                 "most bytes of keys, values and ON_CLOSE records held (default 1 GiB, or "
+                 "DDPLAUNCH_STORE_MAX_BYTES)");
+  app.add_option("--max-keys", options.limits.max_keys,
+                 "most keys held (default 1048576, or DDPLAUNCH_STORE_MAX_KEYS)");
+  int64_t frame_timeout_ms = 0;
+  app.add_option("--frame-timeout-ms", frame_timeout_ms,
+                 "ms a connection may hold part of a request before it is closed (default "
+                 "30000, or DDPLAUNCH_STORE_FRAME_TIMEOUT_MS)")
+      ->check(CLI::NonNegativeNumber);
   std::string io = "auto";
   app.add_option("--io", io,
                  "I/O backend: auto (io_uring where the kernel allows it, else epoll; "
@@ -33,6 +48,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   options.io = *ddp::rendezvous::parse_store_io(io);
+  options.limits.frame_timeout = std::chrono::milliseconds(frame_timeout_ms);
   try {
     ddp::rendezvous::run_store_daemon(options, std::cout);
   } catch (const ddp::Error& e) {

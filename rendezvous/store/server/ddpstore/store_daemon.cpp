@@ -26,6 +26,11 @@ void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
   StoreServer server(options);
   out << server.port() << std::endl;
   DDP_LOG_INFO("serving on " + server.address() + " with " + server.io_backend());
+  const ServerLimits& limits = server.limits();
+  DDP_LOG_INFO("limits: " + std::to_string(limits.max_conns_per_peer) +
+               " connections per client address, " + std::to_string(limits.max_bytes) + " bytes, " +
+               std::to_string(limits.max_keys) + " keys, " +
+               std::to_string(limits.frame_timeout.count()) + " ms for the rest of a request");
   int received = 0;
   while (sigwait(&stop_signals, &received) != 0) {
   }

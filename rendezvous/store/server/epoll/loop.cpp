@@ -14,15 +14,25 @@ EpollLoop::EpollLoop(const LoopContext& context)
     : context_(context),
       accept_log_(context.port),
       loop_([this] { closed_.clear(); }),
-      retry_timer_(loop_, [this] {
-        if (!stopped_) loop_.rewatch(context_.listen_fd, EPOLLIN, this);
-      }) {}
+      retry_timer_(loop_,
+                   [this] {
+                     if (!stopped_) loop_.rewatch(context_.listen_fd, EPOLLIN, this);
+                   }),
+      sweep_timer_(loop_, [this] { sweep_frames(); }) {}
 
 EpollLoop::~EpollLoop() = default;
 
 void EpollLoop::run() {
   loop_.watch(context_.listen_fd, EPOLLIN, this);
+  if (context_.sessions->frames != nullptr) sweep_timer_.start(context_.sessions->frames->period());
   loop_.run();
+}
+
+void EpollLoop::sweep_frames() {
+  if (stopped_) return;
+  FrameDeadlines& frames = *context_.sessions->frames;
+  frames.sweep(FrameDeadlines::Clock::now());
+  sweep_timer_.start(frames.period());
 }
 
 void EpollLoop::stop() {
@@ -62,11 +72,16 @@ void EpollLoop::retry_accept_later() {
 }
 
 void EpollLoop::add_connection(int fd, const std::string& peer) {
+  if (context_.peers != nullptr && !context_.peers->admit(peer)) {
+    ::close(fd);  // one address holds too many connections already (logged per streak)
+    return;
+  }
   tune_connection(fd);
   auto connection =
       std::make_unique<EpollTransport>(fd, loop_, read_buffer_, [this](EpollTransport* c) {
         auto it = connections_.find(c);
         if (it == connections_.end()) return;  // stop_all() owns it now
+        if (context_.peers != nullptr) context_.peers->release(c->session().peer());
         closed_.push_back(std::move(it->second));
         connections_.erase(it);
         --*context_.num_connections;
@@ -77,6 +92,7 @@ void EpollLoop::add_connection(int fd, const std::string& peer) {
     connection->start();
   } catch (const Error& e) {
     DDP_LOG_WARN("dropping connection from " + peer + ": " + e.what());
+    if (context_.peers != nullptr) context_.peers->release(peer);
     return;  // the connection's destructor closes the socket
   }
   connections_.emplace(connection.get(), std::move(connection));
@@ -87,11 +103,13 @@ void EpollLoop::stop_all() {
   // Posted work runs after the turn's handlers, so no event still names a connection here.
   stopped_ = true;
   retry_timer_.cancel();
+  sweep_timer_.cancel();
   loop_.forget(context_.listen_fd);
   auto all = std::move(connections_);
   connections_.clear();
   for (auto& [ptr, connection] : all) connection->session().stop();
   *context_.num_connections = 0;
+  if (context_.peers != nullptr) context_.peers->clear();
   loop_.quit();
 }
 

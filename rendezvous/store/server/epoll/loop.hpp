@@ -35,6 +35,8 @@ class EpollLoop final : public ServerLoop, private EpollHandler {
   // Stops watching the listener for 50 ms after a failed accept, instead of spinning on it.
   void retry_accept_later();
   void add_connection(int fd, const std::string& peer);
+  // Closes the connections whose incomplete request timed out, and comes back in a while.
+  void sweep_frames();
   void stop_all();
 
   LoopContext context_;
@@ -42,6 +44,7 @@ class EpollLoop final : public ServerLoop, private EpollHandler {
   // Declared before everything registered with it, so it is destroyed after them.
   EventLoop loop_;
   LoopTimer retry_timer_;
+  LoopTimer sweep_timer_;                                                 // FrameDeadlines' sweep
   std::vector<char> read_buffer_ = std::vector<char>(size_t{64} * 1024);  // shared by all
   std::unordered_map<EpollTransport*, std::unique_ptr<EpollTransport>> connections_;
   // Connections closed during the loop's current turn: later events of the turn may still

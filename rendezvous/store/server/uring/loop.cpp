@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +49,8 @@ class UringLoop final : public ServerLoop {
   void arm_retry_timer();
   void arm_listener_poll();
   void arm_wake();
+  // Closes the connections whose incomplete request timed out every FrameDeadlines::period().
+  void arm_sweep();
   void cancel(UringOp op);
   // stop() was called: close everything; run() returns once nothing is in flight.
   void begin_stop();
@@ -65,6 +68,8 @@ class UringLoop final : public ServerLoop {
   bool timer_armed_ = false;
   bool poll_armed_ = false;
   bool wake_armed_ = false;
+  __kernel_timespec sweep_delay_{0, 0};
+  bool sweep_armed_ = false;
   bool stopping_ = false;
   std::unordered_map<UringTransport*, std::unique_ptr<UringTransport>> connections_;
   // Closed connections whose last requests have not completed yet.
@@ -86,6 +91,12 @@ UringLoop::~UringLoop() {
 void UringLoop::run() {
   arm_wake();
   arm_accept();
+  if (context_.sessions->frames != nullptr) {
+    const auto period = std::chrono::nanoseconds(context_.sessions->frames->period());
+    sweep_delay_.tv_sec = static_cast<long long>(period.count() / 1'000'000'000);
+    sweep_delay_.tv_nsec = static_cast<long long>(period.count() % 1'000'000'000);
+    arm_sweep();
+  }
   bool reported = false;
   while (!done()) {
     if (const int rc = ring_.submit_and_wait(); rc < 0 && rc != -EINTR && rc != -ETIME) {
@@ -132,6 +143,13 @@ void UringLoop::dispatch(const io_uring_cqe& cqe) {
       poll_armed_ = false;
       if (!stopping_ && !accept_armed_) arm_accept();
       return;
+    case UringOp::kSweep:
+      sweep_armed_ = false;
+      if (!stopping_) {
+        context_.sessions->frames->sweep(FrameDeadlines::Clock::now());
+        arm_sweep();
+      }
+      return;
     case UringOp::kWake:
       wake_armed_ = false;
       if (cqe.res == sizeof(wake_value_)) {
@@ -175,18 +193,24 @@ void UringLoop::on_accept(const io_uring_cqe& cqe) {
 }
 
 void UringLoop::add_connection(int fd) {
+  // A multishot accept gives no peer address, so it is asked for: a client that resets at
+  // once shows as "unknown peer".
+  std::string peer = peer_name(fd);
+  if (context_.peers != nullptr && !context_.peers->admit(peer)) {
+    ::close(fd);  // one address holds too many connections already (logged per streak)
+    return;
+  }
   tune_connection(fd);
   auto owned = std::make_unique<UringTransport>(fd, ring_, [this](UringTransport* c) {
     auto it = connections_.find(c);
     if (it == connections_.end()) return;  // begin_stop() holds it
+    if (context_.peers != nullptr) context_.peers->release(c->session().peer());
     closing_.push_back(std::move(it->second));
     connections_.erase(it);
     --*context_.num_connections;
   });
   UringTransport* connection = owned.get();
-  // A multishot accept gives no peer address, so it is asked for: a client that resets at
-  // once shows as "unknown peer".
-  connection->attach(std::make_shared<StoreSession>(peer_name(fd), *context_.state,
+  connection->attach(std::make_shared<StoreSession>(std::move(peer), *context_.state,
                                                     *context_.sessions, *connection));
   connections_.emplace(connection, std::move(owned));
   ++*context_.num_connections;
@@ -225,6 +249,13 @@ void UringLoop::arm_wake() {
   wake_armed_ = true;
 }
 
+void UringLoop::arm_sweep() {
+  io_uring_sqe* sqe = ring_.sqe();
+  io_uring_prep_timeout(sqe, &sweep_delay_, 0, 0);
+  io_uring_sqe_set_data64(sqe, uring_tag(nullptr, UringOp::kSweep));
+  sweep_armed_ = true;
+}
+
 void UringLoop::cancel(UringOp op) {
   io_uring_sqe* sqe = ring_.sqe();
   io_uring_prep_cancel64(sqe, uring_tag(nullptr, op), 0);
@@ -236,6 +267,7 @@ void UringLoop::begin_stop() {
   if (accept_armed_) cancel(UringOp::kAccept);
   if (timer_armed_) cancel(UringOp::kTimer);
   if (poll_armed_) cancel(UringOp::kPoll);
+  if (sweep_armed_) cancel(UringOp::kSweep);
   auto all = std::move(connections_);
   connections_.clear();
   for (auto& [ptr, connection] : all) {
@@ -243,6 +275,7 @@ void UringLoop::begin_stop() {
     closing_.push_back(std::move(connection));
   }
   *context_.num_connections = 0;
+  if (context_.peers != nullptr) context_.peers->clear();
 }
 
 void UringLoop::release_finished() {
@@ -252,7 +285,7 @@ void UringLoop::release_finished() {
 
 bool UringLoop::done() const {
   return stopping_ && !accept_armed_ && !timer_armed_ && !poll_armed_ && !wake_armed_ &&
-         connections_.empty() && closing_.empty();
+         !sweep_armed_ && connections_.empty() && closing_.empty();
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ enum class UringOp : uint64_t {
   kRecv = 4,
   kSend = 5,
   kPoll = 6,
+  kSweep = 7,  // the FrameDeadlines sweep's timeout
 };
 
 inline uint64_t uring_tag(const void* owner, UringOp op) {
