@@ -61,6 +61,12 @@ inline constexpr const char* kTcpUserTimeout = "DDPLAUNCH_TCP_USER_TIMEOUT";
 // "debug". A bad value is one warning naming it, then info.
 inline constexpr const char* kLogLevel = "DDPLAUNCH_LOG_LEVEL";
 
+// The job secret (docs/security.md): a file holding it (mode 0600, owned by the user), or the
+// secret itself as hex, which the agent hands its workers (never written to disk; /proc/<pid>/
+// environ is readable only by the same user). DDPLAUNCH_SECRET wins when both are set.
+inline constexpr const char* kSecretFile = "DDPLAUNCH_SECRET_FILE";
+inline constexpr const char* kSecret = "DDPLAUNCH_SECRET";
+
 // Store key prefix for workers of one attempt, shared by agent and PyTorch workers.
 inline constexpr const char* kWorkerPrefixBase = "/worker/attempt_";
 

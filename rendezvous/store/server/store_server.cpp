@@ -65,11 +65,14 @@ std::optional<StoreIo> parse_store_io(const std::string& text) {
 struct StoreServer::Impl {
   explicit Impl(StoreServerOptions opts)
       : options(std::move(opts)),
+        access(options.secret),
         session_config{
-            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request}},
+            {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
+            &access},
         listener(options.host, options.port) {}
 
   StoreServerOptions options;
+  AccessPolicy access;
   SessionConfig session_config;
   ServerState state;
   Listener listener;  // declared before the loop: closed after it is gone
@@ -141,6 +144,14 @@ void StoreServer::stop() {
   impl_->thread.join();
   impl_->loop.reset();
   impl_->listener.close();  // the port is free again once stop() returns
+}
+
+void StoreServer::set_worker_namespace(const std::string& prefix) {
+  impl_->access.set_worker_namespace(prefix);
+}
+
+bool StoreServer::requires_auth() const {
+  return impl_->access.requires_auth();
 }
 
 size_t StoreServer::num_connections() const {

@@ -35,6 +35,9 @@ struct StoreServerOptions {
   // kernel's limit; 2 MiB by default,
   // touched only as used). A loop turn takes at most this many arrivals; the rest wait a turn.
   unsigned io_uring_buffers = 1024;
+  // The job secret (docs/security.md): non-empty -> native clients must prove it and every
+  // other connection is confined to the worker namespace (set_worker_namespace()).
+  std::string secret;
 };
 
 class StoreServer {
@@ -59,6 +62,10 @@ class StoreServer {
   [[nodiscard]] const std::string& io_backend() const;
   // Closes the listener and every connection, joins the thread. Idempotent.
   void stop();
+  // Unauthenticated connections may use keys under prefix from now on ("/worker/attempt_3/");
+  // only meaningful with a secret. Thread-safe.
+  void set_worker_namespace(const std::string& prefix);
+  [[nodiscard]] bool requires_auth() const;
   // Connections currently open (for tests and benchmarks).
   [[nodiscard]] size_t num_connections() const;
 

@@ -8,15 +8,17 @@
 #include <string_view>
 #include <vector>
 
+#include "rendezvous/store/server/access_policy.hpp"
 #include "rendezvous/store/server/byte_transport.hpp"
 #include "rendezvous/store/server/server_state.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddp::rendezvous {
 
-// What every session of one server shares: the limits.
+// What every session of one server shares: the limits, and who may do what.
 struct SessionConfig {
   wire::Limits limits;
+  AccessPolicy* access = nullptr;  // null: no secret, nothing confined
 };
 
 class StoreSession final : public ReplyChannel, public std::enable_shared_from_this<StoreSession> {
@@ -53,6 +55,9 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   // A 2.x client's CHECK of wire::kExtensionProbeKey: answered "ready" and the connection
   // speaks kNative from now on. False for any other request.
   bool negotiates_extension(const wire::Request& request);
+  // AUTH_CHALLENGE, AUTH_PROOF and WORKER_NAMESPACE, answered here (AccessPolicy); false
+  // for any other request. Check closed_ afterwards.
+  bool authenticates(const wire::Request& request);
   // Closes the connection; reason non-empty -> exactly one log line naming the peer.
   void close(const std::string& reason);
 
@@ -69,6 +74,10 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   bool read_paused_ = false;  // too many replies queued: not reading until they drain
   bool draining_ = false;     // the client's stream ended: closing once the replies are out
   bool closed_ = false;
+  bool authenticated_ = false;       // AUTH_PROOF matched: nothing is confined
+  std::string server_nonce_;         // of the last AUTH_CHALLENGE, until its proof arrives
+  bool unneeded_challenge_ = false;  // "no secret here" was the last answer: a client with a
+                                     // secret leaves now, worth a log line
 };
 
 }  // namespace ddp::rendezvous
