@@ -50,6 +50,8 @@ struct LaunchConfig {
   std::optional<std::string> rdzv_endpoint;
   std::optional<std::string> rdzv_conf;
   std::optional<std::string> local_addr;
+  // The job secret's file (--secret_file; docs/security.md).
+  std::optional<std::string> secret_file;
   bool agent_store = true;  // false: worker rank 0 hosts the store (torch < 2.0 behaviour)
 
   // --- program ---

@@ -41,6 +41,7 @@ std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const I
         ::inet_pton(AF_INET6, env.master_addr.c_str(), &probe) == 1) {
       server_options.host = env.master_addr;
     }
+    server_options.secret = env.secret;
     server = std::make_unique<rendezvous::StoreServer>(server_options);
   }
   rendezvous::TcpStoreOptions tcp;
@@ -48,6 +49,7 @@ std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const I
   tcp.port = env.master_port;
   tcp.timeout = options.store_timeout;
   tcp.connect_timeout = options.store_timeout;
+  tcp.secret = env.secret;
   return std::make_shared<rendezvous::TcpStore>(tcp);
 }
 

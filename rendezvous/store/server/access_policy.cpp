@@ -16,6 +16,11 @@ std::string quoted(const std::string& key) {
   return join_keys({key});
 }
 
+bool under(const std::string& key, const std::string& prefix) {
+  return !prefix.empty() && key.size() > prefix.size() &&
+         key.compare(0, prefix.size(), prefix) == 0;
+}
+
 }  // namespace
 
 void AccessPolicy::set_worker_namespace(std::string prefix) {
@@ -50,7 +55,12 @@ std::optional<std::string> AccessPolicy::refusal(const wire::Request& request) c
   }
   const std::string ns = worker_namespace();
   for (const auto& key : request.keys) {
-    if (!ns.empty() && key.size() > ns.size() && key.compare(0, ns.size(), ns) == 0) continue;
+    // PyTorch's TCPStore puts "/" before every key it is given, so a worker's
+    // PrefixStore("/worker/attempt_0") key arrives as "//worker/attempt_0/...".
+    if (under(key, ns) || (!ns.empty() && key.size() > ns.size() + 1 && key[0] == '/' &&
+                           key.compare(1, ns.size(), ns) == 0)) {
+      continue;
+    }
     if (key == kTorchInitKey) continue;
     return std::string(name) + " of key " + quoted(key) + " outside the worker namespace " +
            (ns.empty() ? std::string("(none declared yet)") : quoted(ns)) +

@@ -2,10 +2,13 @@
 //   ddpstore --port 29400                    # every interface, IPv6 and IPv4
 //   ddpstore --host ::1 --port 0             # port 0: the kernel picks; printed on line 1
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/secret.hpp"
 #include "rendezvous/store/server/ddpstore/store_daemon.hpp"
 
 int main(int argc, char** argv) {
@@ -31,9 +34,18 @@ int main(int argc, char** argv) {
                  "DDPLAUNCH_STORE_IO may choose), epoll or io_uring")
       ->check(CLI::IsMember({"auto", "epoll", "io_uring"}))
       ->capture_default_str();
+  std::string secret_file;
+  app.add_option("--secret_file,--secret-file", secret_file,
+                 "the job secret (a file of mode 0600; default: DDPLAUNCH_SECRET_FILE): native "
+                 "clients must prove it, PyTorch clients are confined to the workers' keys "
+                 "(docs/security.md)");
   CLI11_PARSE(app, argc, argv);
   options.io = *ddp::rendezvous::parse_store_io(io);
   try {
+    if (secret_file.empty()) {
+      if (const char* env = std::getenv(ddp::env::kSecretFile)) secret_file = env;
+    }
+    if (!secret_file.empty()) options.secret = ddp::load_secret_file(secret_file);
     ddp::rendezvous::run_store_daemon(options, std::cout);
   } catch (const ddp::Error& e) {
     DDP_LOG_ERROR(e.what());

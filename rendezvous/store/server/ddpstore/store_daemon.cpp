@@ -25,7 +25,8 @@ void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
   }
   StoreServer server(options);
   out << server.port() << std::endl;
-  DDP_LOG_INFO("serving on " + server.address() + " with " + server.io_backend());
+  DDP_LOG_INFO("serving on " + server.address() + " with " + server.io_backend() +
+               (server.requires_auth() ? ", job secret required" : ", open (no --secret_file)"));
   int received = 0;
   while (sigwait(&stop_signals, &received) != 0) {
   }
