@@ -26,7 +26,7 @@ struct TcpStoreOptions {
   bool one_connection = false;
   // The job secret (docs/security.md): non-empty -> every connection proves it to the store
   // (and the store proves it back) before anything else; AuthError when they disagree.
-  std::string secret;
+  std::string secret{};
 };
 
 class TcpStore final : public Store {

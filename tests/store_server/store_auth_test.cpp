@@ -112,7 +112,8 @@ TEST_CASE("no secret, a wrong one, or one the store lacks: a clear error, one se
                              " refused authentication: it has no secret"));
     const auto lines = log.wait_lines(1);
     REQUIRE(lines.size() == 1);
-    CHECK_THAT(lines[0], Contains("told this store has no secret"));
+    CHECK_THAT(lines[0], Contains("closing connection from 127.0.0.1:"));
+    CHECK_THAT(lines[0], Contains("the client has a secret but this store has none"));
   }
   SECTION("no secret on either side: open, as before") {
     StoreServer server(loopback());

@@ -37,7 +37,7 @@ struct StoreServerOptions {
   unsigned io_uring_buffers = 1024;
   // The job secret (docs/security.md): non-empty -> native clients must prove it and every
   // other connection is confined to the worker namespace (set_worker_namespace()).
-  std::string secret;
+  std::string secret{};
 };
 
 class StoreServer {

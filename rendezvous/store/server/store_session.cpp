@@ -54,9 +54,6 @@ void StoreSession::read_ended(int err) {
   if (!server_nonce_.empty() && !authenticated_) {
     close("left after AUTH_CHALLENGE without proving the job secret (" + what +
           "): a client without the secret (--secret_file / DDPLAUNCH_SECRET_FILE)?");
-  } else if (unneeded_challenge_) {
-    close("left after being told this store has no secret (" + what +
-          "): a client with a secret, for a store started without --secret_file?");
   } else if (state_.waiting(*this)) {
     close("connection lost in the middle of a wait (" + what + ")");
   } else if (buffered > 0) {
@@ -127,7 +124,6 @@ size_t StoreSession::process(std::string_view data) {
     used += parsed.consumed;
     needed_ = 0;
     if (negotiates_extension(parsed.request)) continue;
-    unneeded_challenge_ = false;
     if (!authenticated_ && config_.access != nullptr) {
       if (auto why = config_.access->refusal(parsed.request)) {
         close("refused: " + *why);
@@ -167,7 +163,6 @@ bool StoreSession::authenticates(const wire::Request& request) {
       if (!has_secret) {
         wire::put_u8(out, wire::kAuthNotRequired);
         wire::put_string(out, "");
-        unneeded_challenge_ = true;
         break;
       }
       server_nonce_ = auth::random_nonce();
@@ -176,7 +171,9 @@ bool StoreSession::authenticates(const wire::Request& request) {
       break;
     case Command::kAuthProof: {
       if (!has_secret) {
-        close("AUTH_PROOF, but this store has no secret (started without --secret_file)");
+        close(
+            "refused authentication: the client has a secret but this store has none (started "
+            "without --secret_file?)");
         return true;
       }
       if (server_nonce_.empty()) {

@@ -74,10 +74,8 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   bool read_paused_ = false;  // too many replies queued: not reading until they drain
   bool draining_ = false;     // the client's stream ended: closing once the replies are out
   bool closed_ = false;
-  bool authenticated_ = false;       // AUTH_PROOF matched: nothing is confined
-  std::string server_nonce_;         // of the last AUTH_CHALLENGE, until its proof arrives
-  bool unneeded_challenge_ = false;  // "no secret here" was the last answer: a client with a
-                                     // secret leaves now, worth a log line
+  bool authenticated_ = false;  // AUTH_PROOF matched: nothing is confined
+  std::string server_nonce_;    // of the last AUTH_CHALLENGE, until its proof arrives
 };
 
 }  // namespace ddp::rendezvous
