@@ -44,9 +44,15 @@ def main():
     print("INSIDE OK", flush=True)
 
     refused("get of the rendezvous state", lambda: connect().get("/torchelastic/rdzv/state"))
-    refused("set of the rendezvous state", lambda: connect().set("/torchelastic/rdzv/state", "x"))
-    refused("another attempt's key", lambda: dist.PrefixStore("/worker/attempt_99", connect())
-            .set("key", "x"))
+    # SET has no reply: the refusal shows on the next request of that connection.
+    def set_then_ask(store, key):
+        store.set(key, "x")
+        store.num_keys()
+
+    refused("set of the rendezvous state",
+            lambda: set_then_ask(connect(), "/torchelastic/rdzv/state"))
+    refused("another attempt's key",
+            lambda: set_then_ask(dist.PrefixStore("/worker/attempt_99", connect()), "key"))
     refused("delete of a foreign key", lambda: connect().delete_key("/torchelastic/rdzv/state"))
     print("OUTSIDE REFUSED", flush=True)
 
