@@ -26,7 +26,7 @@ void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
   StoreServer server(options);
   out << server.port() << std::endl;
   DDP_LOG_INFO("serving on " + server.address() + " with " + server.io_backend() +
-               (server.requires_auth() ? ", job secret required" : ", open (no --secret_file)"));
+               (server.requires_auth() ? " (job secret required)" : ""));
   int received = 0;
   while (sigwait(&stop_signals, &received) != 0) {
   }
