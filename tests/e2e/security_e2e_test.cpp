@@ -162,3 +162,39 @@ TEST_CASE("e2e security: --standalone makes a secret and hands it to the workers
   REQUIRE(agent.wait(kGuard) == 0);
   CHECK_THAT(agent.log(), Contains("SECRET=set"));
 }
+
+TEST_CASE("e2e security: native Gloo workers prove the generated secret to the agent's store",
+          "[e2e][security]") {
+  Job job;
+  const std::string worker = std::string(DDP_BINARY_DIR) + "/tests/rt_test_worker";
+  auto& agent =
+      job.start("native", {"--standalone", "--nproc_per_node", "2", worker, "collectives", "30000"},
+                {{"DDPLAUNCH_BACKEND", "gloo"}});
+  REQUIRE(agent.wait(kGuard) == 0);
+  const auto log = agent.log();
+  INFO(log);
+  CHECK_THAT(log, Contains("[default0]:RESULT sum 3"));
+  CHECK_THAT(log, !Contains("refused"));
+  CHECK_THAT(log, !Contains("closing connection"));
+}
+
+TEST_CASE("e2e security: a native worker with a wrong secret is refused by name",
+          "[e2e][security]") {
+  Job job;
+  const std::string worker = std::string(DDP_BINARY_DIR) + "/tests/rt_test_worker";
+  const std::string wrong = job.secret("wrong.secret", "not the generated one");
+  // The agent hands its own secret as DDPLAUNCH_SECRET, which wins over a file: a worker
+  // wrapper that swaps it for a wrong one stands in for a stranger's native process.
+  const std::string wrapper =
+      job.secret("wrong_secret.sh",
+                 "#!/bin/sh\nDDPLAUNCH_SECRET= DDPLAUNCH_SECRET_FILE=" + wrong + " exec " + worker +
+                     " collectives 30000\n",
+                 0700);
+  auto& agent = job.start("native", {"--standalone", "--nproc_per_node", "1", wrapper},
+                          {{"DDPLAUNCH_BACKEND", "gloo"}});
+  const auto rc = agent.wait(kGuard);
+  const auto log = agent.log();
+  INFO(log);
+  CHECK((rc && *rc != 0));
+  CHECK_THAT(log, Contains("refused authentication: wrong secret"));
+}
