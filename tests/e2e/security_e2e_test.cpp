@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "agent_process.hpp"
+#include "rendezvous/store/server/store_server.hpp"
 #include "tests/store/raw_client.hpp"
 
 using namespace std::chrono_literals;
@@ -197,4 +198,48 @@ TEST_CASE("e2e security: a native worker with a wrong secret is refused by name"
   INFO(log);
   CHECK((rc && *rc != 0));
   CHECK_THAT(log, Contains("refused authentication: wrong secret"));
+}
+
+TEST_CASE("e2e security: static 2-node job with a secret file on both nodes", "[e2e][security]") {
+  Job job;
+  const auto port = std::to_string(ddp::test::free_port());
+  const std::string secret = job.secret("job.secret", "static secret");
+  auto args = [&](int rank, const std::string& addr) {
+    return std::vector<std::string>{
+        "--nnodes",         "2",    "--node_rank",   std::to_string(rank),
+        "--nproc_per_node", "1",    "--master_addr", "127.0.0.1",
+        "--master_port",    port,   "--local_addr",  addr,
+        "--secret_file",    secret, kLinger};
+  };
+  const std::map<std::string, std::string> env{{"LINGER", "0"}};
+  auto& n1 = job.start("n1", args(1, "127.0.0.2"), env);
+  auto& n0 = job.start("n0", args(0, "127.0.0.1"), env);
+  REQUIRE(n0.wait(kGuard) == 0);
+  REQUIRE(n1.wait(kGuard) == 0);
+  CHECK_THAT(n0.log() + n1.log(), Contains("WORLD_SIZE=2 RESTARTS=0 SECRET=set"));
+}
+
+TEST_CASE("e2e security: on a separate store (ddpstore's part), agents declare the namespace",
+          "[e2e][security][torch]") {
+  Job job;
+  const std::string secret = job.secret("job.secret", "store host secret");
+  ddp::rendezvous::StoreServerOptions options;
+  options.host = "127.0.0.1";
+  options.secret = "store host secret";
+  ddp::rendezvous::StoreServer store(options);
+  const std::map<std::string, std::string> env{{"PYTHON_EXEC", "/usr/bin/python3"}};
+  auto args = [&](const std::string& addr) {
+    auto a = elastic(store.port(), addr, {"--secret_file", secret, kTorchScript});
+    a[1] = "2:2";
+    a[11] = kFastConf + ",is_host=false";
+    return a;
+  };
+  auto& a = job.start("a", args("127.0.0.2"), env);
+  auto& b = job.start("b", args("127.0.0.3"), env);
+  REQUIRE(a.wait(kGuard) == 0);
+  REQUIRE(b.wait(kGuard) == 0);
+  const std::string logs = a.log() + b.log();
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(logs, Contains("TORCH rank=" + std::to_string(rank) + " world=4 sum=6"));
+  }
 }
