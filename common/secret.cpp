@@ -16,7 +16,7 @@ namespace ddp {
 namespace {
 
 // A secret file larger than this is not a secret (a wrong path, a data file).
-constexpr off_t kMaxSecretFileBytes = 64 * 1024;
+constexpr off_t kMaxSecretFileBytes = off_t{64} * 1024;
 
 std::string octal_mode(mode_t mode) {
   char buf[8];
