@@ -130,8 +130,8 @@ size_t StoreSession::process(std::string_view data) {
         break;
       }
     }
-    if (authenticates(parsed.request)) continue;
     try {
+      if (authenticates(parsed.request)) continue;
       state_.execute(shared_from_this(), std::move(parsed.request));
     } catch (const Error& e) {
       close(std::string("request refused: ") + e.what());
