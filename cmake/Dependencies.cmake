@@ -5,6 +5,7 @@ find_package(Boost 1.81 REQUIRED COMPONENTS system filesystem)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(ZLIB REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(BLAS REQUIRED)
 
 # Gloo: Debian ships headers and libgloo.so without a CMake config.

@@ -50,7 +50,7 @@ inline constexpr const char* kStorePrefix = "DDPLAUNCH_STORE_PREFIX";
 inline constexpr const char* kStoreIo = "DDPLAUNCH_STORE_IO";
 
 // Limits of every store server this process hosts (rendezvous/store/server/server_limits.hpp,
-// docs/security_limits.md): connections per client address (default 1024), bytes held (keys,
+// docs/security.md ("Limits")): connections per client address (default 1024), bytes held (keys,
 // values, ON_CLOSE records, parked waits' keys: 1 GiB), keys (1Mi), and how long part of a request
 // may wait for the rest before the connection is closed (ms, 30000). A bad value is a ConfigError.
 inline constexpr const char* kStoreMaxConnsPerPeer = "DDPLAUNCH_STORE_MAX_CONNS_PER_PEER";
@@ -69,6 +69,12 @@ inline constexpr const char* kTcpUserTimeout = "DDPLAUNCH_TCP_USER_TIMEOUT";
 // Which lines every program here logs (common/log.hpp): "error", "warn", "info" (default) or
 // "debug". A bad value is one warning naming it, then info.
 inline constexpr const char* kLogLevel = "DDPLAUNCH_LOG_LEVEL";
+
+// The job secret (docs/security.md): a file holding it (mode 0600, owned by the user), or the
+// secret itself as hex, which the agent hands its workers (never written to disk; /proc/<pid>/
+// environ is readable only by the same user). DDPLAUNCH_SECRET wins when both are set.
+inline constexpr const char* kSecretFile = "DDPLAUNCH_SECRET_FILE";
+inline constexpr const char* kSecret = "DDPLAUNCH_SECRET";
 
 // Store key prefix for workers of one attempt, shared by agent and PyTorch workers.
 inline constexpr const char* kWorkerPrefixBase = "/worker/attempt_";

@@ -30,6 +30,13 @@ class StoreTimeout : public StoreError {
   using StoreError::StoreError;
 };
 
+// The store and this client disagree about the job secret (wrong secret, one side without
+// one): retrying cannot help. Names the store's address and what to check.
+class AuthError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
 // A socket call failed: refused, reset, closed by the peer (common/socket_io.hpp). Names
 // the peer and the errno text; callers wrap it into their own error (StoreError, ...).
 class SocketError : public Error {

@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <csignal>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 
@@ -259,6 +260,14 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   // the failing node spends a restart), so /worker/attempt_<n> keys are never shared by two
   // different groups. On one node it equals the restarts spent.
   const int attempt_number = attempt_;
+  if (options_.set_worker_namespace) {
+    try {
+      options_.set_worker_namespace(env::kWorkerPrefixBase + std::to_string(attempt_number) + "/");
+    } catch (const Error& e) {
+      // The workers' PyTorch clients will be refused; they fail and the job restarts.
+      DDP_LOG_WARN(std::string("could not declare the workers' store namespace: ") + e.what());
+    }
+  }
   auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_number));
   AttemptInfo attempt{info, attempt_number, rendezvous_.run_id(), options_.use_agent_store};
 

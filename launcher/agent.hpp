@@ -49,6 +49,9 @@ struct AgentOptions {
   int notice_fd = 2;
   // When set, the summary goes through it instead: never blocking the loop.
   Console* notice_console = nullptr;
+  // With a job secret: confines PyTorch store clients to the namespace of the attempt about
+  // to start ("/worker/attempt_3/"), called before its workers spawn. Null: nothing to do.
+  std::function<void(const std::string&)> set_worker_namespace;
   // How hang detection reads /proc (tests pass a fake; null: the real one).
   HangWatch::ProcReader read_proc;
 };

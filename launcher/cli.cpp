@@ -67,6 +67,7 @@ struct RawOptions {
   std::string master_addr;
   int master_port = 0;
   bool standalone = false;
+  std::string secret_file;
   int max_restarts = 0;
   double monitor_interval = 0.1;
   std::string role = "default";
@@ -143,6 +144,9 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_flag("--no_agent_store,--no-agent-store", raw.no_agent_store,
                "Worker rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False)");
   app.add_option("--events_file,--events-file", raw.events_file, "Append JSON-lines events here");
+  app.add_option("--secret_file,--secret-file", raw.secret_file,
+                 "The job secret (a file of mode 0600): agents and native workers prove it to "
+                 "the store; one-node jobs make their own (docs/security.md)");
 }
 
 // PET_<NAME> supplies any option not given on the command line.
@@ -225,6 +229,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   if (given("--pass_local_rank_arg")) config.pass_local_rank_arg = raw.pass_local_rank_arg;
   config.agent_store = !raw.no_agent_store;
   if (!raw.events_file.empty()) config.events_file = raw.events_file;
+  if (!raw.secret_file.empty()) config.secret_file = raw.secret_file;
   if (auto it = env.find("PYTHON_EXEC"); it != env.end() && !it->second.empty()) {
     config.python_exec = it->second;
   }

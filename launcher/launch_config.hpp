@@ -53,6 +53,8 @@ struct LaunchConfig {
   // Where a store this agent hosts listens (--store_bind), instead of where it is needed
   // (loopback for one node; the address the other nodes dial for several): docs/multinode.md.
   std::optional<std::string> store_bind;
+  // The job secret's file (--secret_file; docs/security.md).
+  std::optional<std::string> secret_file;
   bool agent_store = true;  // false: worker rank 0 hosts the store (torch < 2.0 behaviour)
 
   // --- program ---

@@ -10,9 +10,11 @@
 #include <optional>
 #include <string_view>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/host_address.hpp"
 #include "common/log.hpp"
+#include "common/secret.hpp"
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/console.hpp"
@@ -87,6 +89,14 @@ int launch(const LaunchConfig& config, const Environment& env) {
   AgentOptions agent_options;
   agent_options.config = config;
   agent_options.env = env;
+  if (!setup.secret.empty()) {
+    // Workers inherit it through their environment only: /proc/<pid>/environ is readable by
+    // this user alone, and nothing is written to disk (docs/security.md).
+    agent_options.env[env::kSecret] = to_hex(setup.secret);
+  } else {
+    agent_options.env.erase(env::kSecret);  // a stale one would fail against an open store
+  }
+  agent_options.set_worker_namespace = setup.set_worker_namespace;
   agent_options.use_agent_store = setup.workers_use_agent_store;
   agent_options.run_dir = run_dir.path();
   agent_options.notice_console = &consoles.err();

@@ -8,9 +8,11 @@
 #include <optional>
 #include <random>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/host_address.hpp"
 #include "common/log.hpp"
+#include "common/secret.hpp"
 #include "launcher/slurm_env.hpp"
 #include "rendezvous/connect_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
@@ -85,8 +87,10 @@ constexpr auto kOwnStoreConnectTimeout = std::chrono::seconds(5);
 // it and nowhere else: --store_bind when given, else store_listen_host (the address they
 // dial, or --local_addr, when it is this machine's), else every interface, logged.
 std::unique_ptr<rendezvous::StoreServer> host_store(const LaunchConfig& config,
-                                                    const std::string& dial_host, uint16_t port) {
+                                                    const std::string& dial_host, uint16_t port,
+                                                    const std::string& secret) {
   rendezvous::StoreServerOptions server;
+  server.secret = secret;
   if (config.store_bind) {
     server.host = normalize_host(*config.store_bind);
   } else {
@@ -115,19 +119,36 @@ void require_agent_store(const LaunchConfig& config) {
   }
 }
 
-rendezvous::StoreConnector connector(const std::string& host, uint16_t port) {
-  return [host, port]() -> std::shared_ptr<rendezvous::Store> {
+rendezvous::StoreConnector connector(const std::string& host, uint16_t port,
+                                     const std::string& secret) {
+  return [host, port, secret]() -> std::shared_ptr<rendezvous::Store> {
     rendezvous::TcpStoreOptions o;
     o.host = host;
     o.port = port;
+    o.secret = secret;
     o.connect_timeout = kSideConnectTimeout;
     return std::make_shared<rendezvous::TcpStore>(o);
   };
 }
 
+// How the agent confines PyTorch workers to the namespace of the attempt it spawns: directly
+// on the store it hosts, else over an authenticated connection (only with a secret).
+std::function<void(const std::string&)> namespace_setter(rendezvous::StoreServer* server,
+                                                         rendezvous::StoreConnector connect,
+                                                         const std::string& secret) {
+  if (secret.empty()) return nullptr;
+  if (server != nullptr) {
+    return [server](const std::string& prefix) { server->set_worker_namespace(prefix); };
+  }
+  return [connect = std::move(connect)](const std::string& prefix) {
+    auto store = std::dynamic_pointer_cast<rendezvous::TcpStore>(connect());
+    if (store) store->set_worker_namespace(prefix);
+  };
+}
+
 // Static: node 0 hosts the store on master_addr:master_port (or --rdzv_endpoint, as
 // torchrun), the others connect to it with retry until join_timeout.
-RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
+RendezvousSetup make_static_rendezvous(const LaunchConfig& config, std::string secret) {
   require_agent_store(config);
   if (config.min_nodes != config.max_nodes) {
     throw ConfigError("--nnodes=" + config.nnodes.value_or("?") +
@@ -160,23 +181,28 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config) {
   o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
   o.hosts_store = *config.node_rank == 0;
 
+  if (secret.empty() && o.hosts_store && config.max_nodes == 1) secret = generate_secret();
   std::shared_ptr<rendezvous::Store> store;
   if (o.hosts_store) {
-    setup.store_server = host_store(config, master.host, master.port);
-    store =
-        rendezvous::connect_own_store(master.host, *setup.store_server, kOwnStoreConnectTimeout);
+    setup.store_server = host_store(config, master.host, master.port, secret);
+    store = rendezvous::connect_own_store(master.host, *setup.store_server, kOwnStoreConnectTimeout,
+                                          rendezvous::kDefaultStoreTimeout, secret);
   } else {
     store = rendezvous::connect_store({master.host, master.port, "node_rank 0", o.join_timeout,
-                                       rendezvous::kDefaultStoreTimeout, std::chrono::seconds(5)});
+                                       rendezvous::kDefaultStoreTimeout, std::chrono::seconds(5),
+                                       secret});
   }
   setup.handler = std::make_unique<rendezvous::StaticRendezvous>(
-      o, std::move(store), connector(master.host, master.port));
+      o, std::move(store), connector(master.host, master.port, secret));
+  setup.secret = secret;
+  setup.set_worker_namespace = namespace_setter(
+      setup.store_server.get(), connector(master.host, master.port, secret), secret);
   return setup;
 }
 
 // Elastic: the agent whose address matches --rdzv_endpoint hosts the store (is_host), or
 // it runs elsewhere (a standalone ddpstore); everybody meets in rounds on it.
-RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
+RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string secret) {
   require_agent_store(config);
   if (*config.rdzv_backend != "c10d") {
     throw ConfigError("--rdzv_backend=" + *config.rdzv_backend +
@@ -216,9 +242,11 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
   bool host = explicit_host ? *conf.is_host
               : local_addr  ? *local_addr == endpoint.host
                             : is_local_address(endpoint.host);
+  // One node that hosts its own store: nobody else needs the secret, so make one.
+  if (secret.empty() && host && config.max_nodes == 1) secret = generate_secret();
   if (host) {
     try {
-      setup.store_server = host_store(config, endpoint.host, endpoint.port);
+      setup.store_server = host_store(config, endpoint.host, endpoint.port, secret);
     } catch (const rendezvous::BindError& e) {
       // Several agents on one machine all match; the first one to bind hosts the store. Any
       // other bind failure would leave everybody waiting for a store nobody hosts.
@@ -230,18 +258,22 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config) {
   std::shared_ptr<rendezvous::Store> store;
   if (host) {
     store =
-        rendezvous::connect_own_store(endpoint.host, *setup.store_server, kOwnStoreConnectTimeout);
+        rendezvous::connect_own_store(endpoint.host, *setup.store_server, kOwnStoreConnectTimeout,
+                                      rendezvous::kDefaultStoreTimeout, secret);
   } else {
     store = rendezvous::connect_store({endpoint.host, endpoint.port, "the c10d endpoint",
                                        o.join_timeout, rendezvous::kDefaultStoreTimeout,
-                                       std::chrono::seconds(5)});
+                                       std::chrono::seconds(5), secret});
   }
   setup.handler = std::make_unique<rendezvous::DynamicRendezvous>(
-      o, std::move(store), connector(endpoint.host, endpoint.port));
+      o, std::move(store), connector(endpoint.host, endpoint.port, secret));
+  setup.secret = secret;
+  setup.set_worker_namespace = namespace_setter(
+      setup.store_server.get(), connector(endpoint.host, endpoint.port, secret), secret);
   return setup;
 }
 
-RendezvousSetup make_local(const LaunchConfig& config) {
+RendezvousSetup make_local(const LaunchConfig& config, std::string secret) {
   RendezvousSetup setup;
   setup.run_id = config.run_id.value_or(config.standalone ? random_run_id() : "none");
 
@@ -253,9 +285,12 @@ RendezvousSetup make_local(const LaunchConfig& config) {
   int port = config.standalone ? 0 : config.master_port.value_or(kDefaultMasterPort);
 
   if (config.agent_store) {
+    // One node: the secret never has to leave this agent and its workers, so make one.
+    if (secret.empty()) secret = generate_secret();
     // One node: the workers are on this machine, so the store listens on loopback only and
     // the workers dial that (MASTER_ADDR), unless --store_bind asks for more.
     rendezvous::StoreServerOptions server;
+    server.secret = secret;
     server.port = static_cast<uint16_t>(port);
     if (config.store_bind) {
       server.host = normalize_host(*config.store_bind);
@@ -272,8 +307,11 @@ RendezvousSetup make_local(const LaunchConfig& config) {
     setup.store_server = std::make_unique<rendezvous::StoreServer>(server);
     local.master_port = setup.store_server->port();
     // The workers dial master_addr: a store they could not reach there fails now.
-    rendezvous::connect_own_store(local.master_addr, *setup.store_server, kOwnStoreConnectTimeout);
+    rendezvous::connect_own_store(local.master_addr, *setup.store_server, kOwnStoreConnectTimeout,
+                                  rendezvous::kDefaultStoreTimeout, secret);
     setup.workers_use_agent_store = true;
+    setup.secret = secret;
+    setup.set_worker_namespace = namespace_setter(setup.store_server.get(), nullptr, secret);
   } else {
     local.master_port = port == 0 ? pick_free_port(local.master_addr) : static_cast<uint16_t>(port);
   }
@@ -283,16 +321,29 @@ RendezvousSetup make_local(const LaunchConfig& config) {
 
 }  // namespace
 
+std::string job_secret(const LaunchConfig& config, const Environment& env) {
+  if (config.secret_file) return load_secret_file(*config.secret_file);
+  auto it = env.find(env::kSecretFile);
+  if (it != env.end() && !it->second.empty()) return load_secret_file(it->second);
+  if (config.max_nodes > 1 && config.agent_store) {
+    DDP_LOG_INFO(
+        "no --secret_file: anyone who reaches the rendezvous store can join or disturb this job "
+        "(docs/security.md)");
+  }
+  return {};
+}
+
 RendezvousSetup make_rendezvous(const LaunchConfig& given, const Environment& env) {
   LaunchConfig config = given;
   // Inside an srun step the missing multi-node options come from SLURM; flags win.
   if (!config.standalone) apply_slurm_defaults(config, env);
-  if (config.standalone) return make_local(config);
+  std::string secret = job_secret(config, env);
+  if (config.standalone) return make_local(config, std::move(secret));
   if (config.rdzv_backend && *config.rdzv_backend != "static") {
-    return make_dynamic_rendezvous(config);
+    return make_dynamic_rendezvous(config, std::move(secret));
   }
-  if (config.max_nodes > 1) return make_static_rendezvous(config);
-  return make_local(config);
+  if (config.max_nodes > 1) return make_static_rendezvous(config, std::move(secret));
+  return make_local(config, std::move(secret));
 }
 
 }  // namespace ddp::launcher

@@ -31,8 +31,11 @@ std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
     tcp.port = o.port;
     tcp.timeout = o.timeout;
     tcp.connect_timeout = deadline.slice(o.progress_interval);
+    tcp.secret = o.secret;
     try {
       return std::make_shared<TcpStore>(tcp);
+    } catch (const AuthError&) {
+      throw;  // waiting does not change the secret
     } catch (const StoreError& e) {
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started);
       if (deadline.expired()) {

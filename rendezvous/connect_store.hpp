@@ -18,6 +18,7 @@ struct StoreConnectOptions {
   Duration patience = std::chrono::seconds(600);         // give up after this long
   Duration timeout = kDefaultStoreTimeout;               // the connection's default op deadline
   Duration progress_interval = std::chrono::seconds(5);  // between "still waiting" lines
+  std::string secret{};  // the job secret (TcpStoreOptions::secret); AuthError is not retried
 };
 
 // Connects to host:port, retrying until patience runs out (StoreError naming the endpoint,

@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev catch2
   libgloo-dev               # CPU collectives
   libopenblas-dev zlib1g-dev
+  libssl-dev                # libcrypto: HMAC-SHA256 of the store's authentication
   python3-torch             # PyTorch 1.13 (CPU): compatibility tests and reference benchmarks
   python3-numpy
   gnuplot-nox               # scripts/plot_metrics

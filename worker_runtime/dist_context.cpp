@@ -40,6 +40,7 @@ std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const I
     std::string why;
     server_options.host = store_listen_host(env.master_addr, "", why);
     if (!why.empty()) DDP_LOG_WARN("the store listens on every interface: " + why);
+    server_options.secret = env.secret;
     server = std::make_unique<rendezvous::StoreServer>(server_options);
   }
   rendezvous::TcpStoreOptions tcp;
@@ -47,6 +48,7 @@ std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const I
   tcp.port = env.master_port;
   tcp.timeout = options.store_timeout;
   tcp.connect_timeout = options.store_timeout;
+  tcp.secret = env.secret;
   return std::make_shared<rendezvous::TcpStore>(tcp);
 }
 

@@ -8,6 +8,7 @@
 #include "common/host_address.hpp"
 #include "common/hostlist.hpp"
 #include "common/parse_int.hpp"
+#include "common/secret.hpp"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -117,6 +118,8 @@ EnvContract parse_env(const EnvMap& env) {
   out.backend = lookup(env, env::kBackend).value_or("");
   out.store_prefix = lookup(env, env::kStorePrefix)
                          .value_or(env::kWorkerPrefixBase + std::to_string(out.restart_count));
+  out.secret =
+      secret_from_env([&](const char* name) { return lookup(env, name); }).value_or(std::string());
   return out;
 }
 

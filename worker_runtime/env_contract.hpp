@@ -27,6 +27,9 @@ struct EnvContract {
   // TORCHELASTIC_USE_AGENT_STORE: the agent hosts the store. Otherwise rank 0 hosts it at
   // MASTER_ADDR:MASTER_PORT (as PyTorch's env:// does for manual launches and bare srun).
   bool use_agent_store = false;
+  // The job secret: DDPLAUNCH_SECRET (hex, as the agent hands it) or the file in
+  // DDPLAUNCH_SECRET_FILE; "" when neither (the store is open).
+  std::string secret;
 };
 
 // Parses and checks the contract (RANK < WORLD_SIZE, port in 1..65535, ...); falls back to

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "rendezvous/store/auth.hpp"
 
 namespace ddp::bench {
 
@@ -65,34 +66,87 @@ int connect_one(const sockaddr_storage& ss, socklen_t len, size_t id, Clock::tim
   }
 }
 
+void recv_exact(int fd, char* out, size_t n, size_t id) {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::recv(fd, out + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      fail_client(id, r == 0 ? "server closed the connection"
+                             : "no reply to the warm-up request: " + errno_text(errno));
+    }
+    got += static_cast<size_t>(r);
+  }
+}
+
+std::string recv_string(int fd, size_t id) {
+  char len[8];
+  recv_exact(fd, len, sizeof len, id);
+  std::string s(wire::get_u64(len), '\0');
+  recv_exact(fd, s.data(), s.size(), id);
+  return s;
+}
+
+wire::Request request(wire::Command command, std::vector<std::string> keys = {},
+                      std::vector<std::string> values = {}) {
+  wire::Request r;
+  r.command = command;
+  r.keys = std::move(keys);
+  r.values = std::move(values);
+  return r;
+}
+
+// What TcpStore does at connect with a secret: VALIDATE + the probe's CHECK, AUTH_CHALLENGE,
+// AUTH_PROOF (three round trips).
+void authenticate(int fd, const LoadOptions& o, size_t id) {
+  wire::Request validate = request(wire::Command::kValidate);
+  validate.nonce = wire::kValidationMagic;
+  send_all(fd,
+           wire::encode_request(validate, wire::Dialect::kV2) +
+               wire::encode_request(request(wire::Command::kCheck, {wire::kExtensionProbeKey}),
+                                    wire::Dialect::kV2),
+           id);
+  char byte = 0;
+  recv_exact(fd, &byte, 1, id);
+  if (byte != static_cast<char>(wire::kCheckReady)) fail_client(id, "not a ddplaunch store");
+  send_all(fd, wire::encode_request(request(wire::Command::kAuthChallenge), wire::Dialect::kNative),
+           id);
+  recv_exact(fd, &byte, 1, id);
+  const std::string server_nonce = recv_string(fd, id);
+  if (byte != static_cast<char>(wire::kAuthRequired)) fail_client(id, "the store has no secret");
+  const std::string client_nonce = rendezvous::auth::random_nonce();
+  send_all(fd,
+           wire::encode_request(
+               request(wire::Command::kAuthProof, {client_nonce},
+                       {rendezvous::auth::client_proof(o.secret, server_nonce, client_nonce)}),
+               wire::Dialect::kNative),
+           id);
+  recv_exact(fd, &byte, 1, id);
+  const std::string server_proof = recv_string(fd, id);
+  if (!rendezvous::auth::same_mac(
+          server_proof, rendezvous::auth::server_proof(o.secret, server_nonce, client_nonce))) {
+    fail_client(id, "the store did not prove the secret");
+  }
+}
+
 // One untimed blocking round trip (handshake + ADD), given 30 s: a server that accepted the
 // connection but never answers fails the run instead of hanging it.
 void warm_up(int fd, const LoadOptions& o, size_t id) {
   timeval limit{30, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
   std::string hello;
-  if (o.dialect == wire::Dialect::kV2) {
-    wire::Request validate;
-    validate.command = wire::Command::kValidate;
+  if (!o.secret.empty()) {
+    authenticate(fd, o, id);
+  } else if (o.dialect == wire::Dialect::kV2) {
+    wire::Request validate = request(wire::Command::kValidate);
     validate.nonce = wire::kValidationMagic;
     hello = wire::encode_request(validate, o.dialect);
   }
-  wire::Request add;
-  add.command = wire::Command::kAdd;
-  add.keys = {"bench/warmup"};
+  wire::Request add = request(wire::Command::kAdd, {"bench/warmup"});
   add.delta = 1;
   send_all(fd, hello + wire::encode_request(add, o.dialect), id);
   char reply[8];
-  size_t got = 0;
-  while (got < sizeof(reply)) {
-    const ssize_t n = ::recv(fd, reply + got, sizeof(reply) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      fail_client(id, n == 0 ? "server closed the connection"
-                             : "no reply to the warm-up request: " + errno_text(errno));
-    }
-    got += static_cast<size_t>(n);
-  }
+  recv_exact(fd, reply, sizeof reply, id);
   timeval none{0, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
 }
@@ -119,6 +173,7 @@ ClosedLoop::ClosedLoop(const LoadOptions& options) : options_(options) {
   clients_.resize(static_cast<size_t>(options.clients));
   for (size_t i = 0; i < clients_.size(); ++i) {
     Client& c = clients_[i];
+    const auto connect_started = Clock::now();
     c.fd = connect_one(ss, len, i, deadline);
     const std::string key = "bench/" + std::to_string(i);
     wire::Request set;
@@ -140,6 +195,8 @@ ClosedLoop::ClosedLoop(const LoadOptions& options) : options_(options) {
     c.in.reserve(8 + options.value_bytes);
     c.samples.reserve(static_cast<size_t>(options.requests_per_client) / 3 * 2 + 2);
     warm_up(c.fd, options, i);
+    connect_us_.push_back(
+        std::chrono::duration<double, std::micro>(Clock::now() - connect_started).count());
   }
 }
 
@@ -191,6 +248,7 @@ LoadResult ClosedLoop::finish() {
   result.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   result.cpu_seconds = cpu_seconds_now() - cpu_start_;
   result.requests = requests_;
+  result.connect_us = connect_us_;
   for (auto& c : clients_) {
     result.round_trip_us.insert(result.round_trip_us.end(), c.samples.begin(), c.samples.end());
   }

@@ -50,6 +50,7 @@ class ClosedLoop {
   std::vector<Client> clients_;
   size_t finished_ = 0;
   uint64_t requests_ = 0;
+  std::vector<double> connect_us_;  // per client: connect() to its warm-up reply
   std::chrono::steady_clock::time_point start_;
   double cpu_start_ = 0;
 };

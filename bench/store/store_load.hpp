@@ -23,6 +23,9 @@ struct LoadOptions {
   size_t value_bytes = 64;
   rendezvous::wire::Dialect dialect = rendezvous::wire::Dialect::kV2;
   LoadIo io = LoadIo::kIoUring;
+  // Non-empty: every connection negotiates ddplaunch's dialect and proves this secret
+  // (AUTH_CHALLENGE + AUTH_PROOF) before its first request, as TcpStore does. kV2 only.
+  std::string secret;
 };
 
 struct LoadResult {
@@ -30,9 +33,13 @@ struct LoadResult {
   double seconds = 0;
   double cpu_seconds = 0;             // this process's user+system time while timed
   std::vector<double> round_trip_us;  // every round trip, unsorted
+  // Per connection: from connect() to the reply of its first request (handshake included).
+  std::vector<double> connect_us;
   [[nodiscard]] double requests_per_second() const { return requests / seconds; }
   // Percentile (0..100) of round-trip latency in microseconds.
   [[nodiscard]] double percentile_us(double p) const;
+  // The same percentile of connect_us.
+  [[nodiscard]] double connect_percentile_us(double p) const;
 };
 
 // Connects every client (retrying until 30 s), runs the load, returns the measurements.

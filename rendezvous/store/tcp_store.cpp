@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "common/host_address.hpp"
 #include "common/socket_io.hpp"
 #include "common/tcp_liveness.hpp"
+#include "rendezvous/store/auth.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 
 namespace ddp::rendezvous {
@@ -53,8 +55,9 @@ struct TcpStore::Impl {
   explicit Impl(TcpStoreOptions opts)
       : options(std::move(opts)), endpoint("tcp://" + join_host_port(options.host, options.port)) {}
 
-  // (Re)connects c and sends the VALIDATE handshake (the caller owns c: holds mu for conn).
-  void ensure_connected(SocketConn& c) const {
+  // (Re)connects c, sends the VALIDATE handshake and negotiates ddplaunch's dialect, proving
+  // the secret where the store asks (the caller owns c: holds mu for conn).
+  void ensure_connected(SocketConn& c) {
     // Between requests the server never speaks first, so a readable socket means it closed
     // (restarted, stopped). Reconnect now: a SET sent into that socket has no reply and would
     // be lost without an error.
@@ -63,12 +66,85 @@ struct TcpStore::Impl {
     const TcpLiveness liveness = tcp_liveness_from_env();  // a vanished server fails in ~3 s
     c = SocketConn::connect(options.host, options.port, options.connect_timeout, "store");
     set_tcp_liveness(c.fd(), liveness);
-    wire::Request hello = make(Command::kValidate);
-    hello.nonce = wire::kValidationMagic;
-    c.send_all(wire::encode_request(hello, wire::Dialect::kV2),
-               Deadline::after(options.connect_timeout));
+    try {
+      negotiate(c, Deadline::after(options.connect_timeout));
+    } catch (...) {
+      c.close();
+      throw;
+    }
   }
   void ensure_connected() { ensure_connected(conn); }
+
+  // VALIDATE and the CHECK of the extension probe in one write; on our server, the
+  // challenge-response (docs/store.md, "Authentication").
+  void negotiate(SocketConn& c, const Deadline& deadline) {
+    wire::Request hello = make(Command::kValidate);
+    hello.nonce = wire::kValidationMagic;
+    c.send_all(wire::encode_request(hello, wire::Dialect::kV2) +
+                   wire::encode_request(make(Command::kCheck, {wire::kExtensionProbeKey}),
+                                        wire::Dialect::kV2),
+               deadline);
+    native = recv_u8(c, deadline) == wire::kCheckReady;
+    if (!native) {
+      if (!options.secret.empty()) {
+        throw AuthError("store " + address() +
+                        " does not speak ddplaunch's dialect (a PyTorch TCPStore?), so it cannot "
+                        "check the job secret this client was given (--secret_file / " +
+                        "DDPLAUNCH_SECRET_FILE)");
+      }
+      return;
+    }
+    c.send_all(wire::encode_request(make(Command::kAuthChallenge), wire::Dialect::kNative),
+               deadline);
+    const uint8_t required = recv_u8(c, deadline);
+    const std::string server_nonce = c.recv_string(deadline);
+    if (required == wire::kAuthNotRequired) {
+      if (!options.secret.empty()) {
+        // An empty proof: the store logs one line naming this client, and no MAC of ours
+        // goes to a store that cannot check it.
+        c.send_all(
+            wire::encode_request(make(Command::kAuthProof, {""}, {""}), wire::Dialect::kNative),
+            deadline);
+        throw AuthError("store " + address() +
+                        " refused authentication: it has no secret but this client has one "
+                        "(start the store with the same --secret_file, or drop the client's)");
+      }
+      return;
+    }
+    if (required != wire::kAuthRequired) {
+      throw ProtocolError("AUTH_CHALLENGE answered " + std::to_string(required));
+    }
+    if (options.secret.empty()) {
+      throw AuthError("store " + address() +
+                      " refused authentication: it requires the job secret and this client has "
+                      "none (check --secret_file / DDPLAUNCH_SECRET_FILE)");
+    }
+    const std::string client_nonce = auth::random_nonce();
+    c.send_all(
+        wire::encode_request(make(Command::kAuthProof, {client_nonce},
+                                  {auth::client_proof(options.secret, server_nonce, client_nonce)}),
+                             wire::Dialect::kNative),
+        deadline);
+    std::string server_mac;
+    try {
+      if (recv_u8(c, deadline) != wire::kAuthAccepted) throw ProtocolError("AUTH_PROOF refused");
+      server_mac = c.recv_string(deadline);
+    } catch (const SocketTimeout&) {
+      throw;
+    } catch (const Error&) {
+      throw AuthError("store " + address() +
+                      " refused authentication: wrong secret (check --secret_file / "
+                      "DDPLAUNCH_SECRET_FILE)");
+    }
+    if (!auth::same_mac(server_mac,
+                        auth::server_proof(options.secret, server_nonce, client_nonce))) {
+      throw AuthError("store " + address() +
+                      " answered the challenge without knowing the job secret: not the store "
+                      "of this job");
+    }
+  }
+
+  [[nodiscard]] std::string address() const { return join_host_port(options.host, options.port); }
 
   // Runs body under the lock; any failure drops the connection (its byte stream is no
   // longer in a known state) and is rethrown naming endpoint, operation, keys and timeout.
@@ -176,7 +252,8 @@ struct TcpStore::Impl {
 
   TcpStoreOptions options;
   std::string endpoint;
-  std::mutex mu;  // guards conn: one short request at a time
+  std::atomic<bool> native{false};  // the store speaks kNative (learnt at each connect)
+  std::mutex mu;                    // guards conn: one short request at a time
   SocketConn conn;
   std::mutex pool_mu;  // guards idle_wait_conns
   std::vector<SocketConn> idle_wait_conns;
@@ -191,6 +268,8 @@ TcpStore::TcpStore(TcpStoreOptions options)
     throw StoreError(impl_->endpoint + ": handshake failed: " + e.what());
   } catch (const SocketError& e) {
     throw StoreError(e.what());  // "cannot connect to store at tcp://..."
+  } catch (const ProtocolError& e) {
+    throw StoreError(impl_->endpoint + ": handshake failed: bad reply: " + e.what());
   }
 }
 
@@ -342,15 +421,27 @@ class TcpPresence final : public Presence {
 
 std::unique_ptr<Presence> TcpStore::open_presence() {
   SocketConn c;
-  const auto deadline = Deadline::after(std::min(timeout(), impl_->options.connect_timeout));
   try {
     impl_->ensure_connected(c);
-    impl_->send(c, make(Command::kCheck, {wire::kExtensionProbeKey}), deadline);
-    if (recv_u8(c, deadline) != wire::kCheckReady) return nullptr;  // a PyTorch server
+    if (!impl_->native) return nullptr;  // a PyTorch server
+  } catch (const AuthError&) {
+    throw;
   } catch (const Error& e) {
     throw StoreError("store " + impl_->endpoint + ": opening a presence connection: " + e.what());
   }
   return std::make_unique<TcpPresence>(std::move(c), impl_->endpoint, timeout());
+}
+
+void TcpStore::set_worker_namespace(const std::string& prefix) {
+  impl_->call("set_worker_namespace", {prefix}, timeout(), [&](const Deadline& deadline) {
+    if (!impl_->native) return;
+    impl_->conn.send_all(
+        wire::encode_request(make(Command::kWorkerNamespace, {prefix}), wire::Dialect::kNative),
+        deadline);
+    if (recv_u8(impl_->conn, deadline) != wire::kCloseActionDone) {
+      throw ProtocolError("WORKER_NAMESPACE refused");
+    }
+  });
 }
 
 void TcpStore::ping() {

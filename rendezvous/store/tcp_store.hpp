@@ -24,6 +24,9 @@ struct TcpStoreOptions {
   // taking one of their own, so the client opens one connection in all. For single-threaded
   // clients by the thousand (bench/rdzv: 16k simulated agents within one fd limit).
   bool one_connection = false;
+  // The job secret (docs/security.md): non-empty -> every connection proves it to the store
+  // (and the store proves it back) before anything else; AuthError when they disagree.
+  std::string secret{};
 };
 
 class TcpStore final : public Store {
@@ -49,6 +52,10 @@ class TcpStore final : public Store {
   [[nodiscard]] std::string describe() const override;
   // A connection of its own that negotiates ddplaunch's dialect; nullptr from a PyTorch server.
   std::unique_ptr<Presence> open_presence() override;
+
+  // Confines unauthenticated (PyTorch) clients of a store with a secret to keys under prefix
+  // (WORKER_NAMESPACE); a no-op on a store without ddplaunch's dialect. Needs the secret.
+  void set_worker_namespace(const std::string& prefix);
 
   // Round-trips a PING; throws StoreError when the server is gone.
   void ping();

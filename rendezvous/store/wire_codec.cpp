@@ -12,18 +12,37 @@ namespace {
 constexpr uint8_t kLegacyNone = 0xFF;
 
 // Wire bytes per Command, indexed by the enum's value.
-constexpr size_t kCommands = 18;
+constexpr size_t kCommands = 21;
 constexpr uint8_t kNo = kLegacyNone;
-constexpr std::array<uint8_t, kCommands> kV2Bytes = {0, 1, 2,  3,  4,  5,  6,   7,   kNo,
-                                                     8, 9, 10, 11, 12, 13, kNo, kNo, kNo};
-constexpr std::array<uint8_t, kCommands> kNativeBytes = {0, 1, 2,  3,  4,  5,  6,    7,    kNo,
-                                                         8, 9, 10, 11, 12, 13, 0x40, 0x41, 0x42};
-constexpr std::array<uint8_t, kCommands> kLegacyBytes = {kNo, 0, 1,  2,  3,  4,   5,   6,   7,
-                                                         8,   9, 10, 11, 12, kNo, kNo, kNo, kNo};
-constexpr std::array<const char*, kCommands> kNames = {
-    "VALIDATE",  "SET",         "COMPARE_SET", "GET",        "ADD",       "CHECK",
-    "WAIT",      "GETNUMKEYS",  "WATCH_KEY",   "DELETE_KEY", "APPEND",    "MULTI_GET",
-    "MULTI_SET", "CANCEL_WAIT", "PING",        "ON_CLOSE",   "EPHEMERAL", "CLEAR_CLOSE_ACTIONS"};
+// clang-format off
+constexpr std::array<uint8_t, kCommands> kV2Bytes = {
+    0, 1, 2, 3, 4, 5, 6, 7, kNo, 8, 9, 10, 11, 12, 13, kNo, kNo, kNo, kNo, kNo, kNo};
+constexpr std::array<uint8_t, kCommands> kNativeBytes = {
+    0, 1, 2, 3, 4, 5, 6, 7, kNo, 8, 9, 10, 11, 12, 13, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45};
+constexpr std::array<uint8_t, kCommands> kLegacyBytes = {
+    kNo, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, kNo, kNo, kNo, kNo, kNo, kNo, kNo};
+// clang-format on
+constexpr std::array<const char*, kCommands> kNames = {"VALIDATE",
+                                                       "SET",
+                                                       "COMPARE_SET",
+                                                       "GET",
+                                                       "ADD",
+                                                       "CHECK",
+                                                       "WAIT",
+                                                       "GETNUMKEYS",
+                                                       "WATCH_KEY",
+                                                       "DELETE_KEY",
+                                                       "APPEND",
+                                                       "MULTI_GET",
+                                                       "MULTI_SET",
+                                                       "CANCEL_WAIT",
+                                                       "PING",
+                                                       "ON_CLOSE",
+                                                       "EPHEMERAL",
+                                                       "CLEAR_CLOSE_ACTIONS",
+                                                       "AUTH_CHALLENGE",
+                                                       "AUTH_PROOF",
+                                                       "WORKER_NAMESPACE"};
 
 const std::array<uint8_t, kCommands>& byte_table(Dialect dialect) {
   switch (dialect) {
@@ -141,12 +160,14 @@ bool read_body(FrameReader& r, Command command, Request* out) {
     case Command::kAppend:
     case Command::kOnClose:
     case Command::kEphemeral:
+    case Command::kAuthProof:
       return r.key() && r.value();
     case Command::kCompareSet:
       return r.key() && r.value() && r.value();
     case Command::kGet:
     case Command::kDeleteKey:
     case Command::kWatchKey:
+    case Command::kWorkerNamespace:
       return r.key();
     case Command::kAdd: {
       uint64_t v = 0;
@@ -186,6 +207,7 @@ bool read_body(FrameReader& r, Command command, Request* out) {
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kClearCloseActions:
+    case Command::kAuthChallenge:
       return true;
   }
   return true;
@@ -312,6 +334,7 @@ std::string encode_request(const Request& request, Dialect dialect) {
     case Command::kAppend:
     case Command::kOnClose:
     case Command::kEphemeral:
+    case Command::kAuthProof:
       need(1, 1);
       put_string(out, k[0]);
       put_string(out, v[0]);
@@ -325,6 +348,7 @@ std::string encode_request(const Request& request, Dialect dialect) {
     case Command::kGet:
     case Command::kDeleteKey:
     case Command::kWatchKey:
+    case Command::kWorkerNamespace:
       need(1, 0);
       put_string(out, k[0]);
       break;
@@ -350,6 +374,7 @@ std::string encode_request(const Request& request, Dialect dialect) {
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kClearCloseActions:
+    case Command::kAuthChallenge:
       break;
   }
   return out;

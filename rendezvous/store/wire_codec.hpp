@@ -12,10 +12,11 @@
 //           MULTI_GET=10 MULTI_SET=11 CANCEL_WAIT=12).
 //   kNative (ddplaunch's own clients): kV2 plus records tied to the connection's life,
 //           ON_CLOSE=0x40 EPHEMERAL=0x41 CLEAR_CLOSE_ACTIONS=0x42, each answered with one
-//           byte 0. A kV2 connection becomes kNative when it CHECKs kExtensionProbeKey: our
-//           server answers "ready" and switches; a PyTorch server answers "not ready" (no such
-//           key), so a native client learns it must do without, and PyTorch clients, who never
-//           send the probe, never see the extension.
+//           byte 0; the authentication AUTH_CHALLENGE=0x43 AUTH_PROOF=0x44 and
+//           WORKER_NAMESPACE=0x45 (docs/store.md, "Authentication"). A kV2 connection becomes
+//           kNative when it CHECKs kExtensionProbeKey: our server answers "ready" and switches; a
+//           PyTorch server answers "not ready" (no such key), so a native client learns it must do
+//           without, and PyTorch clients, who never send the probe, never see the extension.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -59,7 +60,21 @@ enum class Command : uint8_t {
   kEphemeral,
   // kNative only: an orderly leave: ephemeral keys deleted now, ON_CLOSE records forgotten.
   kClearCloseActions,
+  // kNative only: no arguments; replies uint8 kAuthRequired / kAuthNotRequired, then the
+  // server's nonce as a string (empty when not required).
+  kAuthChallenge,
+  // kNative only: key = the client's nonce, value = auth::client_proof(); replies uint8
+  // kAuthAccepted + auth::server_proof() as a string, or the server closes the connection.
+  kAuthProof,
+  // kNative, authenticated only: key = the prefix ("/worker/attempt_3/") unauthenticated
+  // (PyTorch) connections are confined to from now on; replies one byte 0.
+  kWorkerNamespace,
 };
+
+// AUTH_CHALLENGE / AUTH_PROOF reply bytes.
+inline constexpr uint8_t kAuthNotRequired = 0;
+inline constexpr uint8_t kAuthRequired = 1;
+inline constexpr uint8_t kAuthAccepted = 0;
 
 // The one-byte reply of the kNative commands.
 inline constexpr uint8_t kCloseActionDone = 0;

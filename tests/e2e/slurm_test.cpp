@@ -106,5 +106,7 @@ TEST_CASE("slurm: srun and sbatch job steps run ddplaunch with 2 workers per nod
     INFO(r.output + "\n--- job output ---\n" + job.str());
     REQUIRE(r.status == 0);
     CHECK(ranks(job.str(), "4") == std::set<int>{0, 1, 2, 3});
+    // The script made a job secret and gave it to both agents (docs/security.md).
+    CHECK_THAT(job.str(), !Catch::Contains("no --secret_file"));
   }
 }

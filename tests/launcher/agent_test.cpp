@@ -11,6 +11,7 @@
 #include <regex>
 #include <thread>
 
+#include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/progress_protocol.hpp"
 #include "rendezvous/failure_record.hpp"
@@ -111,6 +112,32 @@ TEST_CASE("a failing worker restarts the whole group with RESTART_COUNT+1", "[ag
   CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGTERM});
   CHECK(h.logged(ddp::log::program() + ": worker group failed (rank 1: exit code 7"));
   CHECK(h.logged("restarting, attempt 2 of 2"));
+}
+
+TEST_CASE("each attempt's worker namespace is declared before its workers start", "[agent][auth]") {
+  Harness h(2, /*max_restarts=*/1);
+  std::vector<std::pair<std::string, size_t>> declared;  // prefix, workers spawned by then
+  h.options.set_worker_namespace = [&](const std::string& prefix) {
+    declared.emplace_back(prefix, h.spawner.workers.size());
+  };
+  h.spawner.on_spawn = [&](size_t i) {
+    const bool first = h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "0";
+    h.spawner.exit(i, first && i == 1 ? ExitStatus{3, 0} : ExitStatus{});
+  };
+  REQUIRE(h.run() == 0);
+  CHECK(declared == std::vector<std::pair<std::string, size_t>>{{"/worker/attempt_0/", 0},
+                                                                {"/worker/attempt_1/", 2}});
+}
+
+TEST_CASE("a namespace that cannot be declared is one warning; the workers still start",
+          "[agent][auth]") {
+  Harness h(1);
+  h.options.set_worker_namespace = [](const std::string&) {
+    throw ddp::StoreError("store 127.0.0.1:1: gone");
+  };
+  h.spawner.on_spawn = [&](size_t i) { h.spawner.exit(i, ExitStatus{}); };
+  REQUIRE(h.run() == 0);
+  CHECK(h.logged("could not declare the workers' store namespace: store 127.0.0.1:1: gone"));
 }
 
 // Puts the log level back at the end of a test, whatever happened in it.

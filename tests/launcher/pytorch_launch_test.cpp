@@ -39,6 +39,9 @@ TEST_CASE("a 2-worker gloo DDP script trains and exits 0 on the agent's store", 
   CHECK_THAT(agent.out(), Contains("[default0]:rank 0/2 agent_store=True"));
   CHECK_THAT(agent.out(), Contains("[default1]:rank 1/2 agent_store=True"));
   CHECK_THAT(agent.out(), Contains("[default0]:params in sync after 20 steps"));
+  // --standalone made a job secret: the workers' PyTorch clients stayed inside their
+  // namespace, so the store refused nothing (docs/security.md).
+  CHECK_THAT(agent.err(), !Contains("refused"));
 }
 
 TEST_CASE("a legacy torch.distributed.launch script reading --local_rank works", "[pytorch]") {

@@ -177,18 +177,24 @@ TEST_CASE("presence: a store server without the extension gives nullptr, not an 
   ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
   const uint16_t port = ntohs(addr.sin_port);
   std::thread server([listen_fd] {
+    // Every TcpStore connection (the store's own, then the presence one) sends VALIDATE and
+    // the probe's CHECK at connect; both are told "not ready".
+    auto answer_probe = [](int conn) {
+      const size_t frame = 5 + 1 + 8 + 8 + wire::kExtensionProbeKey.size();
+      std::string in(frame, '\0');
+      size_t got = 0;
+      while (got < frame) {
+        const ssize_t n = ::read(conn, in.data() + got, frame - got);
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+      }
+      const char not_ready = static_cast<char>(wire::kCheckNotReady);
+      (void)::write(conn, &not_ready, 1);
+    };
     const int main_conn = ::accept(listen_fd, nullptr, nullptr);  // the store's own
+    answer_probe(main_conn);
     const int probe_conn = ::accept(listen_fd, nullptr, nullptr);
-    const size_t frame = 5 + 1 + 8 + 8 + wire::kExtensionProbeKey.size();
-    std::string in(frame, '\0');
-    size_t got = 0;
-    while (got < frame) {
-      const ssize_t n = ::read(probe_conn, in.data() + got, frame - got);
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    const char not_ready = static_cast<char>(wire::kCheckNotReady);
-    (void)::write(probe_conn, &not_ready, 1);
+    answer_probe(probe_conn);
     char byte = 0;
     (void)::read(probe_conn, &byte, 1);  // until the client hangs up
     ::close(probe_conn);

@@ -88,3 +88,53 @@ TEST_CASE("two torch processes init_process_group(env://) on our store and all_r
   CHECK(store.check(
       {"//worker/attempt_0/default_pg/0/0/rank_0", "//worker/attempt_0/default_pg/0/0/rank_1"}));
 }
+
+TEST_CASE("torch 1.13 without the secret: its worker namespace works, nothing else does",
+          "[pytorch][auth]") {
+  StoreServerOptions options = loopback();
+  options.secret = "the job's secret";
+  StoreServer server(options);
+  TcpStoreOptions co;
+  co.port = server.port();
+  co.timeout = 10s;
+  co.secret = options.secret;
+  TcpStore agent(co);
+  agent.set("/torchelastic/rdzv/state", "agents only");
+  agent.set_worker_namespace("/worker/attempt_3/");
+
+  ddp::test::ChildProcess py(
+      python("torch_confined_client.py", {"127.0.0.1", std::to_string(server.port()), "3"}, {}));
+  const int rc = py.wait(120s);
+  INFO(py.out());
+  REQUIRE(rc == 0);
+  CHECK_THAT(py.out(), Catch::Contains("INSIDE OK"));
+  CHECK_THAT(py.out(), Catch::Contains("OUTSIDE REFUSED"));
+  CHECK(agent.get("/torchelastic/rdzv/state") == "agents only");
+  CHECK(agent.get("//worker/attempt_3/key") == "value");
+}
+
+TEST_CASE("two torch processes all_reduce on a store with a secret, confined to attempt 0",
+          "[pytorch][auth]") {
+  StoreServerOptions options = loopback();
+  options.secret = "the job's secret";
+  StoreServer server(options);
+  server.set_worker_namespace("/worker/attempt_0/");
+  std::vector<std::unique_ptr<ddp::test::ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.push_back(std::make_unique<ddp::test::ChildProcess>(
+        python("torch_allreduce_worker.py", {},
+               {{"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", std::to_string(server.port())},
+                {"RANK", std::to_string(rank)},
+                {"WORLD_SIZE", "2"},
+                {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                {"TORCHELASTIC_RESTART_COUNT", "0"},
+                {"OMP_NUM_THREADS", "1"}})));
+  }
+  for (auto& rank : ranks) {
+    const int rc = rank->wait(120s);
+    INFO(rank->out());
+    CHECK(rc == 0);
+    CHECK_THAT(rank->out(), Catch::Contains("RESULT 3"));
+  }
+}

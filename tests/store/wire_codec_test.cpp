@@ -171,6 +171,33 @@ TEST_CASE("encode_request round-trips through parse_request", "[codec]") {
   CHECK_THROWS_AS(encode_request(ping, Dialect::kLegacy), ddp::ProtocolError);
 }
 
+TEST_CASE("the authentication commands exist in kNative only, bytes 0x43-0x45", "[codec][auth]") {
+  Request challenge;
+  challenge.command = Command::kAuthChallenge;
+  Request proof;
+  proof.command = Command::kAuthProof;
+  proof.keys = {std::string(32, 'n')};
+  proof.values = {std::string(32, 'm')};
+  Request ns;
+  ns.command = Command::kWorkerNamespace;
+  ns.keys = {"/worker/attempt_2/"};
+  int byte = 0x43;
+  for (const auto& req : {challenge, proof, ns}) {
+    const std::string frame = encode_request(req, Dialect::kNative);
+    CHECK(static_cast<uint8_t>(frame[0]) == byte++);
+    auto r = parse_request(frame, Dialect::kNative, Limits{});
+    REQUIRE(r.status == ParseStatus::kComplete);
+    CHECK(r.consumed == frame.size());
+    CHECK(r.request.command == req.command);
+    CHECK(r.request.keys == req.keys);
+    CHECK(r.request.values == req.values);
+    // A PyTorch connection that sends these bytes sent an unknown command.
+    CHECK(parse_request(frame, Dialect::kV2, Limits{}).status == ParseStatus::kBad);
+    CHECK_THROWS_AS(encode_request(req, Dialect::kV2), ddp::ProtocolError);
+  }
+  CHECK(std::string(command_name(Command::kWorkerNamespace)) == "WORKER_NAMESPACE");
+}
+
 TEST_CASE("encode: 2.x handshake and ADD bytes are PyTorch's", "[codec]") {
   Request hello;
   hello.command = Command::kValidate;

@@ -1,4 +1,6 @@
 // The ddpstore binary: --port 0 prints the port first, clients work, SIGINT/SIGTERM stop it.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include "rendezvous/store/wire_codec.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace ddp::rendezvous;
 using ddp::SocketConn;
@@ -190,4 +193,36 @@ TEST_CASE("ddpstore out of file descriptors says so once and recovers", "[ddpsto
     ++failures;
   }
   CHECK(failures <= 2);
+}
+
+TEST_CASE("ddpstore --secret_file: only clients with the secret get in; a loose file stops it",
+          "[ddpstore][auth]") {
+  ddp::test::TempDir dir;
+  const std::string secret = dir.write("job.secret", "s3cret\n");
+  REQUIRE(::chmod(secret.c_str(), 0600) == 0);
+  ddp::test::ChildProcess daemon(
+      merged({kDdpstore, "--host", "127.0.0.1", "--port", "0", "--secret_file", secret}));
+  const int port = std::stoi(daemon.first_line(10s));
+  TcpStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.timeout = 10s;
+  o.connect_timeout = 5s;
+  o.secret = "s3cret";
+  TcpStore store(o);
+  store.set("/rdzv/k", "v");
+  CHECK(store.get("/rdzv/k") == "v");
+  o.secret.clear();
+  CHECK_THROWS_AS(TcpStore(o), ddp::AuthError);
+  daemon.signal(SIGTERM);
+  CHECK(daemon.wait(10s) == 0);
+  CHECK_THAT(daemon.out(), Catch::Contains("(job secret required)"));
+  CHECK_THAT(daemon.out(), Catch::Contains("without proving the job secret"));
+
+  REQUIRE(::chmod(secret.c_str(), 0644) == 0);
+  ddp::test::ChildProcess loose(
+      merged({kDdpstore, "--host", "127.0.0.1", "--port", "0", "--secret_file", secret}));
+  CHECK(loose.wait(10s) == 1);
+  CHECK_THAT(loose.out(),
+             Catch::Contains("secret file " + secret + " has mode 0644, expected 0600 (chmod 600 " +
+                             secret + ")"));
 }

@@ -1,4 +1,4 @@
-// The store server under abuse (docs/security_limits.md): a scanner, slow-loris clients,
+// The store server under abuse (docs/security.md ("Limits")): a scanner, slow-loris clients,
 // endless WAITs, one address holding too many connections, a flood of bytes or keys. Each
 // case runs ddpstore as a child, so its resident memory can be read before and after, while
 // good clients keep doing set/get/wait from another loopback address; every case asserts that

@@ -1,4 +1,4 @@
-// The store server's limits without sockets (docs/security_limits.md): how ServerLimits are
+// The store server's limits without sockets (docs/security.md ("Limits")): how ServerLimits are
 // resolved from options, DDPLAUNCH_STORE_* and defaults; connections per address; the bytes
 // and keys ServerState holds, counted through every command that changes them, and writes
 // refused before they run; per-request back-pressure and the slow-loris clock of a session.

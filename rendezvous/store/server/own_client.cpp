@@ -6,8 +6,10 @@
 namespace ddp::rendezvous {
 
 std::shared_ptr<TcpStore> connect_own_store(const std::string& dial_host, const StoreServer& server,
-                                            Duration connect_timeout, Duration timeout) {
+                                            Duration connect_timeout, Duration timeout,
+                                            const std::string& secret) {
   TcpStoreOptions tcp;
+  tcp.secret = secret;
   tcp.host = normalize_host(dial_host);
   tcp.port = server.port();
   tcp.timeout = timeout;

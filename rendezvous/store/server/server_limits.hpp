@@ -1,6 +1,6 @@
 #pragma once
 // The limits that keep one store server bounded when a client misbehaves (a scanner, a
-// slow-loris, a flood of keys), with defaults generous for a real job. docs/security_limits.md
+// slow-loris, a flood of keys), with defaults generous for a real job. docs/security.md ("Limits")
 // has the figures. Every limit is named in the log line of the connection it closes.
 #include <chrono>
 #include <cstddef>

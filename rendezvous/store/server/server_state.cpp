@@ -109,6 +109,12 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       }
       wire::put_u8(out, wire::kCloseActionDone);
       break;
+    case Command::kAuthChallenge:
+    case Command::kAuthProof:
+    case Command::kWorkerNamespace:
+      // StoreSession answers these (AccessPolicy); they never reach the key-value state.
+      throw ProtocolError(std::string(wire::command_name(request.command)) +
+                          " is not a key-value request");
     case Command::kAppend: {
       const std::string& key = request.keys[0];
       auto it = data_.find(key);

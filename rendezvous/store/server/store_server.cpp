@@ -71,11 +71,13 @@ struct StoreServer::Impl {
         frames(limits.frame_timeout),
         input(limits.max_bytes),
         peers(limits.max_conns_per_peer),
+        access(options.secret),
         session_config{
             {options.max_key_bytes, options.max_value_bytes, options.max_keys_per_request},
             &frames,
             limits.max_bytes,
-            &input},
+            &input,
+            &access},
         state(StoreQuota(limits.max_bytes, limits.max_keys)),
         listener(options.host, options.port) {}
 
@@ -84,6 +86,7 @@ struct StoreServer::Impl {
   FrameDeadlines frames;
   InputBudget input;  // requests still arriving, all connections together
   PeerConnections peers;
+  AccessPolicy access;
   SessionConfig session_config;
   ServerState state;
   Listener listener;  // declared before the loop: closed after it is gone
@@ -156,6 +159,14 @@ void StoreServer::stop() {
   impl_->thread.join();
   impl_->loop.reset();
   impl_->listener.close();  // the port is free again once stop() returns
+}
+
+void StoreServer::set_worker_namespace(const std::string& prefix) {
+  impl_->access.set_worker_namespace(prefix);
+}
+
+bool StoreServer::requires_auth() const {
+  return impl_->access.requires_auth();
 }
 
 size_t StoreServer::num_connections() const {

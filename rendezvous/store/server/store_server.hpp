@@ -40,6 +40,9 @@ struct StoreServerOptions {
   // Connections per client address, bytes and keys held, the slow-loris timeout: 0 fields
   // come from DDPLAUNCH_STORE_* or the defaults (server_limits.hpp).
   ServerLimits limits{};
+  // The job secret (docs/security.md): non-empty -> native clients must prove it and every
+  // other connection is confined to the worker namespace (set_worker_namespace()).
+  std::string secret{};
 };
 
 class StoreServer {
@@ -64,6 +67,10 @@ class StoreServer {
   [[nodiscard]] const std::string& io_backend() const;
   // Closes the listener and every connection, joins the thread. Idempotent.
   void stop();
+  // Unauthenticated connections may use keys under prefix from now on ("/worker/attempt_3/");
+  // only meaningful with a secret. Thread-safe.
+  void set_worker_namespace(const std::string& prefix);
+  [[nodiscard]] bool requires_auth() const;
   // Connections currently open (for tests and benchmarks).
   [[nodiscard]] size_t num_connections() const;
   // The limits in force (every field resolved).

@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "rendezvous/store/server/server_limits.hpp"
+#include "rendezvous/store/auth.hpp"
 
 namespace ddp::rendezvous {
 namespace {
@@ -124,7 +125,10 @@ void StoreSession::read_ended(int err) {
   }
   const std::string what = err == 0 ? std::string("end of stream") : errno_text(err);
   const size_t buffered = in_.size() - in_begin_;
-  if (state_.waiting(*this)) {
+  if (!server_nonce_.empty() && !authenticated_) {
+    close("left after AUTH_CHALLENGE without proving the job secret (" + what +
+          "): a client without the secret (--secret_file / DDPLAUNCH_SECRET_FILE)?");
+  } else if (state_.waiting(*this)) {
     close("connection lost in the middle of a wait (" + what + ")");
   } else if (buffered > 0) {
     close("truncated frame: connection ended (" + what + ") with " + std::to_string(buffered) +
@@ -213,7 +217,14 @@ size_t StoreSession::process(std::string_view data) {
     used += parsed.consumed;
     needed_ = 0;
     if (negotiates_extension(parsed.request)) continue;
+    if (!authenticated_ && config_.access != nullptr) {
+      if (auto why = config_.access->refusal(parsed.request)) {
+        close("refused: " + *why);
+        break;
+      }
+    }
     try {
+      if (authenticates(parsed.request)) continue;
       state_.execute(shared_from_this(), std::move(parsed.request));
     } catch (const Error& e) {
       close(std::string("request refused: ") + e.what());
@@ -232,6 +243,58 @@ bool StoreSession::negotiates_extension(const wire::Request& request) {
   dialect_ = wire::Dialect::kNative;
   std::string out;
   wire::put_u8(out, wire::kCheckReady);
+  send(out);
+  return true;
+}
+
+bool StoreSession::authenticates(const wire::Request& request) {
+  using wire::Command;
+  const bool has_secret = config_.access != nullptr && config_.access->requires_auth();
+  std::string out;
+  switch (request.command) {
+    case Command::kAuthChallenge:
+      if (!has_secret) {
+        wire::put_u8(out, wire::kAuthNotRequired);
+        wire::put_string(out, "");
+        break;
+      }
+      server_nonce_ = auth::random_nonce();
+      wire::put_u8(out, wire::kAuthRequired);
+      wire::put_string(out, server_nonce_);
+      break;
+    case Command::kAuthProof: {
+      if (!has_secret) {
+        close(
+            "refused authentication: the client has a secret but this store has none (started "
+            "without --secret_file?)");
+        return true;
+      }
+      if (server_nonce_.empty()) {
+        close("AUTH_PROOF without an AUTH_CHALLENGE before it");
+        return true;
+      }
+      const std::string server_nonce = std::move(server_nonce_);
+      server_nonce_.clear();  // one proof per challenge
+      const std::string& client_nonce = request.keys[0];
+      const std::string& secret = config_.access->secret();
+      if (client_nonce.size() != auth::kNonceBytes ||
+          !auth::same_mac(request.values[0],
+                          auth::client_proof(secret, server_nonce, client_nonce))) {
+        close("refused authentication: wrong secret (the proof does not match)");
+        return true;
+      }
+      authenticated_ = true;
+      wire::put_u8(out, wire::kAuthAccepted);
+      wire::put_string(out, auth::server_proof(secret, server_nonce, client_nonce));
+      break;
+    }
+    case Command::kWorkerNamespace:
+      if (config_.access != nullptr) config_.access->set_worker_namespace(request.keys[0]);
+      wire::put_u8(out, wire::kCloseActionDone);
+      break;
+    default:
+      return false;
+  }
   send(out);
   return true;
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rendezvous/store/server/access_policy.hpp"
 #include "rendezvous/store/server/byte_transport.hpp"
 #include "rendezvous/store/server/frame_deadlines.hpp"
 #include "rendezvous/store/server/input_budget.hpp"
@@ -17,7 +18,8 @@
 
 namespace ddp::rendezvous {
 
-// What every session of one server shares: the limits, and the slow-loris clock.
+// What every session of one server shares: the limits, the slow-loris clock, and who may
+// do what.
 struct SessionConfig {
   wire::Limits limits;
   FrameDeadlines* frames = nullptr;  // null: incomplete frames never time out
@@ -25,6 +27,7 @@ struct SessionConfig {
   // the store may (ServerLimits::max_bytes), so it could never succeed.
   size_t max_request_bytes = std::numeric_limits<size_t>::max();
   InputBudget* input = nullptr;  // null: buffered input of all sessions is not capped
+  AccessPolicy* access = nullptr;  // null: no secret, nothing confined
 };
 
 class StoreSession final : public ReplyChannel, public std::enable_shared_from_this<StoreSession> {
@@ -73,6 +76,9 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   // Tells FrameDeadlines whether part of a request is waiting for the rest while the
   // connection is read; progress (a request completed) restarts the clock.
   void track_frame(bool progress);
+  // AUTH_CHALLENGE, AUTH_PROOF and WORKER_NAMESPACE, answered here (AccessPolicy); false
+  // for any other request. Check closed_ afterwards.
+  bool authenticates(const wire::Request& request);
   // Closes the connection; reason non-empty -> exactly one log line naming the peer.
   void close(const std::string& reason);
 
@@ -93,6 +99,8 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   bool frame_open_ = false;   // registered with config_.frames
   size_t charged_ = 0;        // bytes of in_ charged to config_.input
   bool closed_ = false;
+  bool authenticated_ = false;  // AUTH_PROOF matched: nothing is confined
+  std::string server_nonce_;    // of the last AUTH_CHALLENGE, until its proof arrives
 };
 
 }  // namespace ddp::rendezvous

@@ -2,10 +2,13 @@
 //   ddpstore --port 29400                    # every interface, IPv6 and IPv4
 //   ddpstore --host ::1 --port 0             # port 0: the kernel picks; printed on line 1
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/secret.hpp"
 #include "rendezvous/store/server/ddpstore/store_daemon.hpp"
 
 int main(int argc, char** argv) {
@@ -25,7 +28,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-keys-per-request", options.max_keys_per_request,
                  "most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET")
       ->capture_default_str();
-  // Limits against abuse (docs/security_limits.md): 0 or absent takes DDPLAUNCH_STORE_* or
+  // Limits against abuse (docs/security.md ("Limits")): 0 or absent takes DDPLAUNCH_STORE_* or
   // the default.
   app.add_option("--max-conns-per-peer", options.limits.max_conns_per_peer,
                  "most connections open at once from one client address (default 1024, or "
@@ -46,10 +49,19 @@ int main(int argc, char** argv) {
                  "DDPLAUNCH_STORE_IO may choose), epoll or io_uring")
       ->check(CLI::IsMember({"auto", "epoll", "io_uring"}))
       ->capture_default_str();
+  std::string secret_file;
+  app.add_option("--secret_file,--secret-file", secret_file,
+                 "the job secret (a file of mode 0600; default: DDPLAUNCH_SECRET_FILE): native "
+                 "clients must prove it, PyTorch clients are confined to the workers' keys "
+                 "(docs/security.md)");
   CLI11_PARSE(app, argc, argv);
   options.io = *ddp::rendezvous::parse_store_io(io);
   options.limits.frame_timeout = std::chrono::milliseconds(frame_timeout_ms);
   try {
+    if (secret_file.empty()) {
+      if (const char* env = std::getenv(ddp::env::kSecretFile)) secret_file = env;
+    }
+    if (!secret_file.empty()) options.secret = ddp::load_secret_file(secret_file);
     ddp::rendezvous::run_store_daemon(options, std::cout);
   } catch (const ddp::Error& e) {
     DDP_LOG_ERROR(e.what());

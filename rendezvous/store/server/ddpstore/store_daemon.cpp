@@ -25,7 +25,8 @@ void run_store_daemon(const StoreServerOptions& options, std::ostream& out) {
   }
   StoreServer server(options);
   out << server.port() << std::endl;
-  DDP_LOG_INFO("serving on " + server.address() + " with " + server.io_backend());
+  DDP_LOG_INFO("serving on " + server.address() + " with " + server.io_backend() +
+               (server.requires_auth() ? " (job secret required)" : ""));
   const ServerLimits& limits = server.limits();
   DDP_LOG_INFO("limits: " + std::to_string(limits.max_conns_per_peer) +
                " connections per client address, " + std::to_string(limits.max_bytes) + " bytes, " +
