@@ -2,8 +2,8 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "rendezvous/store/server/server_limits.hpp"
 #include "rendezvous/store/auth.hpp"
+#include "rendezvous/store/server/server_limits.hpp"
 
 namespace ddp::rendezvous {
 namespace {

@@ -26,7 +26,7 @@ struct SessionConfig {
   // A request still arriving past this many bytes closes the connection: it holds more than
   // the store may (ServerLimits::max_bytes), so it could never succeed.
   size_t max_request_bytes = std::numeric_limits<size_t>::max();
-  InputBudget* input = nullptr;  // null: buffered input of all sessions is not capped
+  InputBudget* input = nullptr;    // null: buffered input of all sessions is not capped
   AccessPolicy* access = nullptr;  // null: no secret, nothing confined
 };
 
