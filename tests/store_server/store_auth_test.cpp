@@ -183,6 +183,17 @@ TEST_CASE("unauthenticated connections are confined to the current worker namesp
     CHECK(raw.recv_i64() >= 3);
     CHECK(agent.get("/worker/attempt_0/k") == "v");
   }
+  SECTION("PyTorch 2.2+ NCCL's dump signal on the store under its prefixes: allowed") {
+    const auto dialect = GENERATE(wire::Dialect::kV2, wire::Dialect::kLegacy);
+    Raw raw(server.port(), dialect == wire::Dialect::kV2);
+    raw.send(req(Command::kCheck, {"/exception_dump"}), dialect);
+    CHECK(raw.recv_u8() == wire::kCheckNotReady);
+    raw.send(req(Command::kCheck, {"/timeout_dump"}), dialect);
+    CHECK(raw.recv_u8() == wire::kCheckNotReady);
+    raw.send(req(Command::kSet, {"/exception_dump"}, {"0"}), dialect);
+    raw.send(req(Command::kGet, {"/exception_dump"}), dialect);
+    CHECK(raw.recv_string() == "0");
+  }
   SECTION("outside: the connection closes with one line naming peer, command and key") {
     const auto dialect = GENERATE(wire::Dialect::kV2, wire::Dialect::kLegacy);
     struct Case {
@@ -196,6 +207,9 @@ TEST_CASE("unauthenticated connections are confined to the current worker namesp
         {req(Command::kSet, {"/worker/attempt_1/k"}, {"x"}), "'/worker/attempt_1/k'"},
         {req(Command::kSet, {"/worker/attempt_0"}, {"x"}), "'/worker/attempt_0'"},
         {req(Command::kCheck, {"/worker/attempt_0/k", "/other"}), "CHECK of key '/other'"},
+        {req(Command::kSet, {"/worker/attempt_01/k"}, {"x"}), "'/worker/attempt_01/k'"},
+        {req(Command::kSet, {"//worker/attempt_0/"}, {"x"}), "'//worker/attempt_0/'"},
+        {req(Command::kSet, {"/exception_dump/x"}, {"x"}), "'/exception_dump/x'"},
     };
     for (const auto& c : cases) {
       StderrCapture log;

@@ -11,6 +11,19 @@ using wire::Command;
 // waits for workers (wait_for_workers, the default), so a worker's init_process_group()
 // touches it outside any prefix.
 const std::string kTorchInitKey = "init/";
+// PyTorch >= 2.2's ProcessGroupNCCL polls (CHECK, then GET) and on a timeout SETs its dump
+// signal on the store under every PrefixStore (getUnderlyingNonPrefixStore), so the key
+// arrives with only TCPStore's "/" before it: "timeout_dump" in 2.2, "exception_dump" since.
+// Refusing it would close the worker's one store connection at its first idle second.
+const std::string kTorchDumpKeys[] = {"/exception_dump", "/timeout_dump"};
+
+bool torch_global_key(const std::string& key) {
+  if (key == kTorchInitKey) return true;
+  for (const auto& k : kTorchDumpKeys) {
+    if (key == k) return true;
+  }
+  return false;
+}
 
 std::string quoted(const std::string& key) {
   return join_keys({key});
@@ -61,7 +74,7 @@ std::optional<std::string> AccessPolicy::refusal(const wire::Request& request) c
                            key.compare(1, ns.size(), ns) == 0)) {
       continue;
     }
-    if (key == kTorchInitKey) continue;
+    if (torch_global_key(key)) continue;
     return std::string(name) + " of key " + quoted(key) + " outside the worker namespace " +
            (ns.empty() ? std::string("(none declared yet)") : quoted(ns)) +
            " without authentication (this store requires the job secret)";
