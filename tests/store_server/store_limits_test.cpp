@@ -282,3 +282,25 @@ TEST_CASE("limits: the keys of a parked wait count as held until it is answered"
   state.disconnect(*a);
   CHECK(state.held_bytes() == 2 + 6);
 }
+
+TEST_CASE("limits: a legacy watch holds its key until its connection closes", "[limits]") {
+  ServerState state(StoreQuota(100, 10));
+  auto a = std::make_shared<Channel>();
+  auto b = std::make_shared<Channel>();
+  state.execute(a, req(wire::Command::kWatchKey, {std::string(60, 'w')}));
+  state.execute(a, req(wire::Command::kWatchKey, {std::string(60, 'w')}));  // once
+  CHECK(state.held_bytes() == 60);
+  CHECK_THROWS_AS(state.execute(b, req(wire::Command::kWatchKey, {std::string(50, 'x')})),
+                  StoreLimitExceeded);
+  state.execute(b, req(wire::Command::kWatchKey, {"k"}));
+  CHECK(state.held_bytes() == 61);
+  state.disconnect(*a);  // its watch (never notified) and its bytes go with it
+  CHECK(state.held_bytes() == 1);
+  b->out.clear();
+  state.execute(a, req(wire::Command::kSet, {"k"}, {"v"}));  // b still watches k
+  CHECK(b->out.size() > 1);
+  CHECK(b->out[0] == static_cast<char>(wire::kWatchKeyCreated));
+  state.disconnect(*b);
+  state.execute(a, req(wire::Command::kDeleteKey, {"k"}));
+  CHECK(state.held_bytes() == 0);
+}

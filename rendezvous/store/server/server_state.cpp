@@ -75,11 +75,19 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       wire::put_i64(out, static_cast<int64_t>(data_.size()));
       break;
     case Command::kWatchKey: {
-      auto& list = watchers_[request.keys[0]];
+      const std::string& key = request.keys[0];
+      auto wit = watchers_.find(key);
       // Watching twice is watching once: repeated WATCH_KEYs must not grow the list.
-      const bool known = std::any_of(list.begin(), list.end(),
+      const bool known = wit != watchers_.end() &&
+                         std::any_of(wit->second.begin(), wit->second.end(),
                                      [&](const auto& w) { return w.lock().get() == conn.get(); });
-      if (!known) list.push_back(conn);
+      if (!known) {
+        // The key is held until the connection closes (disconnect), so it counts as held.
+        quota_.admit_parked(request, key.size());
+        quota_.add(key.size());
+        watchers_[key].push_back(conn);
+        watched_[conn.get()].push_back(key);
+      }
     }
       wire::put_u8(out, wire::kWatchCallbackRegistered);
       break;
@@ -252,7 +260,23 @@ void ServerState::disconnect_wait(ReplyChannel& conn) {
 
 void ServerState::disconnect(ReplyChannel& conn, bool run_close_actions) {
   disconnect_wait(conn);
-  // Watches of a closed connection expire with its weak_ptr and are pruned on notify.
+  // Its watches go now: a key nobody changes again must not keep them (and their bytes).
+  if (auto wit = watched_.find(&conn); wit != watched_.end()) {
+    for (const auto& key : wit->second) {
+      quota_.remove(key.size());
+      auto lit = watchers_.find(key);
+      if (lit == watchers_.end()) continue;
+      auto& list = lit->second;
+      list.erase(std::remove_if(list.begin(), list.end(),
+                                [&](const std::weak_ptr<ReplyChannel>& w) {
+                                  const auto held = w.lock();
+                                  return held == nullptr || held.get() == &conn;
+                                }),
+                 list.end());
+      if (list.empty()) watchers_.erase(lit);
+    }
+    watched_.erase(wit);
+  }
   auto it = close_actions_.find(&conn);
   if (it == close_actions_.end()) return;
   const CloseActions actions = std::move(it->second);

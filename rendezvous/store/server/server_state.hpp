@@ -46,8 +46,8 @@ class ServerState {
 
   [[nodiscard]] size_t num_keys() const { return data_.size(); }
   [[nodiscard]] size_t num_waiters() const { return pending_.size(); }
-  // Bytes held for clients (keys + values + ON_CLOSE records + keys of parked waits), as the
-  // quota counts them.
+  // Bytes held for clients (keys + values + ON_CLOSE records + keys of parked waits and of
+  // legacy watches), as the quota counts them.
   [[nodiscard]] size_t held_bytes() const { return quota_.bytes(); }
   // Connections holding ON_CLOSE or EPHEMERAL records.
   [[nodiscard]] size_t num_bound_connections() const { return close_actions_.size(); }
@@ -98,6 +98,8 @@ class ServerState {
   std::unordered_map<std::string, std::vector<WaitEntry>> waiters_;
   std::unordered_map<const ReplyChannel*, Pending> pending_;
   std::unordered_map<std::string, std::vector<std::weak_ptr<ReplyChannel>>> watchers_;
+  // The keys each connection watches, so disconnect() drops its watches and their bytes.
+  std::unordered_map<const ReplyChannel*, std::vector<std::string>> watched_;
   std::unordered_map<const ReplyChannel*, CloseActions> close_actions_;
   uint64_t next_ticket_ = 1;
 };
