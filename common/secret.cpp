@@ -28,7 +28,9 @@ std::string octal_mode(mode_t mode) {
 
 std::string load_secret_file(const std::string& path) {
   const std::string what = "secret file " + path;
-  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO (or device) put in the file's place is refused below by fstat, not
+  // waited on here until somebody writes to it. Reads of a regular file never block anyway.
+  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (raw < 0) {
     const int err = errno;
     if (err == ELOOP) throw ConfigError(what + " is a symbolic link; name the file itself");

@@ -1,12 +1,17 @@
 // The job secret: loading a file only its owner can read, generating one, hex, the env.
 #include "common/secret.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <map>
+#include <memory>
+#include <thread>
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
@@ -67,6 +72,25 @@ TEST_CASE("an empty, missing, symlinked or foreign secret file is refused", "[se
     REQUIRE(::chown(target.c_str(), 65534, 65534) == 0);
     CHECK_THAT(refusal(target), Contains("is owned by uid 65534, not by this user"));
   }
+}
+
+TEST_CASE("a FIFO named as the secret file is refused at once, not waited on", "[secret]") {
+  // Somebody who can create the name in a shared directory (/tmp) must not hang the launcher
+  // in open() until a writer shows up.
+  TempDir dir;
+  const std::string fifo = dir.file("job.secret");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto result = std::make_shared<std::promise<std::string>>();
+  auto answer = result->get_future();
+  std::thread([result, fifo] { result->set_value(refusal(fifo)); }).detach();
+  if (answer.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    // Unblock the thread (a writer lets its open() return) before failing.
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    answer.wait();
+    if (w >= 0) ::close(w);
+    FAIL("load_secret_file waited in open() on a FIFO for more than 5 s");
+  }
+  CHECK_THAT(answer.get(), Contains("not a regular file"));
 }
 
 TEST_CASE("generated secrets are 32 random bytes; hex round-trips", "[secret]") {
