@@ -304,3 +304,32 @@ TEST_CASE("limits: a legacy watch holds its key until its connection closes", "[
   state.execute(a, req(wire::Command::kDeleteKey, {"k"}));
   CHECK(state.held_bytes() == 0);
 }
+
+TEST_CASE("replies pushed to a client that does not read stop at the limit; it then closes",
+          "[limits]") {
+  ServerState state;
+  SessionConfig config;
+  FrameDeadlines frames(1000ms);
+  config.frames = &frames;
+  FakeTransport watcher_transport;
+  FakeTransport writer_transport;
+  auto watcher = std::make_shared<StoreSession>("10.1.2.3:4567", state, config, watcher_transport);
+  auto writer = std::make_shared<StoreSession>("10.1.2.4:4567", state, config, writer_transport);
+  // A legacy watcher (no handshake) that never reads its notifications.
+  watcher->received(
+      wire::encode_request(req(wire::Command::kWatchKey, {"k"}), wire::Dialect::kLegacy));
+  watcher_transport.socket_full = true;
+  writer->received(handshake());
+  const std::string mib(size_t{1024} * 1024, 'm');
+  ddp::test::StderrCapture log;
+  for (int i = 0; i < 40; ++i) writer->received(frame(req(wire::Command::kSet, {"k"}, {mib})));
+  // Each SET queues old + new value for the watcher: without a bound, 80 MiB by now.
+  CHECK(watcher_transport.queued.size() < size_t{16} * 1024 * 1024 + 3 * mib.size());
+  CHECK(writer_transport.closes == 0);
+  CHECK(frames.sweep(FrameDeadlines::Clock::now()) == 1);
+  CHECK(watcher_transport.closes == 1);
+  const auto lines = log.wait_lines(1);
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::Contains("closing connection from 10.1.2.3:4567: not reading its "
+                                       "replies"));
+}

@@ -24,7 +24,7 @@ StoreSession::~StoreSession() {
 }
 
 void StoreSession::received(std::string_view bytes) {
-  if (closed_) return;
+  if (closed_ || close_if_overflowed()) return;
   if (read_paused_) {
     // Arrived before the pause took effect (io_uring's recv is cancelled asynchronously, an
     // epoll hang-up still reads): kept, and run once the replies drain.
@@ -105,6 +105,7 @@ void StoreSession::track_frame(bool progress) {
 }
 
 void StoreSession::frame_timed_out(std::chrono::milliseconds timeout) {
+  if (close_if_overflowed()) return;
   close("slow client: " + std::to_string(in_.size() - in_begin_) + " bytes of a request (" +
         (dialect_ == wire::Dialect::kUnknown ? std::string("the handshake")
                                              : std::string("a frame")) +
@@ -113,7 +114,7 @@ void StoreSession::frame_timed_out(std::chrono::milliseconds timeout) {
 }
 
 void StoreSession::read_ended(int err) {
-  if (closed_) return;
+  if (closed_ || close_if_overflowed()) return;
   if (draining_) {  // the end of stream was seen already; only a reset changes anything
     if (err != 0)
       close("connection lost while replies were still going out (" + errno_text(err) + ")");
@@ -150,7 +151,7 @@ void StoreSession::failed(const std::string& reason) {
 }
 
 void StoreSession::drained() {
-  if (closed_) return;
+  if (closed_ || close_if_overflowed()) return;
   if (draining_) {
     close("");
     return;
@@ -300,9 +301,28 @@ bool StoreSession::authenticates(const wire::Request& request) {
 }
 
 void StoreSession::send(std::string_view bytes) {
-  if (closed_) return;
+  if (closed_ || overflowed_) return;
+  if (!batching_ && transport_.queued_bytes() > kMaxQueuedReplyBytes) {
+    // Pushed by another connection's request to a client that does not read: queued, these
+    // would grow without bound (a watcher of a key somebody keeps setting). Its own requests
+    // are held back by back-pressure instead (process()).
+    overflowed_ = true;
+    if (config_.frames != nullptr) {  // the next sweep closes it, if nothing else does first
+      config_.frames->started(this, FrameDeadlines::Clock::now() - config_.frames->timeout());
+      frame_open_ = true;
+    }
+    return;
+  }
   transport_.write(bytes);
   if (!batching_) transport_.flush();
+}
+
+bool StoreSession::close_if_overflowed() {
+  if (!overflowed_ || closed_) return false;
+  close("not reading its replies: more than " + std::to_string(kMaxQueuedReplyBytes) +
+        " bytes were queued for it when another connection's request had one more (a watch "
+        "notification or a wait's answer)");
+  return true;
 }
 
 void StoreSession::close(const std::string& reason) {

@@ -79,6 +79,8 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   // AUTH_CHALLENGE, AUTH_PROOF and WORKER_NAMESPACE, answered here (AccessPolicy); false
   // for any other request. Check closed_ afterwards.
   bool authenticates(const wire::Request& request);
+  // overflowed_: closes (true), naming why. Only from this session's own events.
+  bool close_if_overflowed();
   // Closes the connection; reason non-empty -> exactly one log line naming the peer.
   void close(const std::string& reason);
 
@@ -100,7 +102,11 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   size_t charged_ = 0;        // bytes of in_ charged to config_.input
   bool closed_ = false;
   bool authenticated_ = false;  // AUTH_PROOF matched: nothing is confined
-  std::string server_nonce_;    // of the last AUTH_CHALLENGE, until its proof arrives
+  // A reply pushed by another connection's request (a watch notification, a parked wait's
+  // answer) found this client's queue over the limit: it gets no more and closes at its next
+  // event or sweep (close() cannot run inside the other request).
+  bool overflowed_ = false;
+  std::string server_nonce_;  // of the last AUTH_CHALLENGE, until its proof arrives
 };
 
 }  // namespace ddp::rendezvous
