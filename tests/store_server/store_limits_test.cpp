@@ -3,6 +3,7 @@
 // and keys ServerState holds, counted through every command that changes them, and writes
 // refused before they run; per-request back-pressure and the slow-loris clock of a session.
 #include <catch2/catch.hpp>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -230,6 +231,21 @@ TEST_CASE("slow-loris: half a frame past the timeout closes, progress restarts t
   CHECK_THAT(lines[0], Catch::Contains("10.1.2.3:4567") &&
                            Catch::Contains("5 bytes of a request (a frame) have waited 100 ms") &&
                            Catch::Contains("DDPLAUNCH_STORE_FRAME_TIMEOUT_MS"));
+}
+
+TEST_CASE("slow-loris: the largest frame timeout a variable accepts never expires", "[limits]") {
+  // DDPLAUNCH_STORE_FRAME_TIMEOUT_MS takes up to INT64_MAX ("never"): in nanoseconds that
+  // overflowed, and every half-sent frame timed out at the first sweep.
+  ServerState state;
+  FrameDeadlines frames(std::chrono::milliseconds(std::numeric_limits<int64_t>::max()));
+  SessionConfig config;
+  config.frames = &frames;
+  FakeTransport transport;
+  auto session = std::make_shared<StoreSession>("10.1.2.3:4567", state, config, transport);
+  session->received(handshake() + frame(req(wire::Command::kSet, {"k"}, {"v"})).substr(0, 5));
+  REQUIRE(frames.size() == 1);
+  CHECK(frames.sweep(FrameDeadlines::Clock::now() + 1s) == 0);
+  CHECK_FALSE(session->closed());
 }
 
 TEST_CASE("limits: requests still arriving on all sessions share one budget", "[limits]") {

@@ -11,7 +11,11 @@ namespace ddp::rendezvous {
 size_t FrameDeadlines::sweep(Clock::time_point now) {
   std::vector<std::shared_ptr<StoreSession>> expired;
   for (const auto& [session, since] : open_) {
-    if (now - since >= timeout_) expired.push_back(session->shared_from_this());
+    // In milliseconds: a timeout near INT64_MAX ms ("never") overflows nanoseconds.
+    if (since == Clock::time_point::min() ||
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - since) >= timeout_) {
+      expired.push_back(session->shared_from_this());
+    }
   }
   // Closing erases from open_, so it happens after the walk.
   for (const auto& session : expired) session->frame_timed_out(timeout_);

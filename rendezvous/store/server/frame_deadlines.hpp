@@ -21,6 +21,8 @@ class FrameDeadlines {
   void started(StoreSession* session, Clock::time_point since) { open_[session] = since; }
   // session holds no incomplete request any more (or is not being read, or closed).
   void finished(StoreSession* session) { open_.erase(session); }
+  // session is closed by the next sweep, whatever the timeout (it cannot close where it is).
+  void expire(StoreSession* session) { open_[session] = Clock::time_point::min(); }
   // Closes every session past the timeout (StoreSession::frame_timed_out); returns how many.
   size_t sweep(Clock::time_point now);
   // How often a loop should sweep: a quarter of the timeout, from 10 ms to 1 s.

@@ -308,7 +308,7 @@ void StoreSession::send(std::string_view bytes) {
     // are held back by back-pressure instead (process()).
     overflowed_ = true;
     if (config_.frames != nullptr) {  // the next sweep closes it, if nothing else does first
-      config_.frames->started(this, FrameDeadlines::Clock::now() - config_.frames->timeout());
+      config_.frames->expire(this);
       frame_open_ = true;
     }
     return;
