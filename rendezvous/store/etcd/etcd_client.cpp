@@ -1,0 +1,231 @@
+#include "rendezvous/store/etcd/etcd_client.hpp"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "rendezvous/store/etcd/http_connection.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+// gRPC's UNAVAILABLE: the member has no leader, is stopping, or lost its leader mid-request.
+constexpr int kGrpcUnavailable = 14;
+constexpr auto kFirstBackoff = std::chrono::milliseconds(50);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(500);
+constexpr size_t kMaxIdlePerMember = 8;
+
+// etcd's error reply: {"error": ..., "message": ..., "code": N}, or a body that is not JSON.
+struct EtcdReplyError {
+  int code = 0;
+  std::string message;
+};
+
+EtcdReplyError reply_error(const nlohmann::json& j, const std::string& raw) {
+  EtcdReplyError e;
+  if (j.is_object()) {
+    const auto code = j.find("code");
+    if (code != j.end() && code->is_number_integer()) e.code = code->get<int>();
+    for (const char* field : {"message", "error"}) {
+      const auto it = j.find(field);
+      if (it != j.end() && it->is_string() && !it->get<std::string>().empty()) {
+        e.message = it->get<std::string>();
+        break;
+      }
+    }
+  }
+  if (e.message.empty()) e.message = raw.substr(0, 200);
+  return e;
+}
+
+nlohmann::json parse_json(const std::string& text) {
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+}  // namespace
+
+// The members a call could not reach, each with its last error, and when the call gives up.
+struct EtcdClient::Failures {
+  std::vector<std::string> last;
+  Deadline give_up = Deadline::never();
+  size_t count = 0;
+  std::chrono::milliseconds backoff = kFirstBackoff;
+
+  explicit Failures(size_t members) : last(members) {}
+
+  // Records member's failure; sleeps once every member failed in a row; throws when the
+  // client's unreachable_timeout or the call's deadline has passed.
+  void record(const EtcdClient& client, size_t member, const std::string& error,
+              const Deadline& deadline, const std::string& context) {
+    if (count == 0) give_up = Deadline::after(client.options_.unreachable_timeout);
+    ++count;
+    last[member] = error;
+    if (deadline.expired() || give_up.expired()) {
+      std::string tried;
+      for (size_t i = 0; i < last.size(); ++i) {
+        if (last[i].empty()) continue;
+        if (!tried.empty()) tried += "; ";
+        tried += client.endpoints_[i].url() + " (" + last[i] + ")";
+      }
+      const std::string text = "etcd " + client.endpoints_text() + ": " + context +
+                               ": no member answered; tried " + tried;
+      if (deadline.expired()) throw StoreTimeout(text);
+      throw StoreError(text);
+    }
+    if (count % last.size() == 0) {
+      std::this_thread::sleep_for(std::min({backoff, deadline.remaining(), give_up.remaining()}));
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+  }
+};
+
+EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options)) {
+  if (options_.endpoints.empty()) throw ConfigError("etcd: no endpoint given");
+  for (const auto& text : options_.endpoints) endpoints_.push_back(parse_etcd_endpoint(text));
+  idle_.resize(endpoints_.size());
+}
+
+EtcdClient::~EtcdClient() = default;
+
+std::string EtcdClient::endpoints_text() const {
+  std::string out;
+  for (const auto& e : endpoints_) {
+    if (!out.empty()) out += ",";
+    out += e.url();
+  }
+  return out;
+}
+
+std::string EtcdClient::current_endpoint() const {
+  return endpoints_[current_.load() % endpoints_.size()].url();
+}
+
+std::unique_ptr<HttpConnection> EtcdClient::take(size_t member) {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto& idle = idle_[member];
+    while (!idle.empty()) {
+      auto conn = std::move(idle.back());
+      idle.pop_back();
+      if (conn->reusable()) return conn;
+    }
+  }
+  return std::make_unique<HttpConnection>(endpoints_[member].host, endpoints_[member].port);
+}
+
+void EtcdClient::give_back(size_t member, std::unique_ptr<HttpConnection> conn) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (idle_[member].size() < kMaxIdlePerMember) idle_[member].push_back(std::move(conn));
+}
+
+size_t EtcdClient::fail_over(size_t member, const std::string& why) {
+  size_t expected = member;
+  const size_t next = (member + 1) % endpoints_.size();
+  if (current_.compare_exchange_strong(expected, next) && next != member) {
+    DDP_LOG_WARN("etcd: " + endpoints_[member].url() + ": " + why + "; moving on to " +
+                 endpoints_[next].url());
+  }
+  return current_.load();
+}
+
+nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& body,
+                                const Deadline& deadline, const std::string& context,
+                                bool idempotent) {
+  const std::string text = body.dump();
+  Failures failures(endpoints_.size());
+  for (;;) {
+    const size_t member = current_.load() % endpoints_.size();
+    const std::string url = endpoints_[member].url();
+    auto conn = take(member);
+    HttpConnection::Reply reply;
+    try {
+      reply = conn->post(path, text, deadline);
+    } catch (const SocketTimeout& e) {
+      throw StoreTimeout("etcd " + url + ": " + context + ": no reply before the deadline (" +
+                         e.what() + ")");
+    } catch (const SocketError& e) {
+      if (conn->request_maybe_sent() && !idempotent) {
+        fail_over(member, e.what());
+        throw StoreError("etcd " + url + ": " + context +
+                         ": the connection was lost after the request was sent, so whether "
+                         "it took effect is unknown (" +
+                         e.what() + ")");
+      }
+      fail_over(member, e.what());
+      failures.record(*this, member, e.what(), deadline, context);
+      continue;
+    }
+    give_back(member, std::move(conn));
+    nlohmann::json j = parse_json(reply.body);
+    if (reply.status == 200 && j.is_object() && !j.contains("error")) return j;
+    const EtcdReplyError error = reply_error(j, reply.body);
+    if (error.code == kGrpcUnavailable &&
+        (idempotent || error.message.find("no leader") != std::string::npos)) {
+      fail_over(member, "etcd: " + error.message);
+      failures.record(*this, member, "etcd: " + error.message, deadline, context);
+      continue;
+    }
+    throw StoreError("etcd " + url + ": " + context + ": " + error.message + " (HTTP " +
+                     std::to_string(reply.status) + ", code " + std::to_string(error.code) + ")");
+  }
+}
+
+EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_t start_revision,
+                                                  const Deadline& deadline,
+                                                  const std::string& context) {
+  int64_t revision = start_revision;
+  Failures failures(endpoints_.size());
+  for (;;) {
+    const size_t member = current_.load() % endpoints_.size();
+    const std::string url = endpoints_[member].url();
+    // A connection of its own: a stream stopped half-read cannot carry another request.
+    HttpConnection conn(endpoints_[member].host, endpoints_[member].port);
+    const nlohmann::json request = {
+        {"create_request",
+         {{"key", base64_encode(key)}, {"start_revision", std::to_string(revision)}}}};
+    std::string lost;
+    try {
+      const unsigned status = conn.open_stream("/v3/watch", request.dump(), deadline);
+      for (;;) {
+        auto line = conn.next_line(deadline);
+        if (!line) throw SocketError(url + ": the watch stream ended");
+        if (line->empty()) continue;
+        const nlohmann::json j = parse_json(*line);
+        if (status != 200 || !j.is_object() || j.contains("error") || !j.contains("result")) {
+          const EtcdReplyError error = reply_error(j, *line);
+          if (error.code == kGrpcUnavailable) throw SocketError("etcd: " + error.message);
+          throw StoreError("etcd " + url + ": " + context + ": watch failed: " + error.message +
+                           " (HTTP " + std::to_string(status) + ")");
+        }
+        const nlohmann::json& result = j.at("result");
+        if (json_int(result, "compact_revision") > 0) return WatchResult::kCompacted;
+        if (result.value("canceled", false)) {
+          throw StoreError("etcd " + url + ": " + context + ": watch canceled: " +
+                           result.value("cancel_reason", std::string("no reason given")));
+        }
+        const auto events = result.find("events");
+        if (events == result.end() || !events->is_array()) continue;
+        for (const auto& event : *events) {
+          const auto kv = event.find("kv");
+          if (kv != event.end()) revision = std::max(revision, json_int(*kv, "mod_revision") + 1);
+          if (event.value("type", std::string("PUT")) == "PUT") return WatchResult::kPut;
+        }
+      }
+    } catch (const SocketTimeout& e) {
+      if (deadline.expired()) return WatchResult::kTimedOut;
+      lost = e.what();
+    } catch (const SocketError& e) {
+      lost = e.what();
+    }
+    // The member went away (or lost its leader): resume from the last revision seen on the
+    // next member, so the events in between are replayed, not missed.
+    fail_over(member,
+              "watch lost (" + lost + "), resuming from revision " + std::to_string(revision));
+    if (deadline.expired()) return WatchResult::kTimedOut;
+    failures.record(*this, member, lost, deadline, context);
+  }
+}
+
+}  // namespace ddp::rendezvous

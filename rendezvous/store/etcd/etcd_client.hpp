@@ -1,0 +1,75 @@
+#pragma once
+// A client of etcd v3's HTTP/JSON gateway (/v3/kv/*, /v3/watch) over one or more members.
+// Requests go to the member in use; a connection error, or a member that answers
+// "unavailable" (no leader, stopping), moves every later call on to the next member, and the
+// call itself is retried there when that is safe: always before any byte was sent, and after
+// that only for idempotent requests. Each call has a deadline. Errors are StoreError naming
+// the member, the caller's context (operation and key) and etcd's own message; when no
+// member answers, every endpoint tried with its last error. Thread-safe: calls take a pooled
+// connection each, so a blocked watch never holds up other calls.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/deadline.hpp"
+#include "rendezvous/store/etcd/etcd_codec.hpp"
+
+namespace ddp::rendezvous {
+
+class HttpConnection;
+
+struct EtcdClientOptions {
+  // "host:port" or "http://host:port", tried in this order.
+  std::vector<std::string> endpoints{"127.0.0.1:2379"};
+  // How long a call keeps going round the members while none answers before StoreError
+  // naming each of them (the call's own deadline may end it sooner).
+  std::chrono::milliseconds unreachable_timeout = std::chrono::seconds(10);
+};
+
+class EtcdClient {
+ public:
+  // ConfigError when there is no endpoint or one does not parse. Connects lazily.
+  explicit EtcdClient(EtcdClientOptions options);
+  ~EtcdClient();
+  EtcdClient(const EtcdClient&) = delete;
+  EtcdClient& operator=(const EtcdClient&) = delete;
+
+  // POSTs body to path ("/v3/kv/range") and returns etcd's reply. context ("add 'key'")
+  // goes into errors. SocketTimeout-free: a passed deadline is StoreTimeout.
+  nlohmann::json call(const std::string& path, const nlohmann::json& body, const Deadline& deadline,
+                      const std::string& context, bool idempotent);
+
+  enum class WatchResult { kPut, kCompacted, kTimedOut };
+  // Watches key from start_revision until its first PUT event (kPut), the revision was
+  // compacted away (kCompacted: read again), or deadline (kTimedOut). A member lost
+  // mid-watch is replaced by the next one, resuming after the last event seen, so no PUT is
+  // missed.
+  WatchResult watch_for_put(const std::string& key, int64_t start_revision,
+                            const Deadline& deadline, const std::string& context);
+
+  // "http://a:2379" or "http://a:2379,http://b:2379".
+  [[nodiscard]] std::string endpoints_text() const;
+  // The member calls go to now.
+  [[nodiscard]] std::string current_endpoint() const;
+
+ private:
+  struct Failures;
+  std::unique_ptr<HttpConnection> take(size_t member);
+  void give_back(size_t member, std::unique_ptr<HttpConnection> conn);
+  // Moves on from member (unless another call already did), logging why (a warning);
+  // returns the member now in use.
+  size_t fail_over(size_t member, const std::string& why);
+
+  std::vector<EtcdEndpoint> endpoints_;
+  EtcdClientOptions options_;
+  std::atomic<size_t> current_{0};
+  std::mutex pool_mu_;
+  std::vector<std::vector<std::unique_ptr<HttpConnection>>> idle_;
+};
+
+}  // namespace ddp::rendezvous

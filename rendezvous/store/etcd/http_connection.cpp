@@ -1,0 +1,195 @@
+#include "rendezvous/store/etcd/http_connection.hpp"
+
+#include <poll.h>
+
+#include <array>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <utility>
+
+#include "common/error.hpp"
+#include "common/host_address.hpp"
+
+namespace ddp::rendezvous {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+// Replies bigger than this are refused: the store's values are small, a range of every key
+// under a prefix is counted, never listed.
+constexpr uint64_t kMaxReplyBytes = uint64_t{64} << 20;
+}  // namespace
+
+struct HttpConnection::Impl {
+  std::string host;
+  uint16_t port = 0;
+  asio::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  beast::flat_buffer buffer;
+  bool connected = false;
+  std::optional<http::response_parser<http::buffer_body>> streaming;
+  std::string pending;  // streamed bytes not yet returned as a line
+
+  Impl(std::string h, uint16_t p) : host(std::move(h)), port(p) {}
+
+  [[nodiscard]] std::string url() const { return "http://" + join_host_port(host, port); }
+
+  // Runs the asynchronous operation `start` begins to completion or until deadline (the
+  // stream's timer closes the socket, and the operation ends with beast::error::timeout).
+  template <class Start>
+  error_code run(const Deadline& deadline, Start&& start) {
+    if (deadline.is_never()) {
+      stream.expires_never();
+    } else {
+      stream.expires_at(deadline.time_point());
+    }
+    error_code result;
+    std::forward<Start>(start)([&result](error_code ec, auto&&...) { result = ec; });
+    ioc.restart();
+    ioc.run();
+    return result;
+  }
+
+  [[noreturn]] void fail(const char* what, const error_code& ec) {
+    close();
+    const std::string text = url() + ": " + what + ": " + ec.message();
+    if (ec == beast::error::timeout) throw SocketTimeout(text + " (deadline passed)");
+    throw SocketError(text);
+  }
+
+  void close() {
+    error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream.close();
+    buffer.clear();
+    streaming.reset();
+    pending.clear();
+    connected = false;
+  }
+
+  void write(const std::string& target, const std::string& body, const Deadline& deadline) {
+    http::request<http::string_body> req{http::verb::post, target, 11};
+    req.set(http::field::host, join_host_port(host, port));
+    req.set(http::field::content_type, "application/json");
+    req.keep_alive(true);
+    req.body() = body;
+    req.prepare_payload();
+    const error_code ec =
+        run(deadline, [&](auto handler) { http::async_write(stream, req, std::move(handler)); });
+    if (ec) fail("sending the request", ec);
+  }
+};
+
+HttpConnection::HttpConnection(std::string host, uint16_t port)
+    : impl_(std::make_unique<Impl>(std::move(host), port)) {}
+
+HttpConnection::~HttpConnection() = default;
+
+std::string HttpConnection::url() const {
+  return impl_->url();
+}
+
+void HttpConnection::close() {
+  impl_->close();
+}
+
+bool HttpConnection::reusable() const {
+  if (!impl_->connected || impl_->streaming) return false;
+  pollfd p{};
+  p.fd = impl_->stream.socket().native_handle();
+  p.events = POLLIN;
+  return ::poll(&p, 1, 0) == 0;
+}
+
+void HttpConnection::connect(const Deadline& deadline) {
+  request_maybe_sent_ = false;
+  if (impl_->connected) return;
+  tcp::resolver resolver(impl_->ioc);
+  tcp::resolver::results_type endpoints;
+  error_code ec = impl_->run(deadline, [&](auto handler) {
+    resolver.async_resolve(impl_->host, std::to_string(impl_->port),
+                           [&endpoints, handler](error_code e, tcp::resolver::results_type r) {
+                             endpoints = std::move(r);
+                             handler(e);
+                           });
+  });
+  if (ec) impl_->fail("resolving the host", ec);
+  ec = impl_->run(
+      deadline, [&](auto handler) { impl_->stream.async_connect(endpoints, std::move(handler)); });
+  if (ec) impl_->fail("connecting", ec);
+  impl_->stream.socket().set_option(tcp::no_delay(true), ec);
+  impl_->connected = true;
+}
+
+HttpConnection::Reply HttpConnection::post(const std::string& target, const std::string& body,
+                                           const Deadline& deadline) {
+  if (impl_->streaming) impl_->close();  // a stream left half-read cannot carry a request
+  connect(deadline);
+  request_maybe_sent_ = true;
+  impl_->write(target, body, deadline);
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(kMaxReplyBytes);
+  const error_code ec = impl_->run(deadline, [&](auto handler) {
+    http::async_read(impl_->stream, impl_->buffer, parser, std::move(handler));
+  });
+  if (ec) impl_->fail("reading the reply", ec);
+  Reply reply;
+  reply.status = parser.get().result_int();
+  const bool keep = parser.get().keep_alive();
+  reply.body = std::move(parser.get().body());
+  if (!keep) impl_->close();
+  return reply;
+}
+
+unsigned HttpConnection::open_stream(const std::string& target, const std::string& body,
+                                     const Deadline& deadline) {
+  if (impl_->streaming) impl_->close();
+  connect(deadline);
+  request_maybe_sent_ = true;
+  impl_->write(target, body, deadline);
+  impl_->streaming.emplace();
+  impl_->streaming->body_limit(boost::none);  // a watch streams for as long as it lives
+  const error_code ec = impl_->run(deadline, [&](auto handler) {
+    http::async_read_header(impl_->stream, impl_->buffer, *impl_->streaming, std::move(handler));
+  });
+  if (ec) impl_->fail("reading the reply header", ec);
+  return impl_->streaming->get().result_int();
+}
+
+std::optional<std::string> HttpConnection::next_line(const Deadline& deadline) {
+  auto& parser = impl_->streaming;
+  if (!parser) throw SocketError(url() + ": no stream open");
+  for (;;) {
+    const auto newline = impl_->pending.find('\n');
+    if (newline != std::string::npos) {
+      std::string line = impl_->pending.substr(0, newline);
+      impl_->pending.erase(0, newline + 1);
+      return line;
+    }
+    if (parser->is_done()) {
+      std::string rest = std::move(impl_->pending);
+      impl_->pending.clear();
+      impl_->close();
+      if (rest.empty()) return std::nullopt;
+      return rest;
+    }
+    std::array<char, 8192> chunk{};
+    parser->get().body().data = chunk.data();
+    parser->get().body().size = chunk.size();
+    error_code ec = impl_->run(deadline, [&](auto handler) {
+      http::async_read_some(impl_->stream, impl_->buffer, *parser, std::move(handler));
+    });
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) impl_->fail("reading the stream", ec);
+    impl_->pending.append(chunk.data(), chunk.size() - parser->get().body().size);
+  }
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,53 @@
+#pragma once
+// One keep-alive HTTP/1.1 connection (Boost.Beast over its own io_context) where every call
+// has a deadline: what the etcd client sends its JSON requests over. Connection problems are
+// SocketError, a passed deadline SocketTimeout (common/error.hpp); the connection is closed
+// after either, and the next call reconnects. Not thread-safe: one caller at a time.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/deadline.hpp"
+
+namespace ddp::rendezvous {
+
+class HttpConnection {
+ public:
+  HttpConnection(std::string host, uint16_t port);
+  ~HttpConnection();
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+
+  struct Reply {
+    unsigned status = 0;
+    std::string body;
+  };
+  // POSTs a JSON body to target (connecting first when needed) and reads the whole reply.
+  Reply post(const std::string& target, const std::string& body, const Deadline& deadline);
+
+  // Streaming replies (etcd's /v3/watch): POSTs and reads the reply's header; returns its
+  // status. Then next_line() returns the body's newline-separated lines as they arrive.
+  unsigned open_stream(const std::string& target, const std::string& body,
+                       const Deadline& deadline);
+  // The next line of the streamed body (without '\n'), nullopt once the body ended.
+  std::optional<std::string> next_line(const Deadline& deadline);
+
+  // True while connected, and no bytes, EOF or error wait unasked (a pooled connection the
+  // server closed meanwhile answers false and is not reused).
+  [[nodiscard]] bool reusable() const;
+  // False when the last failure came before any byte of the request was sent (connect
+  // failed), so the request surely never reached the server and can go elsewhere.
+  [[nodiscard]] bool request_maybe_sent() const { return request_maybe_sent_; }
+  // "http://host:port".
+  [[nodiscard]] std::string url() const;
+  void close();
+
+ private:
+  struct Impl;
+  void connect(const Deadline& deadline);
+  std::unique_ptr<Impl> impl_;
+  bool request_maybe_sent_ = false;
+};
+
+}  // namespace ddp::rendezvous
