@@ -1,0 +1,178 @@
+// EtcdStore against real etcd members (tests/support/etcd_cluster.hpp): the Store contract,
+// watches woken by other clients, deadlines and unreachable members named in errors, and a
+// wait that survives the loss of the member it watches through.
+#include "rendezvous/store/etcd/etcd_store.hpp"
+
+#include <csignal>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.hpp"
+#include "rendezvous/store/prefix_store.hpp"
+#include "tests/support/etcd_cluster.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+using ddp::test::EtcdCluster;
+
+namespace {
+
+// One member per test process, started on first use; each store gets a prefix of its own.
+EtcdCluster& shared_etcd() {
+  static EtcdCluster cluster(1);
+  return cluster;
+}
+
+EtcdStoreOptions options_for(std::vector<std::string> endpoints, Duration timeout = 2s) {
+  static int next = 0;
+  EtcdStoreOptions options;
+  options.endpoints = std::move(endpoints);
+  options.prefix = "/ddp-test/" + std::to_string(++next) + "/";
+  options.timeout = timeout;
+  options.unreachable_timeout = 5s;
+  return options;
+}
+
+struct EtcdFixture {
+  std::shared_ptr<Store> make() {
+    return std::make_shared<EtcdStore>(options_for(shared_etcd().endpoints()));
+  }
+};
+struct PrefixOverEtcdFixture {
+  std::shared_ptr<Store> make() {
+    return std::make_shared<PrefixStore>("/worker", EtcdFixture().make());
+  }
+};
+
+}  // namespace
+
+#define STORE_FIXTURES EtcdFixture, PrefixOverEtcdFixture
+
+#include "tests/store/store_contract_cases.hpp"
+
+TEST_CASE("etcd store: a wait is woken by puts from another client", "[etcd]") {
+  auto options = options_for(shared_etcd().endpoints(), 20s);
+  EtcdStore waiter(options);
+  EtcdStore writer(options);
+  auto done = std::async(std::launch::async, [&] { waiter.wait({"a", "b"}, 20s); });
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);
+  writer.set("a", "1");
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);  // "b" still missing
+  writer.set("b", "2");
+  REQUIRE(done.wait_for(5s) == std::future_status::ready);
+  done.get();
+  CHECK(waiter.multi_get({"a", "b"}) == std::vector<std::string>{"1", "2"});
+}
+
+TEST_CASE("etcd store: concurrent adds and appends from many clients lose nothing", "[etcd]") {
+  auto options = options_for(shared_etcd().endpoints(), 20s);
+  constexpr int kClients = 4;
+  constexpr int kEach = 20;
+  std::vector<std::future<void>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(std::async(std::launch::async, [&options] {
+      EtcdStore store(options);
+      for (int i = 0; i < kEach; ++i) {
+        store.add("counter", 1);
+        store.append("log", "x");
+      }
+    }));
+  }
+  for (auto& c : clients) c.get();
+  EtcdStore store(options);
+  CHECK(store.get("counter") == std::to_string(kClients * kEach));
+  CHECK(store.get("log") == std::string(kClients * kEach, 'x'));
+}
+
+TEST_CASE("etcd store: keys live under the prefix and num_keys counts only those", "[etcd]") {
+  auto a = options_for(shared_etcd().endpoints());
+  auto b = options_for(shared_etcd().endpoints());
+  EtcdStore job_a(a);
+  EtcdStore job_b(b);
+  job_a.set("k", "a");
+  job_a.set("k2", "a");
+  job_b.set("k", "b");
+  CHECK(job_a.get("k") == "a");
+  CHECK(job_b.get("k") == "b");
+  CHECK(job_a.num_keys() == 2);
+  CHECK(job_b.num_keys() == 1);
+  CHECK_THAT(job_a.describe(), Catch::Contains(a.prefix) && Catch::Contains("etcd http://"));
+}
+
+TEST_CASE("etcd store: deadlines name the endpoint and the key", "[etcd]") {
+  auto& etcd = shared_etcd();
+  EtcdStore store(options_for(etcd.endpoints()));
+  REQUIRE_THROWS_AS(store.wait({"never"}, 100ms), ddp::StoreTimeout);
+  REQUIRE_THROWS_WITH(store.wait({"never"}, 100ms), Catch::Contains(etcd.endpoint(0)) &&
+                                                        Catch::Contains("'never'") &&
+                                                        Catch::Contains("100 ms"));
+  store.set_timeout(100ms);
+  REQUIRE_THROWS_WITH(store.get("absent"),
+                      Catch::Contains(etcd.endpoint(0)) && Catch::Contains("'absent'"));
+  // A member that accepts connections but never answers (stopped): the call's own deadline.
+  etcd.signal(0, SIGSTOP);
+  std::string message;
+  try {
+    store.set("frozen", "x");
+  } catch (const ddp::StoreTimeout& e) {
+    message = e.what();
+  }
+  etcd.signal(0, SIGCONT);
+  CHECK_THAT(message, Catch::Contains(etcd.endpoint(0)) && Catch::Contains("'frozen'"));
+  store.set_timeout(5s);
+  store.set("after", "ok");  // usable again
+  CHECK(store.get("after") == "ok");
+}
+
+TEST_CASE("etcd store: with no member up the error names every endpoint tried", "[etcd]") {
+  const std::vector<std::string> endpoints = {
+      "127.0.0.1:" + std::to_string(ddp::test::free_loopback_port()),
+      "127.0.0.1:" + std::to_string(ddp::test::free_loopback_port())};
+  auto options = options_for(endpoints, 30s);
+  options.unreachable_timeout = 500ms;
+  EtcdStore store(options);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    store.set("k", "v");
+    FAIL("set succeeded with no etcd up");
+  } catch (const ddp::StoreError& e) {
+    const std::string message = e.what();
+    CHECK_THAT(message, Catch::Contains("http://" + endpoints[0]) &&
+                            Catch::Contains("http://" + endpoints[1]) && Catch::Contains("'k'") &&
+                            Catch::Contains("refused"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 5s);  // unreachable_timeout, not timeout
+  CHECK_THROWS_WITH(store.wait({"w"}, 10s), Catch::Contains("http://" + endpoints[1]));
+}
+
+TEST_CASE("etcd store: a wait survives the loss of the member it watches through", "[etcd]") {
+  std::mutex mu;
+  std::string warnings;
+  ddp::log::ScopedSink sink([&](ddp::log::Level, std::string_view line) {
+    const std::lock_guard<std::mutex> lock(mu);
+    warnings.append(line).append("\n");
+  });
+  EtcdCluster cluster(3);
+  auto options = options_for(cluster.endpoints(), 30s);
+  EtcdStore waiter(options);  // uses member 0 first
+  options.endpoints = {cluster.endpoint(1), cluster.endpoint(2)};
+  EtcdStore writer(options);
+  writer.set("early", "1");
+  auto done = std::async(std::launch::async, [&] {
+    waiter.wait({"early", "late"}, 30s);
+    return waiter.get("late");
+  });
+  CHECK(done.wait_for(300ms) == std::future_status::timeout);
+  cluster.kill(0);
+  writer.set("late", "2");  // likely before the waiter is back: replayed from its revision
+  REQUIRE(done.wait_for(20s) == std::future_status::ready);
+  CHECK(done.get() == "2");
+  CHECK(waiter.add("n", 1) == 1);  // later calls go to the members still up
+  const std::lock_guard<std::mutex> lock(mu);
+  CHECK_THAT(warnings, Catch::Contains(cluster.endpoint(0) + ": watch lost") &&
+                           Catch::Contains("resuming from revision"));
+}
