@@ -120,12 +120,14 @@ void EtcdClient::give_back(size_t member, std::unique_ptr<HttpConnection> conn) 
   if (idle_[member].size() < kMaxIdlePerMember) idle_[member].push_back(std::move(conn));
 }
 
-size_t EtcdClient::fail_over(size_t member, const std::string& why) {
+size_t EtcdClient::fail_over(size_t member, const std::string& why, bool first) {
   size_t expected = member;
   const size_t next = (member + 1) % endpoints_.size();
   if (current_.compare_exchange_strong(expected, next) && next != member) {
-    DDP_LOG_WARN("etcd: " + endpoints_[member].url() + ": " + why + "; moving on to " +
-                 endpoints_[next].url());
+    // One warning per call; the rounds after it (every member failing) are debug lines.
+    DDP_LOG(first ? ::ddp::log::Level::kWarn : ::ddp::log::Level::kDebug,
+            "etcd: " + endpoints_[member].url() + ": " + why + "; moving on to " +
+                endpoints_[next].url());
   }
   return current_.load();
 }
@@ -147,13 +149,13 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
                          e.what() + ")");
     } catch (const SocketError& e) {
       if (conn->request_maybe_sent() && !idempotent) {
-        fail_over(member, e.what());
+        fail_over(member, e.what(), true);
         throw StoreError("etcd " + url + ": " + context +
                          ": the connection was lost after the request was sent, so whether "
                          "it took effect is unknown (" +
                          e.what() + ")");
       }
-      fail_over(member, e.what());
+      fail_over(member, e.what(), failures.count == 0);
       failures.record(*this, member, e.what(), deadline, context);
       continue;
     }
@@ -163,7 +165,7 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
     const EtcdReplyError error = reply_error(j, reply.body);
     if (error.code == kGrpcUnavailable &&
         (idempotent || error.message.find("no leader") != std::string::npos)) {
-      fail_over(member, "etcd: " + error.message);
+      fail_over(member, "etcd: " + error.message, failures.count == 0);
       failures.record(*this, member, "etcd: " + error.message, deadline, context);
       continue;
     }
@@ -190,7 +192,7 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
       const unsigned status = conn.open_stream("/v3/watch", request.dump(), deadline);
       for (;;) {
         auto line = conn.next_line(deadline);
-        if (!line) throw SocketError(url + ": the watch stream ended");
+        if (!line) throw SocketError("the watch stream ended");
         if (line->empty()) continue;
         const nlohmann::json j = parse_json(*line);
         if (status != 200 || !j.is_object() || j.contains("error") || !j.contains("result")) {
@@ -200,6 +202,7 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
                            " (HTTP " + std::to_string(status) + ")");
         }
         const nlohmann::json& result = j.at("result");
+        failures = Failures(endpoints_.size());  // this member answers: a later loss is new
         if (json_int(result, "compact_revision") > 0) return WatchResult::kCompacted;
         if (result.value("canceled", false)) {
           throw StoreError("etcd " + url + ": " + context + ": watch canceled: " +
@@ -222,7 +225,8 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
     // The member went away (or lost its leader): resume from the last revision seen on the
     // next member, so the events in between are replayed, not missed.
     fail_over(member,
-              "watch lost (" + lost + "), resuming from revision " + std::to_string(revision));
+              "watch lost (" + lost + "), resuming from revision " + std::to_string(revision),
+              failures.count == 0);
     if (deadline.expired()) return WatchResult::kTimedOut;
     failures.record(*this, member, lost, deadline, context);
   }

@@ -61,9 +61,9 @@ class EtcdClient {
   struct Failures;
   std::unique_ptr<HttpConnection> take(size_t member);
   void give_back(size_t member, std::unique_ptr<HttpConnection> conn);
-  // Moves on from member (unless another call already did), logging why (a warning);
-  // returns the member now in use.
-  size_t fail_over(size_t member, const std::string& why);
+  // Moves on from member (unless another call already did), logging why (a warning when
+  // first, the call's first failure; debug after); returns the member now in use.
+  size_t fail_over(size_t member, const std::string& why, bool first);
 
   std::vector<EtcdEndpoint> endpoints_;
   EtcdClientOptions options_;

@@ -59,8 +59,8 @@ struct HttpConnection::Impl {
 
   [[noreturn]] void fail(const char* what, const error_code& ec) {
     close();
-    const std::string text = url() + ": " + what + ": " + ec.message();
-    if (ec == beast::error::timeout) throw SocketTimeout(text + " (deadline passed)");
+    const std::string text = std::string(what) + ": " + ec.message();
+    if (ec == beast::error::timeout) throw SocketTimeout(text);
     throw SocketError(text);
   }
 
@@ -165,7 +165,7 @@ unsigned HttpConnection::open_stream(const std::string& target, const std::strin
 
 std::optional<std::string> HttpConnection::next_line(const Deadline& deadline) {
   auto& parser = impl_->streaming;
-  if (!parser) throw SocketError(url() + ": no stream open");
+  if (!parser) throw SocketError("no stream open");
   for (;;) {
     const auto newline = impl_->pending.find('\n');
     if (newline != std::string::npos) {

@@ -1,7 +1,8 @@
 #pragma once
 // One keep-alive HTTP/1.1 connection (Boost.Beast over its own io_context) where every call
 // has a deadline: what the etcd client sends its JSON requests over. Connection problems are
-// SocketError, a passed deadline SocketTimeout (common/error.hpp); the connection is closed
+// SocketError, a passed deadline SocketTimeout (common/error.hpp), saying what failed and why
+// ("connecting: Connection refused"; the caller names the member); the connection is closed
 // after either, and the next call reconnects. Not thread-safe: one caller at a time.
 #include <cstdint>
 #include <memory>
