@@ -176,3 +176,29 @@ TEST_CASE("etcd store: a wait survives the loss of the member it watches through
   CHECK_THAT(warnings, Catch::Contains(cluster.endpoint(0) + ": watch lost") &&
                            Catch::Contains("resuming from revision"));
 }
+
+TEST_CASE("etcd store: a member that stops answering is left for the next one", "[etcd]") {
+  EtcdCluster cluster(3);
+  auto options = options_for(cluster.endpoints(), 20s);
+  options.attempt_timeout = 1s;
+  EtcdStore waiter(options);  // both use member 0 first
+  EtcdStore store(options);
+  options.endpoints = {cluster.endpoint(1), cluster.endpoint(2)};
+  EtcdStore writer(options);
+  writer.set("early", "1");
+  REQUIRE(waiter.check({"early"}));
+  auto done = std::async(std::launch::async, [&] {
+    waiter.wait({"late"}, 20s);
+    return waiter.get("late");
+  });
+  CHECK(done.wait_for(300ms) == std::future_status::timeout);
+  cluster.signal(0, SIGSTOP);  // accepts connections, answers nothing
+  const auto start = std::chrono::steady_clock::now();
+  store.set("k", "v");  // one attempt_timeout on member 0, then member 1
+  CHECK(store.get("k") == "v");
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  writer.set("late", "2");
+  REQUIRE(done.wait_for(15s) == std::future_status::ready);
+  CHECK(done.get() == "2");
+  cluster.signal(0, SIGCONT);
+}

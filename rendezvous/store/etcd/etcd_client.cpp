@@ -40,6 +40,12 @@ EtcdReplyError reply_error(const nlohmann::json& j, const std::string& raw) {
   return e;
 }
 
+// The earlier of the call's deadline and the end of one attempt on one member.
+Deadline attempt_deadline(const Deadline& deadline, std::chrono::milliseconds attempt_timeout) {
+  const Deadline attempt = Deadline::after(attempt_timeout);
+  return attempt < deadline ? attempt : deadline;
+}
+
 nlohmann::json parse_json(const std::string& text) {
   return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
@@ -142,11 +148,24 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
     const std::string url = endpoints_[member].url();
     auto conn = take(member);
     HttpConnection::Reply reply;
+    const Deadline attempt = attempt_deadline(deadline, options_.attempt_timeout);
     try {
-      reply = conn->post(path, text, deadline);
+      reply = conn->post(path, text, attempt);
     } catch (const SocketTimeout& e) {
-      throw StoreTimeout("etcd " + url + ": " + context + ": no reply before the deadline (" +
-                         e.what() + ")");
+      if (deadline.expired() || !(attempt < deadline)) {
+        throw StoreTimeout("etcd " + url + ": " + context + ": no reply before the deadline (" +
+                           e.what() + ")");
+      }
+      // The member holds the request without answering (stopped, cut off): the next one.
+      const std::string why = std::string(e.what()) + " (no reply within " +
+                              std::to_string(options_.attempt_timeout.count()) + " ms)";
+      fail_over(member, why, failures.count == 0);
+      if (conn->request_maybe_sent() && !idempotent) {
+        throw StoreError("etcd " + url + ": " + context + ": " + why +
+                         "; whether the request took effect is unknown");
+      }
+      failures.record(*this, member, why, deadline, context);
+      continue;
     } catch (const SocketError& e) {
       if (conn->request_maybe_sent() && !idempotent) {
         fail_over(member, e.what(), true);
@@ -188,10 +207,14 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
         {"create_request",
          {{"key", base64_encode(key)}, {"start_revision", std::to_string(revision)}}}};
     std::string lost;
+    bool answered = false;  // this stream got a reply: the member is alive
     try {
-      const unsigned status = conn.open_stream("/v3/watch", request.dump(), deadline);
+      const unsigned status = conn.open_stream(
+          "/v3/watch", request.dump(), attempt_deadline(deadline, options_.attempt_timeout));
       for (;;) {
-        auto line = conn.next_line(deadline);
+        // A quiet watch is opened again every attempt_timeout: a member that stopped
+        // answering then fails to answer the new one, and the watch moves on.
+        auto line = conn.next_line(attempt_deadline(deadline, options_.attempt_timeout));
         if (!line) throw SocketError("the watch stream ended");
         if (line->empty()) continue;
         const nlohmann::json j = parse_json(*line);
@@ -202,6 +225,7 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
                            " (HTTP " + std::to_string(status) + ")");
         }
         const nlohmann::json& result = j.at("result");
+        answered = true;
         failures = Failures(endpoints_.size());  // this member answers: a later loss is new
         if (json_int(result, "compact_revision") > 0) return WatchResult::kCompacted;
         if (result.value("canceled", false)) {
@@ -218,7 +242,9 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
       }
     } catch (const SocketTimeout& e) {
       if (deadline.expired()) return WatchResult::kTimedOut;
-      lost = e.what();
+      if (answered) continue;  // quiet, not lost: the same member, from the same revision
+      lost = std::string(e.what()) + " (no answer within " +
+             std::to_string(options_.attempt_timeout.count()) + " ms)";
     } catch (const SocketError& e) {
       lost = e.what();
     }

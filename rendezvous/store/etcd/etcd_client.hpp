@@ -1,12 +1,12 @@
 #pragma once
 // A client of etcd v3's HTTP/JSON gateway (/v3/kv/*, /v3/watch) over one or more members.
-// Requests go to the member in use; a connection error, or a member that answers
-// "unavailable" (no leader, stopping), moves every later call on to the next member, and the
-// call itself is retried there when that is safe: always before any byte was sent, and after
-// that only for idempotent requests. Each call has a deadline. Errors are StoreError naming
-// the member, the caller's context (operation and key) and etcd's own message; when no
-// member answers, every endpoint tried with its last error. Thread-safe: calls take a pooled
-// connection each, so a blocked watch never holds up other calls.
+// Requests go to the member in use; a connection error, no answer within attempt_timeout, or a
+// member that answers "unavailable" (no leader, stopping), moves every later call on to the
+// next member, and the call itself is retried there when that is safe: always before any
+// byte was sent, and after that only for idempotent requests. Each call has a deadline. Errors are
+// StoreError naming the member, the caller's context (operation and key) and etcd's own message;
+// when no member answers, every endpoint tried with its last error. Thread-safe: calls take a
+// pooled connection each, so a blocked watch never holds up other calls.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -29,6 +29,10 @@ struct EtcdClientOptions {
   // How long a call keeps going round the members while none answers before StoreError
   // naming each of them (the call's own deadline may end it sooner).
   std::chrono::milliseconds unreachable_timeout = std::chrono::seconds(10);
+  // How long one member may hold a request (or a new watch) without answering before the
+  // call moves on to the next; a quiet watch is opened again this often (from the revision it
+  // reached, so nothing is missed), which is how a stopped member is noticed.
+  std::chrono::milliseconds attempt_timeout = std::chrono::seconds(10);
 };
 
 class EtcdClient {

@@ -54,7 +54,8 @@ struct EtcdStore::Snapshot {
 EtcdStore::EtcdStore(EtcdStoreOptions options)
     : Store(options.timeout),
       options_(std::move(options)),
-      client_(EtcdClientOptions{options_.endpoints, options_.unreachable_timeout}) {}
+      client_(EtcdClientOptions{options_.endpoints, options_.unreachable_timeout,
+                                options_.attempt_timeout}) {}
 
 EtcdStore::~EtcdStore() = default;
 

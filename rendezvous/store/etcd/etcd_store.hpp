@@ -26,6 +26,9 @@ struct EtcdStoreOptions {
   Duration timeout = kDefaultStoreTimeout;
   // How long a call goes round the members while none answers before StoreError.
   Duration unreachable_timeout = std::chrono::seconds(10);
+  // How long one member may sit on a request before the call tries the next one
+  // (EtcdClientOptions::attempt_timeout).
+  Duration attempt_timeout = std::chrono::seconds(10);
 };
 
 class EtcdStore final : public Store {
