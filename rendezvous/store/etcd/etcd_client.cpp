@@ -40,6 +40,14 @@ EtcdReplyError reply_error(const nlohmann::json& j, const std::string& raw) {
   return e;
 }
 
+// The parts of an error message, appended in one string (the calls sit in retry loops).
+template <class... Parts>
+std::string concat(const Parts&... parts) {
+  std::string text;
+  (text.append(parts), ...);
+  return text;
+}
+
 // The earlier of the call's deadline and the end of one attempt on one member.
 Deadline attempt_deadline(const Deadline& deadline, std::chrono::milliseconds attempt_timeout) {
   const Deadline attempt = Deadline::after(attempt_timeout);
@@ -153,26 +161,26 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
       reply = conn->post(path, text, attempt);
     } catch (const SocketTimeout& e) {
       if (deadline.expired() || !(attempt < deadline)) {
-        throw StoreTimeout("etcd " + url + ": " + context + ": no reply before the deadline (" +
-                           e.what() + ")");
+        throw StoreTimeout(
+            concat("etcd ", url, ": ", context, ": no reply before the deadline (", e.what(), ")"));
       }
       // The member holds the request without answering (stopped, cut off): the next one.
       const std::string why = std::string(e.what()) + " (no reply within " +
                               std::to_string(options_.attempt_timeout.count()) + " ms)";
       fail_over(member, why, failures.count == 0);
       if (conn->request_maybe_sent() && !idempotent) {
-        throw StoreError("etcd " + url + ": " + context + ": " + why +
-                         "; whether the request took effect is unknown");
+        throw StoreError(
+            concat("etcd ", url, ": ", context, ": ", why, "; whether it took effect is unknown"));
       }
       failures.record(*this, member, why, deadline, context);
       continue;
     } catch (const SocketError& e) {
       if (conn->request_maybe_sent() && !idempotent) {
         fail_over(member, e.what(), true);
-        throw StoreError("etcd " + url + ": " + context +
-                         ": the connection was lost after the request was sent, so whether "
-                         "it took effect is unknown (" +
-                         e.what() + ")");
+        throw StoreError(concat("etcd ", url, ": ", context,
+                                ": the connection was lost after the request was sent, so whether "
+                                "it took effect is unknown (",
+                                e.what(), ")"));
       }
       fail_over(member, e.what(), failures.count == 0);
       failures.record(*this, member, e.what(), deadline, context);
@@ -188,8 +196,9 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
       failures.record(*this, member, "etcd: " + error.message, deadline, context);
       continue;
     }
-    throw StoreError("etcd " + url + ": " + context + ": " + error.message + " (HTTP " +
-                     std::to_string(reply.status) + ", code " + std::to_string(error.code) + ")");
+    throw StoreError(concat("etcd ", url, ": ", context, ": ", error.message, " (HTTP ",
+                            std::to_string(reply.status), ", code ", std::to_string(error.code),
+                            ")"));
   }
 }
 
@@ -221,16 +230,16 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
         if (status != 200 || !j.is_object() || j.contains("error") || !j.contains("result")) {
           const EtcdReplyError error = reply_error(j, *line);
           if (error.code == kGrpcUnavailable) throw SocketError("etcd: " + error.message);
-          throw StoreError("etcd " + url + ": " + context + ": watch failed: " + error.message +
-                           " (HTTP " + std::to_string(status) + ")");
+          throw StoreError(concat("etcd ", url, ": ", context, ": watch failed: ", error.message,
+                                  " (HTTP ", std::to_string(status), ")"));
         }
         const nlohmann::json& result = j.at("result");
         answered = true;
         failures = Failures(endpoints_.size());  // this member answers: a later loss is new
         if (json_int(result, "compact_revision") > 0) return WatchResult::kCompacted;
         if (result.value("canceled", false)) {
-          throw StoreError("etcd " + url + ": " + context + ": watch canceled: " +
-                           result.value("cancel_reason", std::string("no reason given")));
+          throw StoreError(concat("etcd ", url, ": ", context, ": watch canceled: ",
+                                  result.value("cancel_reason", std::string("no reason given"))));
         }
         const auto events = result.find("events");
         if (events == result.end() || !events->is_array()) continue;
