@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "rendezvous/store/etcd/etcd_presence.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "tests/support/etcd_cluster.hpp"
 
@@ -201,4 +202,53 @@ TEST_CASE("etcd store: a member that stops answering is left for the next one", 
   REQUIRE(done.wait_for(15s) == std::future_status::ready);
   CHECK(done.get() == "2");
   cluster.signal(0, SIGCONT);
+}
+
+// Presence on leases (docs/etcd.md, "Presence"); store_contract_test.cpp has the same
+// orderly case for the other stores.
+TEST_CASE("etcd presence: ephemeral keys live with it, and an orderly leave fires nothing",
+          "[etcd][presence]") {
+  auto options = options_for(shared_etcd().endpoints());
+  EtcdStore store(options);
+  auto watcher = store.open_presence();  // would fire on_close records
+  {
+    auto presence = store.open_presence();
+    REQUIRE(presence != nullptr);
+    presence->set_ephemeral("alive/1", "pid 42");
+    presence->on_close("lost", "node 1");
+    CHECK(store.get("alive/1") == "pid 42");
+    CHECK_FALSE(store.check({"lost"}));
+    CHECK(store.num_keys() == 1);  // records live outside the prefix
+    presence->clear();
+    CHECK_FALSE(store.check({"alive/1"}));
+    presence->set_ephemeral("alive/1", "again");
+    CHECK(store.check({"alive/1"}));
+  }
+  CHECK_FALSE(store.check({"alive/1"}));
+  std::this_thread::sleep_for(500ms);  // a watcher that would fire has seen the deletions
+  CHECK_FALSE(store.check({"lost"}));
+}
+
+TEST_CASE("etcd presence: a dead holder's lease expires, its keys go, on_close fires once",
+          "[etcd][presence]") {
+  auto options = options_for(shared_etcd().endpoints(), 10s);
+  options.presence_ttl = 2s;
+  EtcdStore survivor_store(options);
+  EtcdStore dying_store(options);
+  auto survivor = survivor_store.open_presence();
+  auto dying = dying_store.open_presence();
+  dying->set_ephemeral("alive/1", "pid 42");
+  dying->on_close("lost", "node 1");
+  survivor_store.set("kept", "first");
+  dying->on_close("kept", "overwritten?");
+  std::this_thread::sleep_for(3s);  // keepalives hold the lease past its TTL
+  CHECK(survivor_store.check({"alive/1"}));
+  CHECK_FALSE(survivor_store.check({"lost"}));
+  const auto start = std::chrono::steady_clock::now();
+  dynamic_cast<EtcdPresence&>(*dying).abandon();  // as if killed: no leave, no keepalive
+  CHECK(survivor_store.get("lost") == "node 1");  // waits up to the store's 10 s
+  CHECK(std::chrono::steady_clock::now() - start < 8s);
+  CHECK_FALSE(survivor_store.check({"alive/1"}));
+  CHECK(survivor_store.get("kept") == "first");  // on_close never overwrites
+  CHECK_THROWS_AS(dying->set_ephemeral("x", "y"), ddp::StoreError);
 }

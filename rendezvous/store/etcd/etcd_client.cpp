@@ -202,19 +202,61 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
   }
 }
 
+void WatchCancel::cancel() {
+  const std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  if (conn_ != nullptr) conn_->interrupt();
+}
+
+bool WatchCancel::cancelled() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+void WatchCancel::attach(HttpConnection* conn) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  conn_ = conn;
+  if (cancelled_ && conn_ != nullptr) conn_->interrupt();
+}
+
 EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_t start_revision,
                                                   const Deadline& deadline,
                                                   const std::string& context) {
-  int64_t revision = start_revision;
+  WatchSpec spec;
+  spec.key = key;
+  spec.start_revision = start_revision;
+  return watch(spec, deadline, context, [](const nlohmann::json& events) {
+    for (const auto& event : events) {
+      if (event.value("type", std::string("PUT")) == "PUT") return true;
+    }
+    return false;
+  });
+}
+
+EtcdClient::WatchResult EtcdClient::watch(
+    const WatchSpec& spec, const Deadline& deadline, const std::string& context,
+    const std::function<bool(const nlohmann::json& events)>& on_events, WatchCancel* cancel) {
+  int64_t revision = spec.start_revision;
   Failures failures(endpoints_.size());
+  nlohmann::json create = {{"key", base64_encode(spec.key)}};
+  if (!spec.range_end.empty()) create["range_end"] = base64_encode(spec.range_end);
+  if (spec.prev_kv) create["prev_kv"] = true;
+  if (spec.no_put) create["filters"] = nlohmann::json::array({"NOPUT"});
   for (;;) {
+    if (cancel != nullptr && cancel->cancelled()) return WatchResult::kCancelled;
     const size_t member = current_.load() % endpoints_.size();
     const std::string url = endpoints_[member].url();
     // A connection of its own: a stream stopped half-read cannot carry another request.
     HttpConnection conn(endpoints_[member].host, endpoints_[member].port);
-    const nlohmann::json request = {
-        {"create_request",
-         {{"key", base64_encode(key)}, {"start_revision", std::to_string(revision)}}}};
+    struct Detach {
+      WatchCancel* cancel;
+      ~Detach() {
+        if (cancel != nullptr) cancel->attach(nullptr);
+      }
+    } detach{cancel};
+    if (cancel != nullptr) cancel->attach(&conn);
+    if (revision > 0) create["start_revision"] = std::to_string(revision);
+    const nlohmann::json request = {{"create_request", create}};
     std::string lost;
     bool answered = false;  // this stream got a reply: the member is alive
     try {
@@ -234,6 +276,10 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
                                   " (HTTP ", std::to_string(status), ")"));
         }
         const nlohmann::json& result = j.at("result");
+        if (!answered && revision == 0) {
+          // From "now": resume after the revision the watch started at.
+          revision = json_int(result.value("header", nlohmann::json::object()), "revision") + 1;
+        }
         answered = true;
         failures = Failures(endpoints_.size());  // this member answers: a later loss is new
         if (json_int(result, "compact_revision") > 0) return WatchResult::kCompacted;
@@ -242,12 +288,12 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
                                   result.value("cancel_reason", std::string("no reason given"))));
         }
         const auto events = result.find("events");
-        if (events == result.end() || !events->is_array()) continue;
+        if (events == result.end() || !events->is_array() || events->empty()) continue;
         for (const auto& event : *events) {
           const auto kv = event.find("kv");
           if (kv != event.end()) revision = std::max(revision, json_int(*kv, "mod_revision") + 1);
-          if (event.value("type", std::string("PUT")) == "PUT") return WatchResult::kPut;
         }
+        if (on_events(*events)) return WatchResult::kMatched;
       }
     } catch (const SocketTimeout& e) {
       if (deadline.expired()) return WatchResult::kTimedOut;
@@ -257,6 +303,7 @@ EtcdClient::WatchResult EtcdClient::watch_for_put(const std::string& key, int64_
     } catch (const SocketError& e) {
       lost = e.what();
     }
+    if (cancel != nullptr && cancel->cancelled()) return WatchResult::kCancelled;
     // The member went away (or lost its leader): resume from the last revision seen on the
     // next member, so the events in between are replayed, not missed.
     fail_over(member,

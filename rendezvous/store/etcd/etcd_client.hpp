@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,20 @@
 namespace ddp::rendezvous {
 
 class HttpConnection;
+
+// Stops an EtcdClient::watch from another thread. Thread-safe.
+class WatchCancel {
+ public:
+  void cancel();
+  [[nodiscard]] bool cancelled() const;
+
+ private:
+  friend class EtcdClient;
+  void attach(HttpConnection* conn);
+  mutable std::mutex mu_;
+  HttpConnection* conn_ = nullptr;
+  bool cancelled_ = false;
+};
 
 struct EtcdClientOptions {
   // "host:port" or "http://host:port", tried in this order.
@@ -48,13 +63,28 @@ class EtcdClient {
   nlohmann::json call(const std::string& path, const nlohmann::json& body, const Deadline& deadline,
                       const std::string& context, bool idempotent);
 
-  enum class WatchResult { kPut, kCompacted, kTimedOut };
-  // Watches key from start_revision until its first PUT event (kPut), the revision was
+  enum class WatchResult { kMatched, kCompacted, kTimedOut, kCancelled };
+  // Watches key from start_revision until its first PUT event (kMatched), the revision was
   // compacted away (kCompacted: read again), or deadline (kTimedOut). A member lost
   // mid-watch is replaced by the next one, resuming after the last event seen, so no PUT is
   // missed.
   WatchResult watch_for_put(const std::string& key, int64_t start_revision,
                             const Deadline& deadline, const std::string& context);
+
+  struct WatchSpec {
+    std::string key;
+    std::string range_end;  // "" for key alone
+    int64_t start_revision = 0;
+    bool prev_kv = false;  // DELETE events carry the deleted kv
+    bool no_put = false;   // PUT events are left out
+  };
+  // Hands each batch of events (the gateway's "events" array) to on_events until it returns
+  // true (kMatched), the revision was compacted (kCompacted), deadline (kTimedOut) or
+  // cancel.cancel() from another thread (kCancelled); resumes on the next member like
+  // watch_for_put.
+  WatchResult watch(const WatchSpec& spec, const Deadline& deadline, const std::string& context,
+                    const std::function<bool(const nlohmann::json& events)>& on_events,
+                    class WatchCancel* cancel = nullptr);
 
   // "http://a:2379" or "http://a:2379,http://b:2379".
   [[nodiscard]] std::string endpoints_text() const;

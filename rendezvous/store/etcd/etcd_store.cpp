@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "rendezvous/store/etcd/etcd_presence.hpp"
 #include "rendezvous/store/store_semantics.hpp"
 
 namespace ddp::rendezvous {
@@ -54,13 +55,13 @@ struct EtcdStore::Snapshot {
 EtcdStore::EtcdStore(EtcdStoreOptions options)
     : Store(options.timeout),
       options_(std::move(options)),
-      client_(EtcdClientOptions{options_.endpoints, options_.unreachable_timeout,
-                                options_.attempt_timeout}) {}
+      client_(std::make_shared<EtcdClient>(EtcdClientOptions{
+          options_.endpoints, options_.unreachable_timeout, options_.attempt_timeout})) {}
 
 EtcdStore::~EtcdStore() = default;
 
 std::string EtcdStore::describe() const {
-  return "etcd " + client_.endpoints_text() + " prefix '" + options_.prefix + "'";
+  return "etcd " + client_->endpoints_text() + " prefix '" + options_.prefix + "'";
 }
 
 std::string EtcdStore::context(const char* op, const std::vector<std::string>& keys) const {
@@ -79,7 +80,7 @@ EtcdStore::Snapshot EtcdStore::read(const std::vector<std::string>& keys, const 
     for (size_t i = begin; i < end; ++i) {
       ops.push_back({{"request_range", range_of(full(keys[i]), snap.revision)}});
     }
-    const json reply = client_.call("/v3/kv/txn", {{"success", ops}}, deadline, ctx, true);
+    const json reply = client_->call("/v3/kv/txn", {{"success", ops}}, deadline, ctx, true);
     if (snap.revision == 0)
       snap.revision = json_int(reply.value("header", json::object()), "revision");
     for (size_t i = begin; i < end; ++i) {
@@ -87,7 +88,7 @@ EtcdStore::Snapshot EtcdStore::read(const std::vector<std::string>& keys, const 
     }
   }
   if (keys.empty()) {
-    const json reply = client_.call("/v3/kv/range", range_of(full("")), deadline, ctx, true);
+    const json reply = client_->call("/v3/kv/range", range_of(full("")), deadline, ctx, true);
     snap.revision = json_int(reply.value("header", json::object()), "revision");
   }
   return snap;
@@ -95,7 +96,7 @@ EtcdStore::Snapshot EtcdStore::read(const std::vector<std::string>& keys, const 
 
 EtcdStore::Current EtcdStore::read_one(const std::string& key, const Deadline& deadline,
                                        const std::string& ctx) {
-  const json reply = client_.call("/v3/kv/range", range_of(full(key)), deadline, ctx, true);
+  const json reply = client_->call("/v3/kv/range", range_of(full(key)), deadline, ctx, true);
   Current cur;
   if (const json* kv = first_kv(reply)) {
     cur.value = value_of(*kv);
@@ -119,12 +120,12 @@ bool EtcdStore::put_if_unchanged(const std::string& key, const Current& cur,
                     {"success", json::array({put_of(full(key), value)})}};
   // Not idempotent: sent twice it could apply twice (another client may change the key in
   // between), so a connection lost after sending is reported, not retried.
-  return client_.call("/v3/kv/txn", txn, deadline, ctx, false).value("succeeded", false);
+  return client_->call("/v3/kv/txn", txn, deadline, ctx, false).value("succeeded", false);
 }
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
   const json put = {{"key", base64_encode(full(key))}, {"value", base64_encode(value)}};
-  client_.call("/v3/kv/put", put, Deadline::after(timeout()), context("set", {key}), true);
+  client_->call("/v3/kv/put", put, Deadline::after(timeout()), context("set", {key}), true);
 }
 
 std::string EtcdStore::get(const std::string& key) {
@@ -166,7 +167,7 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
                       {"success", json::array({put_of(full(key), desired)})},
                       {"failure", json::array({{{"request_range", range_of(full(key))}}})}};
     // Idempotent: sent twice, the second finds desired and returns it.
-    const json reply = client_.call("/v3/kv/txn", txn, deadline, ctx, true);
+    const json reply = client_->call("/v3/kv/txn", txn, deadline, ctx, true);
     if (reply.value("succeeded", false)) return desired;
     const json* kv = first_kv(txn_range(reply, 0));
     if (kv == nullptr) {
@@ -181,6 +182,10 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
       return desired;
     }
   }
+}
+
+std::unique_ptr<Presence> EtcdStore::open_presence() {
+  return std::make_unique<EtcdPresence>(client_, options_.prefix, options_.presence_ttl, timeout());
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
@@ -203,9 +208,9 @@ void EtcdStore::wait_until(const std::vector<std::string>& keys, const Deadline&
     if (missing.empty()) return;
     // From the revision read: a put after the read is an event of this watch, never lost.
     const auto result =
-        client_.watch_for_put(full(missing.front()), snap.revision + 1, deadline, ctx);
+        client_->watch_for_put(full(missing.front()), snap.revision + 1, deadline, ctx);
     if (result == EtcdClient::WatchResult::kTimedOut) {
-      throw StoreTimeout("etcd " + client_.current_endpoint() + ": " + ctx + " timed out after " +
+      throw StoreTimeout("etcd " + client_->current_endpoint() + ": " + ctx + " timed out after " +
                          describe_timeout(timeout) + "; missing " + join_keys(missing));
     }
   }
@@ -218,8 +223,8 @@ void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 bool EtcdStore::delete_key(const std::string& key) {
   // Retried after a lost connection: the key is gone either way, though the retry may then
   // answer false for a key the first attempt deleted.
-  const json reply = client_.call("/v3/kv/deleterange", range_of(full(key)),
-                                  Deadline::after(timeout()), context("delete_key", {key}), true);
+  const json reply = client_->call("/v3/kv/deleterange", range_of(full(key)),
+                                   Deadline::after(timeout()), context("delete_key", {key}), true);
   return json_int(reply, "deleted") > 0;
 }
 
@@ -227,8 +232,8 @@ int64_t EtcdStore::num_keys() {
   const json range = {{"key", base64_encode(options_.prefix)},
                       {"range_end", base64_encode(prefix_range_end(options_.prefix))},
                       {"count_only", true}};
-  const json reply = client_.call("/v3/kv/range", range, Deadline::after(timeout()),
-                                  context("num_keys", {}), true);
+  const json reply = client_->call("/v3/kv/range", range, Deadline::after(timeout()),
+                                   context("num_keys", {}), true);
   return json_int(reply, "count");
 }
 
@@ -268,8 +273,8 @@ void EtcdStore::multi_set(const std::vector<std::string>& keys,
   if (keys.empty()) return;
   json ops = json::array();
   for (size_t i = 0; i < keys.size(); ++i) ops.push_back(put_of(full(keys[i]), values[i]));
-  client_.call("/v3/kv/txn", {{"success", ops}}, Deadline::after(timeout()),
-               context("multi_set", keys), true);
+  client_->call("/v3/kv/txn", {{"success", ops}}, Deadline::after(timeout()),
+                context("multi_set", keys), true);
 }
 
 }  // namespace ddp::rendezvous

@@ -29,6 +29,9 @@ struct EtcdStoreOptions {
   // How long one member may sit on a request before the call tries the next one
   // (EtcdClientOptions::attempt_timeout).
   Duration attempt_timeout = std::chrono::seconds(10);
+  // The lease of each presence: how long after a process dies its ephemeral keys go and its
+  // on_close records fire (at least etcd's minimum, 1.5 election timeouts).
+  std::chrono::seconds presence_ttl = std::chrono::seconds(10);
 };
 
 class EtcdStore final : public Store {
@@ -53,8 +56,8 @@ class EtcdStore final : public Store {
                  const std::vector<std::string>& values) override;
   // "etcd://127.0.0.1:2379,127.0.0.1:22379/ddplaunch/job/" style: members and prefix.
   [[nodiscard]] std::string describe() const override;
-  // Not yet (docs/etcd.md): nullptr, so callers rely on heartbeats.
-  std::unique_ptr<Presence> open_presence() override { return nullptr; }
+  // An EtcdPresence: a lease of presence_ttl kept alive by a thread (etcd_presence.hpp).
+  std::unique_ptr<Presence> open_presence() override;
 
  private:
   struct Snapshot;
@@ -77,7 +80,7 @@ class EtcdStore final : public Store {
   std::string context(const char* op, const std::vector<std::string>& keys) const;
 
   EtcdStoreOptions options_;
-  EtcdClient client_;
+  std::shared_ptr<EtcdClient> client_;  // shared with the presences
 };
 
 }  // namespace ddp::rendezvous

@@ -6,6 +6,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <utility>
@@ -98,6 +99,14 @@ std::string HttpConnection::url() const {
 
 void HttpConnection::close() {
   impl_->close();
+}
+
+void HttpConnection::interrupt() {
+  // Runs on the thread inside run(): closing the socket ends the pending operation there.
+  asio::post(impl_->ioc, [impl = impl_.get()] {
+    error_code ignored;
+    impl->stream.socket().close(ignored);
+  });
 }
 
 bool HttpConnection::reusable() const {

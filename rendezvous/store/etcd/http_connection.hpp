@@ -43,6 +43,9 @@ class HttpConnection {
   // "http://host:port".
   [[nodiscard]] std::string url() const;
   void close();
+  // From any thread: ends the call in progress (or the next one) with SocketError, e.g. a
+  // watch that should stop. The only member function that is thread-safe.
+  void interrupt();
 
  private:
   struct Impl;
