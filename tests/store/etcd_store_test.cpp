@@ -252,3 +252,23 @@ TEST_CASE("etcd presence: a dead holder's lease expires, its keys go, on_close f
   CHECK(survivor_store.get("kept") == "first");  // on_close never overwrites
   CHECK_THROWS_AS(dying->set_ephemeral("x", "y"), ddp::StoreError);
 }
+
+// EtcdStore::wait answers kCompacted by reading the keys again; no test makes etcd compact
+// between that read and the watch, so only the client's side is checked here.
+TEST_CASE("etcd client: a watch from a compacted revision says so", "[etcd]") {
+  auto options = options_for(shared_etcd().endpoints(), 10s);
+  EtcdStore store(options);
+  EtcdClient client(EtcdClientOptions{shared_etcd().endpoints()});
+  const auto deadline = ddp::Deadline::after(10s);
+  store.set("k", "1");
+  store.set("k", "2");
+  const auto reply = client.call("/v3/kv/range", {{"key", base64_encode(options.prefix + "k")}},
+                                 deadline, "test", true);
+  const int64_t now = json_int(reply.at("header"), "revision");
+  client.call("/v3/kv/compaction", {{"revision", std::to_string(now)}}, deadline, "test", true);
+  CHECK(client.watch_for_put(options.prefix + "k", now - 1, deadline, "test") ==
+        EtcdClient::WatchResult::kCompacted);
+  // From the revision compacted to, history is still there: the last put is replayed.
+  CHECK(client.watch_for_put(options.prefix + "k", now, deadline, "test") ==
+        EtcdClient::WatchResult::kMatched);
+}
