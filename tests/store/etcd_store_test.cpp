@@ -150,6 +150,17 @@ TEST_CASE("etcd store: with no member up the error names every endpoint tried", 
   CHECK_THROWS_WITH(store.wait({"w"}, 10s), Catch::Contains("http://" + endpoints[1]));
 }
 
+TEST_CASE("etcd store: a host name that does not resolve is an error within the deadline",
+          "[etcd]") {
+  auto options = options_for({"no-such-host.invalid:2379"}, 2s);
+  options.unreachable_timeout = 500ms;
+  EtcdStore store(options);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(store.set("k", "v"), Catch::Contains("no-such-host.invalid") &&
+                                             Catch::Contains("resolving the host"));
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
 TEST_CASE("etcd store: a wait survives the loss of the member it watches through", "[etcd]") {
   std::mutex mu;
   std::string warnings;

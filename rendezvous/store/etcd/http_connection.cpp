@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <utility>
@@ -120,15 +121,29 @@ bool HttpConnection::reusable() const {
 void HttpConnection::connect(const Deadline& deadline) {
   request_maybe_sent_ = false;
   if (impl_->connected) return;
+  // The stream's timer does not cover the resolver: a timer of its own cancels it.
   tcp::resolver resolver(impl_->ioc);
+  asio::steady_timer timer(impl_->ioc);
   tcp::resolver::results_type endpoints;
-  error_code ec = impl_->run(deadline, [&](auto handler) {
-    resolver.async_resolve(impl_->host, std::to_string(impl_->port),
-                           [&endpoints, handler](error_code e, tcp::resolver::results_type r) {
-                             endpoints = std::move(r);
-                             handler(e);
-                           });
-  });
+  error_code ec;
+  bool timed_out = false;
+  if (!deadline.is_never()) {
+    timer.expires_at(deadline.time_point());
+    timer.async_wait([&](error_code e) {
+      if (e) return;  // cancelled: the resolve finished first
+      timed_out = true;
+      resolver.cancel();
+    });
+  }
+  resolver.async_resolve(impl_->host, std::to_string(impl_->port),
+                         [&](error_code e, tcp::resolver::results_type r) {
+                           ec = e;
+                           endpoints = std::move(r);
+                           timer.cancel();
+                         });
+  impl_->ioc.restart();
+  impl_->ioc.run();
+  if (timed_out) impl_->fail("resolving the host", beast::error::timeout);
   if (ec) impl_->fail("resolving the host", ec);
   ec = impl_->run(
       deadline, [&](auto handler) { impl_->stream.async_connect(endpoints, std::move(handler)); });
