@@ -1,5 +1,6 @@
 #include "rendezvous/store/etcd/etcd_presence.hpp"
 
+#include <exception>
 #include <utility>
 
 #include "common/error.hpp"
@@ -134,7 +135,7 @@ void EtcdPresence::keepalive_loop() {
       const json reply = client_->call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}},
                                        Deadline::after(interval), "presence keepalive", true);
       gone = json_int(reply.value("result", json::object()), "TTL") <= 0;
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       // Missed once: the lease lives on for its TTL, and the next beat may get through.
       DDP_LOG_WARN(std::string("etcd presence: keepalive of lease ") + std::to_string(lease_) +
                    " failed: " + e.what());
@@ -170,7 +171,7 @@ void EtcdPresence::watch_loop() {
           &watch_cancel_);
       if (result == EtcdClient::WatchResult::kCancelled) return;
       // Compacted: go on from now (deaths in the gap are left to the other watchers).
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       DDP_LOG_WARN(std::string("etcd presence: watching other presences failed: ") + e.what());
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, kRetryPause, [this] { return stopping_; })) return;
@@ -179,6 +180,15 @@ void EtcdPresence::watch_loop() {
 }
 
 void EtcdPresence::on_record_deleted(const json& event) {
+  // Nothing may escape into the watch: it would restart from "now" and skip deaths.
+  try {
+    fire_if_expired(event);
+  } catch (const std::exception& e) {
+    DDP_LOG_WARN(std::string("etcd presence: on_close of an expired lease failed: ") + e.what());
+  }
+}
+
+void EtcdPresence::fire_if_expired(const json& event) {
   if (event.value("type", std::string("PUT")) != "DELETE") return;
   const auto prev = event.find("prev_kv");
   const auto kv = event.find("kv");
@@ -194,28 +204,23 @@ void EtcdPresence::on_record_deleted(const json& event) {
   const std::string key = full.substr(slash + 3);
   const std::string value = base64_decode(prev->value("value", std::string()));
   const int64_t revision = json_int(*kv, "mod_revision");
-  try {
-    // Cleared in order (the mark exists at the deletion's revision): nothing fires.
-    json range = {{"key", base64_encode(records_ + lease_text + "/left")},
-                  {"revision", std::to_string(revision)}};
-    const json reply = client_->call("/v3/kv/range", range, Deadline::after(timeout_),
-                                     "presence on_close '" + key + "'", true);
-    if (json_int(reply, "count") > 0) return;
-    // Set key unless it exists; every watcher does this, and only the first one writes.
-    json compare = {{"key", base64_encode(prefix_ + key)},
-                    {"result", "EQUAL"},
-                    {"target", "CREATE"},
-                    {"create_revision", "0"}};
-    json txn = {
-        {"compare", json::array({compare})},
-        {"success", json::array({{{"request_put", put_request(prefix_ + key, value, 0)}}})}};
-    const json done = client_->call("/v3/kv/txn", txn, Deadline::after(timeout_),
-                                    "presence on_close '" + key + "'", true);
-    if (done.value("succeeded", false)) {
-      DDP_LOG_INFO("etcd presence: lease " + lease_text + " expired: set '" + key + "'");
-    }
-  } catch (const Error& e) {
-    DDP_LOG_WARN(std::string("etcd presence: on_close of an expired lease failed: ") + e.what());
+  // Cleared in order (the mark exists at the deletion's revision): nothing fires.
+  json range = {{"key", base64_encode(records_ + lease_text + "/left")},
+                {"revision", std::to_string(revision)}};
+  const json reply = client_->call("/v3/kv/range", range, Deadline::after(timeout_),
+                                   "presence on_close '" + key + "'", true);
+  if (json_int(reply, "count") > 0) return;
+  // Set key unless it exists; every watcher does this, and only the first one writes.
+  json compare = {{"key", base64_encode(prefix_ + key)},
+                  {"result", "EQUAL"},
+                  {"target", "CREATE"},
+                  {"create_revision", "0"}};
+  json txn = {{"compare", json::array({compare})},
+              {"success", json::array({{{"request_put", put_request(prefix_ + key, value, 0)}}})}};
+  const json done = client_->call("/v3/kv/txn", txn, Deadline::after(timeout_),
+                                  "presence on_close '" + key + "'", true);
+  if (done.value("succeeded", false)) {
+    DDP_LOG_INFO("etcd presence: lease " + lease_text + " expired: set '" + key + "'");
   }
 }
 

@@ -46,6 +46,7 @@ class EtcdPresence final : public Presence {
   void watch_loop();
   // A record deleted in the batch of watch events: fire its on_close unless it was cleared.
   void on_record_deleted(const nlohmann::json& event);
+  void fire_if_expired(const nlohmann::json& event);
   void stop_threads();
   void put_with_lease(const std::string& full_key, const std::string& value, const char* op,
                       const std::string& key);
