@@ -283,3 +283,22 @@ TEST_CASE("etcd client: a watch from a compacted revision says so", "[etcd]") {
   CHECK(client.watch_for_put(options.prefix + "k", now, deadline, "test") ==
         EtcdClient::WatchResult::kMatched);
 }
+
+TEST_CASE("etcd store: reads of more keys than one transaction takes", "[etcd]") {
+  EtcdStore store(options_for(shared_etcd().endpoints()));
+  std::vector<std::string> keys;
+  std::vector<std::string> values;
+  for (int i = 0; i < 200; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    values.push_back("v" + std::to_string(i));
+  }
+  CHECK_THROWS_WITH(store.multi_set(keys, values), Catch::Contains("--max-txn-ops"));
+  const std::vector<std::string> first(keys.begin(), keys.begin() + 100);
+  const std::vector<std::string> rest(keys.begin() + 100, keys.end());
+  store.multi_set(first, std::vector<std::string>(values.begin(), values.begin() + 100));
+  CHECK_FALSE(store.check(keys));
+  store.multi_set(rest, std::vector<std::string>(values.begin() + 100, values.end()));
+  CHECK(store.check(keys));  // 128 + 72, the second read pinned to the first's revision
+  CHECK(store.multi_get(keys) == values);
+  CHECK(store.num_keys() == 200);
+}
