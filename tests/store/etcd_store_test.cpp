@@ -269,7 +269,9 @@ TEST_CASE("etcd presence: a dead holder's lease expires, its keys go, on_close f
 TEST_CASE("etcd client: a watch from a compacted revision says so", "[etcd]") {
   auto options = options_for(shared_etcd().endpoints(), 10s);
   EtcdStore store(options);
-  EtcdClient client(EtcdClientOptions{shared_etcd().endpoints()});
+  EtcdClientOptions client_options;
+  client_options.endpoints = shared_etcd().endpoints();
+  EtcdClient client(client_options);
   const auto deadline = ddp::Deadline::after(10s);
   store.set("k", "1");
   store.set("k", "2");
@@ -301,4 +303,41 @@ TEST_CASE("etcd store: reads of more keys than one transaction takes", "[etcd]")
   CHECK(store.check(keys));  // 128 + 72, the second read pinned to the first's revision
   CHECK(store.multi_get(keys) == values);
   CHECK(store.num_keys() == 200);
+}
+
+TEST_CASE("etcd store: a cluster with auth enabled takes a user and password", "[etcd]") {
+  EtcdCluster etcd(1);
+  const std::string etcdctl = "/usr/bin/etcdctl";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"user", "add", "root:secret"},
+        std::vector<std::string>{"auth", "enable"}}) {
+    std::vector<std::string> argv = {etcdctl, "--endpoints=http://" + etcd.endpoint(0)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto result = ddp::test::run_process(argv, 30s);
+    REQUIRE(result.exit_code == 0);
+  }
+  auto options = options_for(etcd.endpoints(), 5s);
+  options.unreachable_timeout = 1s;
+  {
+    EtcdStore anonymous(options);
+    CHECK_THROWS_WITH(anonymous.set("k", "v"), Catch::Contains(etcd.endpoint(0)) &&
+                                                   Catch::Contains("'k'") &&
+                                                   Catch::Contains("user name is empty"));
+  }
+  options.username = "root";
+  options.password = "wrong";
+  {
+    EtcdStore wrong(options);
+    CHECK_THROWS_WITH(wrong.set("k", "v"), Catch::Contains("authenticating as 'root'") &&
+                                               Catch::Contains("authentication failed"));
+  }
+  options.password = "secret";
+  EtcdStore waiter(options);
+  EtcdStore writer(options);
+  auto done = std::async(std::launch::async, [&] { return waiter.get("later"); });
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);
+  writer.set("later", "v");
+  REQUIRE(done.wait_for(5s) == std::future_status::ready);
+  CHECK(done.get() == "v");
+  CHECK(writer.add("n", 2) == 2);
 }

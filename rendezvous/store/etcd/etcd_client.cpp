@@ -13,6 +13,8 @@ namespace {
 
 // gRPC's UNAVAILABLE: the member has no leader, is stopping, or lost its leader mid-request.
 constexpr int kGrpcUnavailable = 14;
+// gRPC's UNAUTHENTICATED: the token is unknown to this member (or expired): authenticate again.
+constexpr int kGrpcUnauthenticated = 16;
 constexpr auto kFirstBackoff = std::chrono::milliseconds(50);
 constexpr auto kMaxBackoff = std::chrono::milliseconds(500);
 constexpr size_t kMaxIdlePerMember = 8;
@@ -99,6 +101,7 @@ EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options))
   if (options_.endpoints.empty()) throw ConfigError("etcd: no endpoint given");
   for (const auto& text : options_.endpoints) endpoints_.push_back(parse_etcd_endpoint(text));
   idle_.resize(endpoints_.size());
+  tokens_.resize(endpoints_.size());
 }
 
 EtcdClient::~EtcdClient() = default;
@@ -146,19 +149,59 @@ size_t EtcdClient::fail_over(size_t member, const std::string& why, bool first) 
   return current_.load();
 }
 
+std::string EtcdClient::token(size_t member, const Deadline& deadline, const std::string& context) {
+  if (options_.username.empty()) return "";
+  {
+    const std::lock_guard<std::mutex> lock(token_mu_);
+    if (!tokens_[member].empty()) return tokens_[member];
+  }
+  HttpConnection conn(endpoints_[member].host, endpoints_[member].port);
+  const nlohmann::json body = {{"name", options_.username}, {"password", options_.password}};
+  const auto reply = conn.post("/v3/auth/authenticate", body.dump(), deadline);
+  const nlohmann::json j = parse_json(reply.body);
+  if (reply.status == 200 && j.is_object() && j.contains("token") && j["token"].is_string()) {
+    const std::lock_guard<std::mutex> lock(token_mu_);
+    tokens_[member] = j["token"].get<std::string>();
+    return tokens_[member];
+  }
+  const EtcdReplyError error = reply_error(j, reply.body);
+  if (error.code == kGrpcUnavailable) throw SocketError("etcd: " + error.message);
+  throw StoreError(concat("etcd ", endpoints_[member].url(), ": ", context, ": authenticating as '",
+                          options_.username, "': ", error.message));
+}
+
+void EtcdClient::forget_token(size_t member) {
+  const std::lock_guard<std::mutex> lock(token_mu_);
+  tokens_[member].clear();
+}
+
 nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& body,
                                 const Deadline& deadline, const std::string& context,
                                 bool idempotent) {
   const std::string text = body.dump();
   Failures failures(endpoints_.size());
+  bool reauthenticated = false;
   for (;;) {
     const size_t member = current_.load() % endpoints_.size();
     const std::string url = endpoints_[member].url();
+    const Deadline attempt = attempt_deadline(deadline, options_.attempt_timeout);
+    std::string auth;
+    try {
+      auth = token(member, attempt, context);
+    } catch (const SocketError& e) {  // the request itself was not sent: go elsewhere
+      if (deadline.expired()) {
+        throw StoreTimeout(concat("etcd ", url, ": ", context,
+                                  ": no reply before the deadline (authenticating: ", e.what(),
+                                  ")"));
+      }
+      fail_over(member, e.what(), failures.count == 0);
+      failures.record(*this, member, e.what(), deadline, context);
+      continue;
+    }
     auto conn = take(member);
     HttpConnection::Reply reply;
-    const Deadline attempt = attempt_deadline(deadline, options_.attempt_timeout);
     try {
-      reply = conn->post(path, text, attempt);
+      reply = conn->post(path, text, attempt, auth);
     } catch (const SocketTimeout& e) {
       if (deadline.expired() || !(attempt < deadline)) {
         throw StoreTimeout(
@@ -190,6 +233,11 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
     nlohmann::json j = parse_json(reply.body);
     if (reply.status == 200 && j.is_object() && !j.contains("error")) return j;
     const EtcdReplyError error = reply_error(j, reply.body);
+    if (error.code == kGrpcUnauthenticated && !options_.username.empty() && !reauthenticated) {
+      reauthenticated = true;  // refused before it ran: safe to send again with a new token
+      forget_token(member);
+      continue;
+    }
     if (error.code == kGrpcUnavailable &&
         (idempotent || error.message.find("no leader") != std::string::npos)) {
       fail_over(member, "etcd: " + error.message, failures.count == 0);
@@ -238,6 +286,7 @@ EtcdClient::WatchResult EtcdClient::watch(
     const std::function<bool(const nlohmann::json& events)>& on_events, WatchCancel* cancel) {
   int64_t revision = spec.start_revision;
   Failures failures(endpoints_.size());
+  bool reauthenticated = false;
   nlohmann::json create = {{"key", base64_encode(spec.key)}};
   if (!spec.range_end.empty()) create["range_end"] = base64_encode(spec.range_end);
   if (spec.prev_kv) create["prev_kv"] = true;
@@ -260,8 +309,9 @@ EtcdClient::WatchResult EtcdClient::watch(
     std::string lost;
     bool answered = false;  // this stream got a reply: the member is alive
     try {
-      const unsigned status = conn.open_stream(
-          "/v3/watch", request.dump(), attempt_deadline(deadline, options_.attempt_timeout));
+      const Deadline attempt = attempt_deadline(deadline, options_.attempt_timeout);
+      const std::string auth = token(member, attempt, context);
+      const unsigned status = conn.open_stream("/v3/watch", request.dump(), attempt, auth);
       for (;;) {
         // A quiet watch is opened again every attempt_timeout: a member that stopped
         // answering then fails to answer the new one, and the watch moves on.
@@ -272,6 +322,12 @@ EtcdClient::WatchResult EtcdClient::watch(
         if (status != 200 || !j.is_object() || j.contains("error") || !j.contains("result")) {
           const EtcdReplyError error = reply_error(j, *line);
           if (error.code == kGrpcUnavailable) throw SocketError("etcd: " + error.message);
+          if (error.code == kGrpcUnauthenticated && !options_.username.empty() &&
+              !reauthenticated) {
+            reauthenticated = true;
+            forget_token(member);
+            break;  // open it again on the same member, with a new token
+          }
           throw StoreError(concat("etcd ", url, ": ", context, ": watch failed: ", error.message,
                                   " (HTTP ", std::to_string(status), ")"));
         }
@@ -281,6 +337,7 @@ EtcdClient::WatchResult EtcdClient::watch(
           revision = json_int(result.value("header", nlohmann::json::object()), "revision") + 1;
         }
         answered = true;
+        reauthenticated = false;
         failures = Failures(endpoints_.size());  // this member answers: a later loss is new
         if (json_int(result, "compact_revision") > 0) return WatchResult::kCompacted;
         if (result.value("canceled", false)) {
@@ -295,6 +352,7 @@ EtcdClient::WatchResult EtcdClient::watch(
         }
         if (on_events(*events)) return WatchResult::kMatched;
       }
+      continue;
     } catch (const SocketTimeout& e) {
       if (deadline.expired()) return WatchResult::kTimedOut;
       if (answered) continue;  // quiet, not lost: the same member, from the same revision

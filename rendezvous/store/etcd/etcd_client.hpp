@@ -48,6 +48,11 @@ struct EtcdClientOptions {
   // call moves on to the next; a quiet watch is opened again this often (from the revision it
   // reached, so nothing is missed), which is how a stopped member is noticed.
   std::chrono::milliseconds attempt_timeout = std::chrono::seconds(10);
+  // etcd user and password when the cluster has auth enabled ("" = no auth): each member
+  // is asked for a token (/v3/auth/authenticate) on first use, and again when it answers
+  // that the token is invalid (simple tokens live on one member only).
+  std::string username;
+  std::string password;
 };
 
 class EtcdClient {
@@ -104,6 +109,14 @@ class EtcdClient {
   std::atomic<size_t> current_{0};
   std::mutex pool_mu_;
   std::vector<std::vector<std::unique_ptr<HttpConnection>>> idle_;
+  // The token for member (authenticating when there is none yet); "" without a username.
+  // SocketError when the member cannot be reached, StoreError naming etcd's answer when it
+  // refuses the user or password.
+  std::string token(size_t member, const Deadline& deadline, const std::string& context);
+  // The member refused its token: the next token() asks for a new one.
+  void forget_token(size_t member);
+  std::mutex token_mu_;
+  std::vector<std::string> tokens_;
 };
 
 }  // namespace ddp::rendezvous

@@ -45,6 +45,16 @@ const json& txn_range(const json& txn_reply, size_t i) {
   return range == (*responses)[i].end() ? kEmpty : *range;
 }
 
+EtcdClientOptions client_options(const EtcdStoreOptions& options) {
+  EtcdClientOptions client;
+  client.endpoints = options.endpoints;
+  client.unreachable_timeout = options.unreachable_timeout;
+  client.attempt_timeout = options.attempt_timeout;
+  client.username = options.username;
+  client.password = options.password;
+  return client;
+}
+
 }  // namespace
 
 struct EtcdStore::Snapshot {
@@ -55,8 +65,7 @@ struct EtcdStore::Snapshot {
 EtcdStore::EtcdStore(EtcdStoreOptions options)
     : Store(options.timeout),
       options_(std::move(options)),
-      client_(std::make_shared<EtcdClient>(EtcdClientOptions{
-          options_.endpoints, options_.unreachable_timeout, options_.attempt_timeout})) {}
+      client_(std::make_shared<EtcdClient>(client_options(options_))) {}
 
 EtcdStore::~EtcdStore() = default;
 

@@ -32,6 +32,9 @@ struct EtcdStoreOptions {
   // The lease of each presence: how long after a process dies its ephemeral keys go and its
   // on_close records fire (at least etcd's minimum, 1.5 election timeouts).
   std::chrono::seconds presence_ttl = std::chrono::seconds(10);
+  // etcd user and password where the cluster has auth enabled ("" = none).
+  std::string username;
+  std::string password;
 };
 
 class EtcdStore final : public Store {

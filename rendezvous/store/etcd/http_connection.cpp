@@ -76,9 +76,11 @@ struct HttpConnection::Impl {
     connected = false;
   }
 
-  void write(const std::string& target, const std::string& body, const Deadline& deadline) {
+  void write(const std::string& target, const std::string& body, const std::string& authorization,
+             const Deadline& deadline) {
     http::request<http::string_body> req{http::verb::post, target, 11};
     req.set(http::field::host, join_host_port(host, port));
+    if (!authorization.empty()) req.set(http::field::authorization, authorization);
     req.set(http::field::content_type, "application/json");
     req.keep_alive(true);
     req.body() = body;
@@ -153,11 +155,12 @@ void HttpConnection::connect(const Deadline& deadline) {
 }
 
 HttpConnection::Reply HttpConnection::post(const std::string& target, const std::string& body,
-                                           const Deadline& deadline) {
+                                           const Deadline& deadline,
+                                           const std::string& authorization) {
   if (impl_->streaming) impl_->close();  // a stream left half-read cannot carry a request
   connect(deadline);
   request_maybe_sent_ = true;
-  impl_->write(target, body, deadline);
+  impl_->write(target, body, authorization, deadline);
   http::response_parser<http::string_body> parser;
   parser.body_limit(kMaxReplyBytes);
   const error_code ec = impl_->run(deadline, [&](auto handler) {
@@ -173,11 +176,11 @@ HttpConnection::Reply HttpConnection::post(const std::string& target, const std:
 }
 
 unsigned HttpConnection::open_stream(const std::string& target, const std::string& body,
-                                     const Deadline& deadline) {
+                                     const Deadline& deadline, const std::string& authorization) {
   if (impl_->streaming) impl_->close();
   connect(deadline);
   request_maybe_sent_ = true;
-  impl_->write(target, body, deadline);
+  impl_->write(target, body, authorization, deadline);
   impl_->streaming.emplace();
   impl_->streaming->body_limit(boost::none);  // a watch streams for as long as it lives
   const error_code ec = impl_->run(deadline, [&](auto handler) {

@@ -25,12 +25,14 @@ class HttpConnection {
     std::string body;
   };
   // POSTs a JSON body to target (connecting first when needed) and reads the whole reply.
-  Reply post(const std::string& target, const std::string& body, const Deadline& deadline);
+  // authorization, when not empty, goes in the Authorization header (etcd's auth token).
+  Reply post(const std::string& target, const std::string& body, const Deadline& deadline,
+             const std::string& authorization = "");
 
   // Streaming replies (etcd's /v3/watch): POSTs and reads the reply's header; returns its
   // status. Then next_line() returns the body's newline-separated lines as they arrive.
-  unsigned open_stream(const std::string& target, const std::string& body,
-                       const Deadline& deadline);
+  unsigned open_stream(const std::string& target, const std::string& body, const Deadline& deadline,
+                       const std::string& authorization = "");
   // The next line of the streamed body (without '\n'), nullopt once the body ended.
   std::optional<std::string> next_line(const Deadline& deadline);
 
