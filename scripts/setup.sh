@@ -17,6 +17,7 @@ PACKAGES=(
   hyperfine iproute2 procps psmisc
   clang-format clang-tidy   # scripts/lint.sh
   etcd-server etcd-client   # the etcd v3 store's tests start their own members (docs/etcd.md)
+  libssl-dev                # HTTPS to etcd members
 )
 
 missing=()

@@ -55,5 +55,8 @@ TEST_CASE("etcd codec: endpoints", "[etcd]") {
   CHECK_THROWS_AS(parse_etcd_endpoint("etcd-1"), ddp::ConfigError);
   CHECK_THROWS_AS(parse_etcd_endpoint("etcd-1:0"), ddp::ConfigError);
   CHECK_THROWS_AS(parse_etcd_endpoint("etcd-1:2379/x"), ddp::ConfigError);
-  CHECK_THROWS_WITH(parse_etcd_endpoint("https://etcd-1:2379"), Catch::Contains("https"));
+  CHECK(parse_etcd_endpoint("https://etcd-1:2379").url() == "https://etcd-1:2379");
+  CHECK(parse_etcd_endpoint("etcd-1:2379", /*tls_default=*/true).url() == "https://etcd-1:2379");
+  CHECK(parse_etcd_endpoint("http://etcd-1:2379", /*tls_default=*/true).url() ==
+        "http://etcd-1:2379");
 }

@@ -84,7 +84,8 @@ std::string EtcdCluster::binary() {
   return path;
 }
 
-EtcdCluster::EtcdCluster(int members, std::chrono::milliseconds timeout) {
+EtcdCluster::EtcdCluster(int members, std::chrono::milliseconds timeout, EtcdTls tls) {
+  const bool secure = !tls.cert_file.empty();
   const std::string etcd = binary();
   members_.resize(static_cast<size_t>(members));
   std::string initial_cluster;
@@ -93,11 +94,13 @@ EtcdCluster::EtcdCluster(int members, std::chrono::milliseconds timeout) {
     m.name = "m" + std::to_string(i);
     m.client_port = free_loopback_port();
     m.peer_port = free_loopback_port();
+    m.health_port = secure ? free_loopback_port() : m.client_port;
     if (!initial_cluster.empty()) initial_cluster += ",";
     initial_cluster += m.name + "=http://127.0.0.1:" + std::to_string(m.peer_port);
   }
   for (auto& m : members_) {
-    const std::string client = "http://127.0.0.1:" + std::to_string(m.client_port);
+    const std::string client =
+        (secure ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(m.client_port);
     const std::string peer = "http://127.0.0.1:" + std::to_string(m.peer_port);
     ChildOptions options;
     options.argv = {etcd,
@@ -114,6 +117,16 @@ EtcdCluster::EtcdCluster(int members, std::chrono::milliseconds timeout) {
                     std::string("--election-timeout=") + kElectionMs,
                     "--logger=zap",
                     "--log-level=warn"};
+    if (secure) {
+      options.argv.push_back("--cert-file=" + tls.cert_file);
+      options.argv.push_back("--key-file=" + tls.key_file);
+      options.argv.push_back("--listen-metrics-urls=http://127.0.0.1:" +
+                             std::to_string(m.health_port));
+      if (!tls.client_ca_file.empty()) {
+        options.argv.push_back("--client-cert-auth");
+        options.argv.push_back("--trusted-ca-file=" + tls.client_ca_file);
+      }
+    }
     options.merge_stderr = true;
     m.child = std::make_unique<ChildProcess>(options);
   }
@@ -176,7 +189,7 @@ void EtcdCluster::signal(int i, int signo) {
 }
 
 bool EtcdCluster::healthy(int i) const {
-  const std::string reply = http_get(client_port(i), "/health");
+  const std::string reply = http_get(members_.at(static_cast<size_t>(i)).health_port, "/health");
   return reply.find("\"health\":\"true\"") != std::string::npos;
 }
 

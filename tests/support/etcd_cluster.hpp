@@ -13,13 +13,22 @@
 
 namespace ddp::test {
 
+// Clients speak TLS to the members when cert_file is set (files in PEM); with client_ca_file
+// the members also ask clients for a certificate signed by it.
+struct EtcdTls {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+};
+
 class EtcdCluster {
  public:
   // Starts `members` members forming one cluster and waits (up to timeout) until every one
-  // answers GET /health with {"health":"true"} (it has a leader); throws naming the member
-  // and the tail of its log otherwise.
+  // answers GET /health with {"health":"true"} (it has a leader; over a plain metrics port
+  // when clients speak TLS); throws naming the member and the tail of its log otherwise.
   explicit EtcdCluster(int members = 1,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(30));
+                       std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                       EtcdTls tls = {});
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -49,6 +58,7 @@ class EtcdCluster {
     std::string name;
     uint16_t client_port = 0;
     uint16_t peer_port = 0;
+    uint16_t health_port = 0;  // client_port, or the metrics port when clients speak TLS
     std::unique_ptr<ChildProcess> child;
   };
   TempDir dir_;

@@ -99,12 +99,24 @@ struct EtcdClient::Failures {
 
 EtcdClient::EtcdClient(EtcdClientOptions options) : options_(std::move(options)) {
   if (options_.endpoints.empty()) throw ConfigError("etcd: no endpoint given");
-  for (const auto& text : options_.endpoints) endpoints_.push_back(parse_etcd_endpoint(text));
+  const bool tls_files = !options_.tls.ca_file.empty() || !options_.tls.cert_file.empty() ||
+                         !options_.tls.key_file.empty();
+  bool any_tls = false;
+  for (const auto& text : options_.endpoints) {
+    endpoints_.push_back(parse_etcd_endpoint(text, tls_files));
+    any_tls = any_tls || endpoints_.back().tls;
+  }
+  if (any_tls) tls_ = make_tls_context(options_.tls);
   idle_.resize(endpoints_.size());
   tokens_.resize(endpoints_.size());
 }
 
 EtcdClient::~EtcdClient() = default;
+
+std::unique_ptr<HttpConnection> EtcdClient::connect_to(size_t member) const {
+  const auto& e = endpoints_[member];
+  return std::make_unique<HttpConnection>(e.host, e.port, e.tls ? tls_ : nullptr);
+}
 
 std::string EtcdClient::endpoints_text() const {
   std::string out;
@@ -129,7 +141,7 @@ std::unique_ptr<HttpConnection> EtcdClient::take(size_t member) {
       if (conn->reusable()) return conn;
     }
   }
-  return std::make_unique<HttpConnection>(endpoints_[member].host, endpoints_[member].port);
+  return connect_to(member);
 }
 
 void EtcdClient::give_back(size_t member, std::unique_ptr<HttpConnection> conn) {
@@ -155,9 +167,9 @@ std::string EtcdClient::token(size_t member, const Deadline& deadline, const std
     const std::lock_guard<std::mutex> lock(token_mu_);
     if (!tokens_[member].empty()) return tokens_[member];
   }
-  HttpConnection conn(endpoints_[member].host, endpoints_[member].port);
+  const auto conn = connect_to(member);
   const nlohmann::json body = {{"name", options_.username}, {"password", options_.password}};
-  const auto reply = conn.post("/v3/auth/authenticate", body.dump(), deadline);
+  const auto reply = conn->post("/v3/auth/authenticate", body.dump(), deadline);
   const nlohmann::json j = parse_json(reply.body);
   if (reply.status == 200 && j.is_object() && j.contains("token") && j["token"].is_string()) {
     const std::lock_guard<std::mutex> lock(token_mu_);
@@ -296,7 +308,8 @@ EtcdClient::WatchResult EtcdClient::watch(
     const size_t member = current_.load() % endpoints_.size();
     const std::string url = endpoints_[member].url();
     // A connection of its own: a stream stopped half-read cannot carry another request.
-    HttpConnection conn(endpoints_[member].host, endpoints_[member].port);
+    const auto conn_owner = connect_to(member);
+    HttpConnection& conn = *conn_owner;
     struct Detach {
       WatchCancel* cancel;
       ~Detach() {

@@ -19,10 +19,9 @@
 
 #include "common/deadline.hpp"
 #include "rendezvous/store/etcd/etcd_codec.hpp"
+#include "rendezvous/store/etcd/http_connection.hpp"
 
 namespace ddp::rendezvous {
-
-class HttpConnection;
 
 // Stops an EtcdClient::watch from another thread. Thread-safe.
 class WatchCancel {
@@ -53,6 +52,8 @@ struct EtcdClientOptions {
   // that the token is invalid (simple tokens live on one member only).
   std::string username;
   std::string password;
+  // TLS files: https:// endpoints use them, and so do bare host:port ones when any is given.
+  TlsOptions tls;
 };
 
 class EtcdClient {
@@ -104,7 +105,11 @@ class EtcdClient {
   // first, the call's first failure; debug after); returns the member now in use.
   size_t fail_over(size_t member, const std::string& why, bool first);
 
+  // A new connection to member (TLS when its endpoint is https).
+  std::unique_ptr<HttpConnection> connect_to(size_t member) const;
+
   std::vector<EtcdEndpoint> endpoints_;
+  std::shared_ptr<TlsContext> tls_;  // null when no endpoint speaks TLS
   EtcdClientOptions options_;
   std::atomic<size_t> current_{0};
   std::mutex pool_mu_;

@@ -101,21 +101,27 @@ int64_t json_int(const nlohmann::json& object, const char* field) {
 }
 
 std::string EtcdEndpoint::url() const {
-  return "http://" + join_host_port(host, port);
+  return (tls ? "https://" : "http://") + join_host_port(host, port);
 }
 
-EtcdEndpoint parse_etcd_endpoint(const std::string& text) {
+EtcdEndpoint parse_etcd_endpoint(const std::string& text, bool tls_default) {
   std::string rest = text;
+  bool tls = tls_default;
   if (rest.rfind("https://", 0) == 0) {
-    throw ConfigError("etcd endpoint '" + text + "': https is not supported yet (docs/etcd.md)");
+    tls = true;
+    rest = rest.substr(8);
+  } else if (rest.rfind("http://", 0) == 0) {
+    tls = false;
+    rest = rest.substr(7);
   }
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   const auto colon = rest.rfind(':');
   if (colon == std::string::npos || colon == 0 || rest.find('/') != std::string::npos) {
-    throw ConfigError("etcd endpoint '" + text + "': expected host:port or http://host:port");
+    throw ConfigError("etcd endpoint '" + text +
+                      "': expected host:port, http://host:port or https://host:port");
   }
   EtcdEndpoint endpoint;
+  endpoint.tls = tls;
   endpoint.host = normalize_host(rest.substr(0, colon));
   endpoint.port = static_cast<uint16_t>(
       parse_int("etcd endpoint '" + text + "' port", rest.substr(colon + 1), 1, 65535));

@@ -22,13 +22,15 @@ std::string prefix_range_end(const std::string& prefix);
 // ProtocolError when it is something else.
 int64_t json_int(const nlohmann::json& object, const char* field);
 
-// "host:port" or "http://host:port" -> "http://host:port"; ConfigError on anything else
-// (https:// included until TLS exists, a missing or bad port).
+// "host:port", "http://host:port" or "https://host:port"; a bare host:port speaks TLS when
+// tls_default (TLS files were given). ConfigError on anything else (a missing or bad port, a
+// path).
 struct EtcdEndpoint {
   std::string host;
   uint16_t port = 0;
-  [[nodiscard]] std::string url() const;
+  bool tls = false;
+  [[nodiscard]] std::string url() const;  // "http://host:port" or "https://host:port"
 };
-EtcdEndpoint parse_etcd_endpoint(const std::string& text);
+EtcdEndpoint parse_etcd_endpoint(const std::string& text, bool tls_default = false);
 
 }  // namespace ddp::rendezvous

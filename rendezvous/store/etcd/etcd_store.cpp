@@ -52,6 +52,7 @@ EtcdClientOptions client_options(const EtcdStoreOptions& options) {
   client.attempt_timeout = options.attempt_timeout;
   client.username = options.username;
   client.password = options.password;
+  client.tls = options.tls;
   return client;
 }
 

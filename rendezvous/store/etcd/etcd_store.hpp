@@ -35,6 +35,8 @@ struct EtcdStoreOptions {
   // etcd user and password where the cluster has auth enabled ("" = none).
   std::string username;
   std::string password;
+  // TLS files (EtcdClientOptions::tls): https:// endpoints, or bare ones when any is given.
+  TlsOptions tls;
 };
 
 class EtcdStore final : public Store {

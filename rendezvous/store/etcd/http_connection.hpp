@@ -3,7 +3,8 @@
 // has a deadline: what the etcd client sends its JSON requests over. Connection problems are
 // SocketError, a passed deadline SocketTimeout (common/error.hpp), saying what failed and why
 // ("connecting: Connection refused"; the caller names the member); the connection is closed
-// after either, and the next call reconnects. Not thread-safe: one caller at a time.
+// after either, and the next call reconnects. With a TlsContext it speaks HTTPS and verifies
+// that the member's certificate names the host dialled. Not thread-safe: one caller at a time.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,9 +14,22 @@
 
 namespace ddp::rendezvous {
 
+// TLS settings of an etcd client: files in PEM. No ca_file: the system's CA certificates.
+struct TlsOptions {
+  std::string ca_file;
+  std::string cert_file;  // a client certificate (with key_file) for clusters that ask for one
+  std::string key_file;
+};
+// The loaded certificates, shared by every connection of a client (opaque: keeps OpenSSL out
+// of this header).
+struct TlsContext;
+// ConfigError naming the file that cannot be loaded.
+std::shared_ptr<TlsContext> make_tls_context(const TlsOptions& options);
+
 class HttpConnection {
  public:
-  HttpConnection(std::string host, uint16_t port);
+  // tls: null for plain HTTP.
+  HttpConnection(std::string host, uint16_t port, std::shared_ptr<TlsContext> tls = nullptr);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -42,7 +56,7 @@ class HttpConnection {
   // False when the last failure came before any byte of the request was sent (connect
   // failed), so the request surely never reached the server and can go elsewhere.
   [[nodiscard]] bool request_maybe_sent() const { return request_maybe_sent_; }
-  // "http://host:port".
+  // "http://host:port" or "https://host:port".
   [[nodiscard]] std::string url() const;
   void close();
   // From any thread: ends the call in progress (or the next one) with SocketError, e.g. a
