@@ -5,7 +5,9 @@ find_package(Boost 1.81 REQUIRED COMPONENTS system filesystem)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(ZLIB REQUIRED)
-find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+# OpenSSL (Debian's libssl-dev): libcrypto for the job secret's HMAC; libssl for HTTPS to etcd
+# members (Boost.Beast's ssl_stream).
+find_package(OpenSSL REQUIRED)
 find_package(BLAS REQUIRED)
 
 # Gloo: Debian ships headers and libgloo.so without a CMake config.

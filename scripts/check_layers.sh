@@ -3,6 +3,7 @@
 #   common is the lowest layer: it includes nothing of rendezvous/, launcher/,
 #   worker_runtime/ or trainer/ (only the standard library and the system);
 #   common <- rendezvous/store <- rendezvous/store/server
+#   common <- rendezvous/store <- rendezvous/store/etcd (the etcd v3 client and store)
 #   common <- rendezvous/store <- rendezvous (algorithms)
 #   launcher uses all of the above; worker_runtime uses common, the store and its server;
 #   trainer uses worker_runtime (and common) only.
@@ -29,6 +30,7 @@ top_rdzv='rendezvous/[a-z_]+\.hpp'  # the algorithms: files directly in rendezvo
 mapfile -t common < <(files common)
 mapfile -t store < <(find rendezvous/store -maxdepth 1 \( -name '*.hpp' -o -name '*.cpp' \) | sort)
 mapfile -t server < <(files rendezvous/store/server)
+mapfile -t etcd < <(files rendezvous/store/etcd)
 mapfile -t rdzv < <(find rendezvous -maxdepth 1 \( -name '*.hpp' -o -name '*.cpp' \) | sort)
 mapfile -t runtime < <(files worker_runtime)
 mapfile -t launcher < <(files launcher)
@@ -38,6 +40,8 @@ check "common/ (the lowest layer) includes a module above it" \
   'rendezvous/|launcher/|worker_runtime/|trainer/|bench/|tests/' "${common[@]}"
 check "rendezvous/store/ (the clients) includes the server, the algorithms or a module above" \
   "rendezvous/store/server/|$top_rdzv|launcher/|worker_runtime/|trainer/" "${store[@]}"
+check "rendezvous/store/etcd/ (a client) includes the server, the algorithms or a module above" \
+  "rendezvous/store/server/|$top_rdzv|launcher/|worker_runtime/|trainer/" "${etcd[@]}"
 check "rendezvous/store/server/ includes the rendezvous algorithms or a module above" \
   "$top_rdzv|launcher/|worker_runtime/|trainer/" "${server[@]}"
 check "rendezvous/ (the algorithms) includes the store server or a module above" \

@@ -17,6 +17,8 @@ PACKAGES=(
   slurm-wlm munge           # a real single-host SLURM for the srun tests
   hyperfine iproute2 procps psmisc
   clang-format clang-tidy   # scripts/lint.sh
+  etcd-server etcd-client   # the etcd v3 store's tests start their own members (docs/etcd.md)
+  libssl-dev                # HTTPS to etcd members
 )
 
 missing=()
@@ -33,4 +35,9 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's etcd-server enables a system etcd on 2379; the tests start their own members on
+# free loopback ports and never use it, so keep it from holding the default ports.
+if printf '%s\n' "${missing[@]}" | grep -qx etcd-server && command -v systemctl >/dev/null; then
+  $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
+fi
 echo "setup: done"

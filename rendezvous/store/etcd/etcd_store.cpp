@@ -1,0 +1,290 @@
+#include "rendezvous/store/etcd/etcd_store.hpp"
+
+#include <utility>
+
+#include "common/error.hpp"
+#include "rendezvous/store/etcd/etcd_presence.hpp"
+#include "rendezvous/store/store_semantics.hpp"
+
+namespace ddp::rendezvous {
+namespace {
+
+using nlohmann::json;
+
+// etcd's default --max-txn-ops: reads of more keys go in several transactions pinned to the
+// first one's revision; a multi_set of more keys is refused (it could not be atomic).
+constexpr size_t kMaxTxnOps = 128;
+
+json range_of(const std::string& full_key, int64_t revision = 0) {
+  json r = {{"key", base64_encode(full_key)}};
+  if (revision > 0) r["revision"] = std::to_string(revision);
+  return r;
+}
+
+json put_of(const std::string& full_key, const std::string& value) {
+  return {{"request_put", {{"key", base64_encode(full_key)}, {"value", base64_encode(value)}}}};
+}
+
+// The first kv of a range reply, or nullptr when the key is missing.
+const json* first_kv(const json& range_reply) {
+  const auto kvs = range_reply.find("kvs");
+  if (kvs == range_reply.end() || !kvs->is_array() || kvs->empty()) return nullptr;
+  return &(*kvs)[0];
+}
+
+std::string value_of(const json& kv) {
+  return base64_decode(kv.value("value", std::string()));
+}
+
+// The range reply of a transaction's i-th response.
+const json& txn_range(const json& txn_reply, size_t i) {
+  static const json kEmpty = json::object();
+  const auto responses = txn_reply.find("responses");
+  if (responses == txn_reply.end() || i >= responses->size()) return kEmpty;
+  const auto range = (*responses)[i].find("response_range");
+  return range == (*responses)[i].end() ? kEmpty : *range;
+}
+
+EtcdClientOptions client_options(const EtcdStoreOptions& options) {
+  EtcdClientOptions client;
+  client.endpoints = options.endpoints;
+  client.unreachable_timeout = options.unreachable_timeout;
+  client.attempt_timeout = options.attempt_timeout;
+  client.username = options.username;
+  client.password = options.password;
+  client.tls = options.tls;
+  return client;
+}
+
+}  // namespace
+
+struct EtcdStore::Snapshot {
+  int64_t revision = 0;
+  std::vector<std::optional<std::string>> values;
+};
+
+EtcdStore::EtcdStore(EtcdStoreOptions options)
+    : Store(options.timeout),
+      options_(std::move(options)),
+      client_(std::make_shared<EtcdClient>(client_options(options_))) {}
+
+EtcdStore::~EtcdStore() = default;
+
+std::string EtcdStore::describe() const {
+  return "etcd " + client_->endpoints_text() + " prefix '" + options_.prefix + "'";
+}
+
+std::string EtcdStore::context(const char* op, const std::vector<std::string>& keys) const {
+  std::string text = op;
+  if (!keys.empty()) text += " " + join_keys(keys);
+  return text + " (prefix '" + options_.prefix + "')";
+}
+
+EtcdStore::Snapshot EtcdStore::read(const std::vector<std::string>& keys, const Deadline& deadline,
+                                    const std::string& ctx) {
+  Snapshot snap;
+  snap.values.resize(keys.size());
+  for (size_t begin = 0; begin < keys.size(); begin += kMaxTxnOps) {
+    const size_t end = std::min(keys.size(), begin + kMaxTxnOps);
+    json ops = json::array();
+    for (size_t i = begin; i < end; ++i) {
+      ops.push_back({{"request_range", range_of(full(keys[i]), snap.revision)}});
+    }
+    const json reply = client_->call("/v3/kv/txn", {{"success", ops}}, deadline, ctx, true);
+    if (snap.revision == 0)
+      snap.revision = json_int(reply.value("header", json::object()), "revision");
+    for (size_t i = begin; i < end; ++i) {
+      if (const json* kv = first_kv(txn_range(reply, i - begin))) snap.values[i] = value_of(*kv);
+    }
+  }
+  if (keys.empty()) {
+    const json reply = client_->call("/v3/kv/range", range_of(full("")), deadline, ctx, true);
+    snap.revision = json_int(reply.value("header", json::object()), "revision");
+  }
+  return snap;
+}
+
+EtcdStore::Current EtcdStore::read_one(const std::string& key, const Deadline& deadline,
+                                       const std::string& ctx) {
+  const json reply = client_->call("/v3/kv/range", range_of(full(key)), deadline, ctx, true);
+  Current cur;
+  if (const json* kv = first_kv(reply)) {
+    cur.value = value_of(*kv);
+    cur.mod_revision = json_int(*kv, "mod_revision");
+  }
+  return cur;
+}
+
+bool EtcdStore::put_if_unchanged(const std::string& key, const Current& cur,
+                                 const std::string& value, const Deadline& deadline,
+                                 const std::string& ctx) {
+  json compare = {{"key", base64_encode(full(key))}, {"result", "EQUAL"}};
+  if (cur.value) {
+    compare["target"] = "MOD";
+    compare["mod_revision"] = std::to_string(cur.mod_revision);
+  } else {
+    compare["target"] = "CREATE";  // create revision 0: the key does not exist
+    compare["create_revision"] = "0";
+  }
+  const json txn = {{"compare", json::array({compare})},
+                    {"success", json::array({put_of(full(key), value)})}};
+  // Not idempotent: sent twice it could apply twice (another client may change the key in
+  // between), so a connection lost after sending is reported, not retried.
+  return client_->call("/v3/kv/txn", txn, deadline, ctx, false).value("succeeded", false);
+}
+
+void EtcdStore::set(const std::string& key, const std::string& value) {
+  const json put = {{"key", base64_encode(full(key))}, {"value", base64_encode(value)}};
+  client_->call("/v3/kv/put", put, Deadline::after(timeout()), context("set", {key}), true);
+}
+
+std::string EtcdStore::get(const std::string& key) {
+  const auto deadline = Deadline::after(timeout());
+  for (;;) {
+    wait_until({key}, deadline, timeout(), "get");
+    if (auto v = read_one(key, deadline, context("get", {key})).value) return *v;
+  }
+}
+
+int64_t EtcdStore::add(const std::string& key, int64_t delta) {
+  const auto deadline = Deadline::after(timeout());
+  const std::string ctx = context("add", {key});
+  for (;;) {
+    const Current cur = read_one(key, deadline, ctx);
+    KeyValueMap scratch;
+    if (cur.value) scratch.emplace(key, *cur.value);
+    const int64_t result = apply_add(scratch, key, delta);  // ProtocolError as MemoryStore
+    if (put_if_unchanged(key, cur, scratch[key], deadline, ctx)) return result;
+  }
+}
+
+std::string EtcdStore::compare_set(const std::string& key, const std::string& expected,
+                                   const std::string& desired) {
+  const auto deadline = Deadline::after(timeout());
+  const std::string ctx = context("compare_set", {key});
+  const std::string full_key = base64_encode(full(key));
+  for (;;) {
+    // A VALUE compare never matches a missing key, so "missing" is a CREATE compare.
+    json compare = {{"key", full_key}, {"result", "EQUAL"}};
+    if (expected.empty()) {
+      compare["target"] = "CREATE";
+      compare["create_revision"] = "0";
+    } else {
+      compare["target"] = "VALUE";
+      compare["value"] = base64_encode(expected);
+    }
+    const json txn = {{"compare", json::array({compare})},
+                      {"success", json::array({put_of(full(key), desired)})},
+                      {"failure", json::array({{{"request_range", range_of(full(key))}}})}};
+    // Idempotent: sent twice, the second finds desired and returns it.
+    const json reply = client_->call("/v3/kv/txn", txn, deadline, ctx, true);
+    if (reply.value("succeeded", false)) return desired;
+    const json* kv = first_kv(txn_range(reply, 0));
+    if (kv == nullptr) {
+      if (!expected.empty()) return expected;  // missing and expected given: as PyTorch
+      continue;                                // deleted since the compare: try again
+    }
+    std::string current = value_of(*kv);
+    if (!expected.empty() || !current.empty()) return current;
+    // The key holds "" and expected is "": a match (as MemoryStore), on its mod revision.
+    if (put_if_unchanged(key, Current{current, json_int(*kv, "mod_revision")}, desired, deadline,
+                         ctx)) {
+      return desired;
+    }
+  }
+}
+
+std::unique_ptr<Presence> EtcdStore::open_presence() {
+  return std::make_unique<EtcdPresence>(client_, options_.prefix, options_.presence_ttl, timeout());
+}
+
+bool EtcdStore::check(const std::vector<std::string>& keys) {
+  const Snapshot snap = read(keys, Deadline::after(timeout()), context("check", keys));
+  for (const auto& v : snap.values) {
+    if (!v) return false;
+  }
+  return true;
+}
+
+void EtcdStore::wait_until(const std::vector<std::string>& keys, const Deadline& deadline,
+                           Duration timeout, const char* op) {
+  const std::string ctx = context(op, keys);
+  for (;;) {
+    const Snapshot snap = read(keys, deadline, ctx);
+    std::vector<std::string> missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!snap.values[i]) missing.push_back(keys[i]);
+    }
+    if (missing.empty()) return;
+    // From the revision read: a put after the read is an event of this watch, never lost.
+    const auto result =
+        client_->watch_for_put(full(missing.front()), snap.revision + 1, deadline, ctx);
+    if (result == EtcdClient::WatchResult::kTimedOut) {
+      throw StoreTimeout("etcd " + client_->current_endpoint() + ": " + ctx + " timed out after " +
+                         describe_timeout(timeout) + "; missing " + join_keys(missing));
+    }
+  }
+}
+
+void EtcdStore::wait(const std::vector<std::string>& keys, Duration timeout) {
+  wait_until(keys, Deadline::after(timeout), timeout, "wait");
+}
+
+bool EtcdStore::delete_key(const std::string& key) {
+  // Retried after a lost connection: the key is gone either way, though the retry may then
+  // answer false for a key the first attempt deleted.
+  const json reply = client_->call("/v3/kv/deleterange", range_of(full(key)),
+                                   Deadline::after(timeout()), context("delete_key", {key}), true);
+  return json_int(reply, "deleted") > 0;
+}
+
+int64_t EtcdStore::num_keys() {
+  const json range = {{"key", base64_encode(options_.prefix)},
+                      {"range_end", base64_encode(prefix_range_end(options_.prefix))},
+                      {"count_only", true}};
+  const json reply = client_->call("/v3/kv/range", range, Deadline::after(timeout()),
+                                   context("num_keys", {}), true);
+  return json_int(reply, "count");
+}
+
+void EtcdStore::append(const std::string& key, const std::string& value) {
+  const auto deadline = Deadline::after(timeout());
+  const std::string ctx = context("append", {key});
+  for (;;) {
+    const Current cur = read_one(key, deadline, ctx);
+    if (put_if_unchanged(key, cur, cur.value.value_or("") + value, deadline, ctx)) return;
+  }
+}
+
+std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& keys) {
+  const auto deadline = Deadline::after(timeout());
+  for (;;) {
+    wait_until(keys, deadline, timeout(), "multi_get");
+    Snapshot snap = read(keys, deadline, context("multi_get", keys));
+    std::vector<std::string> out;
+    for (auto& v : snap.values) {
+      if (!v) break;  // deleted since the wait: wait again
+      out.push_back(std::move(*v));
+    }
+    if (out.size() == keys.size()) return out;
+  }
+}
+
+void EtcdStore::multi_set(const std::vector<std::string>& keys,
+                          const std::vector<std::string>& values) {
+  if (keys.size() != values.size()) {
+    throw ConfigError("multi_set: " + std::to_string(keys.size()) + " keys but " +
+                      std::to_string(values.size()) + " values");
+  }
+  if (keys.size() > kMaxTxnOps) {
+    throw ConfigError("multi_set of " + std::to_string(keys.size()) + " keys: etcd takes at most " +
+                      std::to_string(kMaxTxnOps) + " in one transaction (--max-txn-ops)");
+  }
+  if (keys.empty()) return;
+  json ops = json::array();
+  for (size_t i = 0; i < keys.size(); ++i) ops.push_back(put_of(full(keys[i]), values[i]));
+  client_->call("/v3/kv/txn", {{"success", ops}}, Deadline::after(timeout()),
+                context("multi_set", keys), true);
+}
+
+}  // namespace ddp::rendezvous

@@ -1,0 +1,91 @@
+#pragma once
+// Store on etcd v3 (through its HTTP/JSON gateway, EtcdClient): every key lives under a
+// prefix ("/ddplaunch/<rdzv_id>/"), so several jobs share one etcd. add, append and
+// compare_set are transactions on the key's mod revision (retried when another client got
+// there first); wait reads the keys and then watches the first missing one from the
+// revision read, so a key set in between is never missed and nothing polls. Every call has
+// the store's timeout as its deadline; errors name the member, the operation, the key and
+// etcd's message. docs/etcd.md.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/store/etcd/etcd_client.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::rendezvous {
+
+struct EtcdStoreOptions {
+  // "host:port" or "http://host:port", one per member, tried in order.
+  std::vector<std::string> endpoints{"127.0.0.1:2379"};
+  // Prepended to every key; num_keys counts the keys under it.
+  std::string prefix = "/ddplaunch/";
+  // Default deadline of every call (Store::timeout()).
+  Duration timeout = kDefaultStoreTimeout;
+  // How long a call goes round the members while none answers before StoreError.
+  Duration unreachable_timeout = std::chrono::seconds(10);
+  // How long one member may sit on a request before the call tries the next one
+  // (EtcdClientOptions::attempt_timeout).
+  Duration attempt_timeout = std::chrono::seconds(10);
+  // The lease of each presence: how long after a process dies its ephemeral keys go and its
+  // on_close records fire (at least etcd's minimum, 1.5 election timeouts).
+  std::chrono::seconds presence_ttl = std::chrono::seconds(10);
+  // etcd user and password where the cluster has auth enabled ("" = none).
+  std::string username;
+  std::string password;
+  // TLS files (EtcdClientOptions::tls): https:// endpoints, or bare ones when any is given.
+  TlsOptions tls;
+};
+
+class EtcdStore final : public Store {
+ public:
+  // ConfigError on a bad endpoint; connects lazily (the first call reports an etcd down).
+  explicit EtcdStore(EtcdStoreOptions options);
+  ~EtcdStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override;
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+  void append(const std::string& key, const std::string& value) override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys,
+                 const std::vector<std::string>& values) override;
+  // "etcd://127.0.0.1:2379,127.0.0.1:22379/ddplaunch/job/" style: members and prefix.
+  [[nodiscard]] std::string describe() const override;
+  // An EtcdPresence: a lease of presence_ttl kept alive by a thread (etcd_presence.hpp).
+  std::unique_ptr<Presence> open_presence() override;
+
+ private:
+  struct Snapshot;
+  // The keys' values (nullopt when missing) at one revision.
+  Snapshot read(const std::vector<std::string>& keys, const Deadline& deadline,
+                const std::string& context);
+  // Reads key once: its value and mod revision, or nullopt.
+  struct Current {
+    std::optional<std::string> value;
+    int64_t mod_revision = 0;
+  };
+  Current read_one(const std::string& key, const Deadline& deadline, const std::string& context);
+  // A transaction: put key=value when key is unchanged since cur was read. True when it was.
+  bool put_if_unchanged(const std::string& key, const Current& cur, const std::string& value,
+                        const Deadline& deadline, const std::string& context);
+  // Blocks until every key exists (StoreTimeout naming the missing ones at deadline).
+  void wait_until(const std::vector<std::string>& keys, const Deadline& deadline, Duration timeout,
+                  const char* op);
+  std::string full(const std::string& key) const { return options_.prefix + key; }
+  std::string context(const char* op, const std::vector<std::string>& keys) const;
+
+  EtcdStoreOptions options_;
+  std::shared_ptr<EtcdClient> client_;  // shared with the presences
+};
+
+}  // namespace ddp::rendezvous

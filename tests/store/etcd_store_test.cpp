@@ -1,0 +1,429 @@
+// EtcdStore against real etcd members (tests/support/etcd_cluster.hpp): the Store contract,
+// watches woken by other clients, deadlines and unreachable members named in errors, and a
+// wait that survives the loss of the member it watches through.
+#include "rendezvous/store/etcd/etcd_store.hpp"
+
+#include <csignal>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.hpp"
+#include "rendezvous/store/etcd/etcd_presence.hpp"
+#include "rendezvous/store/prefix_store.hpp"
+#include "tests/support/etcd_cluster.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace ddp::rendezvous;
+using namespace std::chrono_literals;
+using ddp::test::EtcdCluster;
+
+namespace {
+
+// One member per test process, started on first use; each store gets a prefix of its own.
+EtcdCluster& shared_etcd() {
+  static EtcdCluster cluster(1);
+  return cluster;
+}
+
+EtcdStoreOptions options_for(std::vector<std::string> endpoints, Duration timeout = 2s) {
+  static int next = 0;
+  EtcdStoreOptions options;
+  options.endpoints = std::move(endpoints);
+  options.prefix = "/ddp-test/" + std::to_string(++next) + "/";
+  options.timeout = timeout;
+  options.unreachable_timeout = 5s;
+  return options;
+}
+
+struct EtcdFixture {
+  std::shared_ptr<Store> make() {
+    return std::make_shared<EtcdStore>(options_for(shared_etcd().endpoints()));
+  }
+};
+struct PrefixOverEtcdFixture {
+  std::shared_ptr<Store> make() {
+    return std::make_shared<PrefixStore>("/worker", EtcdFixture().make());
+  }
+};
+
+}  // namespace
+
+#define STORE_FIXTURES EtcdFixture, PrefixOverEtcdFixture
+
+#include "tests/store/store_contract_cases.hpp"
+
+TEST_CASE("etcd store: a wait is woken by puts from another client", "[etcd]") {
+  auto options = options_for(shared_etcd().endpoints(), 20s);
+  EtcdStore waiter(options);
+  EtcdStore writer(options);
+  auto done = std::async(std::launch::async, [&] { waiter.wait({"a", "b"}, 20s); });
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);
+  writer.set("a", "1");
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);  // "b" still missing
+  writer.set("b", "2");
+  REQUIRE(done.wait_for(5s) == std::future_status::ready);
+  done.get();
+  CHECK(waiter.multi_get({"a", "b"}) == std::vector<std::string>{"1", "2"});
+}
+
+TEST_CASE("etcd store: concurrent adds and appends from many clients lose nothing", "[etcd]") {
+  auto options = options_for(shared_etcd().endpoints(), 20s);
+  constexpr int kClients = 4;
+  constexpr int kEach = 20;
+  std::vector<std::future<void>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(std::async(std::launch::async, [&options] {
+      EtcdStore store(options);
+      for (int i = 0; i < kEach; ++i) {
+        store.add("counter", 1);
+        store.append("log", "x");
+      }
+    }));
+  }
+  for (auto& c : clients) c.get();
+  EtcdStore store(options);
+  CHECK(store.get("counter") == std::to_string(kClients * kEach));
+  CHECK(store.get("log") == std::string(kClients * kEach, 'x'));
+}
+
+TEST_CASE("etcd store: keys live under the prefix and num_keys counts only those", "[etcd]") {
+  auto a = options_for(shared_etcd().endpoints());
+  auto b = options_for(shared_etcd().endpoints());
+  EtcdStore job_a(a);
+  EtcdStore job_b(b);
+  job_a.set("k", "a");
+  job_a.set("k2", "a");
+  job_b.set("k", "b");
+  CHECK(job_a.get("k") == "a");
+  CHECK(job_b.get("k") == "b");
+  CHECK(job_a.num_keys() == 2);
+  CHECK(job_b.num_keys() == 1);
+  CHECK_THAT(job_a.describe(), Catch::Contains(a.prefix) && Catch::Contains("etcd http://"));
+}
+
+TEST_CASE("etcd store: deadlines name the endpoint and the key", "[etcd]") {
+  auto& etcd = shared_etcd();
+  EtcdStore store(options_for(etcd.endpoints()));
+  REQUIRE_THROWS_AS(store.wait({"never"}, 100ms), ddp::StoreTimeout);
+  REQUIRE_THROWS_WITH(store.wait({"never"}, 100ms), Catch::Contains(etcd.endpoint(0)) &&
+                                                        Catch::Contains("'never'") &&
+                                                        Catch::Contains("100 ms"));
+  store.set_timeout(100ms);
+  REQUIRE_THROWS_WITH(store.get("absent"),
+                      Catch::Contains(etcd.endpoint(0)) && Catch::Contains("'absent'"));
+  // A member that accepts connections but never answers (stopped): the call's own deadline.
+  etcd.signal(0, SIGSTOP);
+  std::string message;
+  try {
+    store.set("frozen", "x");
+  } catch (const ddp::StoreTimeout& e) {
+    message = e.what();
+  }
+  etcd.signal(0, SIGCONT);
+  CHECK_THAT(message, Catch::Contains(etcd.endpoint(0)) && Catch::Contains("'frozen'"));
+  store.set_timeout(5s);
+  store.set("after", "ok");  // usable again
+  CHECK(store.get("after") == "ok");
+}
+
+TEST_CASE("etcd store: with no member up the error names every endpoint tried", "[etcd]") {
+  const std::vector<std::string> endpoints = {
+      "127.0.0.1:" + std::to_string(ddp::test::free_loopback_port()),
+      "127.0.0.1:" + std::to_string(ddp::test::free_loopback_port())};
+  auto options = options_for(endpoints, 30s);
+  options.unreachable_timeout = 500ms;
+  EtcdStore store(options);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    store.set("k", "v");
+    FAIL("set succeeded with no etcd up");
+  } catch (const ddp::StoreError& e) {
+    const std::string message = e.what();
+    CHECK_THAT(message, Catch::Contains("http://" + endpoints[0]) &&
+                            Catch::Contains("http://" + endpoints[1]) && Catch::Contains("'k'") &&
+                            Catch::Contains("refused"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < 5s);  // unreachable_timeout, not timeout
+  CHECK_THROWS_WITH(store.wait({"w"}, 10s), Catch::Contains("http://" + endpoints[1]));
+}
+
+TEST_CASE("etcd store: a host name that does not resolve is an error within the deadline",
+          "[etcd]") {
+  auto options = options_for({"no-such-host.invalid:2379"}, 2s);
+  options.unreachable_timeout = 500ms;
+  EtcdStore store(options);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(store.set("k", "v"), Catch::Contains("no-such-host.invalid") &&
+                                             Catch::Contains("resolving the host"));
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+TEST_CASE("etcd store: a wait survives the loss of the member it watches through", "[etcd]") {
+  std::mutex mu;
+  std::string warnings;
+  ddp::log::ScopedSink sink([&](ddp::log::Level, std::string_view line) {
+    const std::lock_guard<std::mutex> lock(mu);
+    warnings.append(line).append("\n");
+  });
+  EtcdCluster cluster(3);
+  auto options = options_for(cluster.endpoints(), 30s);
+  EtcdStore waiter(options);  // uses member 0 first
+  options.endpoints = {cluster.endpoint(1), cluster.endpoint(2)};
+  EtcdStore writer(options);
+  writer.set("early", "1");
+  auto done = std::async(std::launch::async, [&] {
+    waiter.wait({"early", "late"}, 30s);
+    return waiter.get("late");
+  });
+  CHECK(done.wait_for(300ms) == std::future_status::timeout);
+  cluster.kill(0);
+  writer.set("late", "2");  // likely before the waiter is back: replayed from its revision
+  REQUIRE(done.wait_for(20s) == std::future_status::ready);
+  CHECK(done.get() == "2");
+  CHECK(waiter.add("n", 1) == 1);  // later calls go to the members still up
+  const std::lock_guard<std::mutex> lock(mu);
+  CHECK_THAT(warnings, Catch::Contains(cluster.endpoint(0) + ": watch lost") &&
+                           Catch::Contains("resuming from revision"));
+}
+
+TEST_CASE("etcd store: a member that stops answering is left for the next one", "[etcd]") {
+  EtcdCluster cluster(3);
+  auto options = options_for(cluster.endpoints(), 20s);
+  options.attempt_timeout = 1s;
+  EtcdStore waiter(options);  // both use member 0 first
+  EtcdStore store(options);
+  options.endpoints = {cluster.endpoint(1), cluster.endpoint(2)};
+  EtcdStore writer(options);
+  writer.set("early", "1");
+  REQUIRE(waiter.check({"early"}));
+  auto done = std::async(std::launch::async, [&] {
+    waiter.wait({"late"}, 20s);
+    return waiter.get("late");
+  });
+  CHECK(done.wait_for(300ms) == std::future_status::timeout);
+  cluster.signal(0, SIGSTOP);  // accepts connections, answers nothing
+  const auto start = std::chrono::steady_clock::now();
+  store.set("k", "v");  // one attempt_timeout on member 0, then member 1
+  CHECK(store.get("k") == "v");
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  writer.set("late", "2");
+  REQUIRE(done.wait_for(15s) == std::future_status::ready);
+  CHECK(done.get() == "2");
+  cluster.signal(0, SIGCONT);
+}
+
+// Presence on leases (docs/etcd.md, "Presence"); store_contract_test.cpp has the same
+// orderly case for the other stores.
+TEST_CASE("etcd presence: ephemeral keys live with it, and an orderly leave fires nothing",
+          "[etcd][presence]") {
+  auto options = options_for(shared_etcd().endpoints());
+  EtcdStore store(options);
+  auto watcher = store.open_presence();  // would fire on_close records
+  {
+    auto presence = store.open_presence();
+    REQUIRE(presence != nullptr);
+    presence->set_ephemeral("alive/1", "pid 42");
+    presence->on_close("lost", "node 1");
+    CHECK(store.get("alive/1") == "pid 42");
+    CHECK_FALSE(store.check({"lost"}));
+    CHECK(store.num_keys() == 1);  // records live outside the prefix
+    presence->clear();
+    CHECK_FALSE(store.check({"alive/1"}));
+    presence->set_ephemeral("alive/1", "again");
+    CHECK(store.check({"alive/1"}));
+  }
+  CHECK_FALSE(store.check({"alive/1"}));
+  std::this_thread::sleep_for(500ms);  // a watcher that would fire has seen the deletions
+  CHECK_FALSE(store.check({"lost"}));
+}
+
+TEST_CASE("etcd presence: a dead holder's lease expires, its keys go, on_close fires once",
+          "[etcd][presence]") {
+  auto options = options_for(shared_etcd().endpoints(), 10s);
+  options.presence_ttl = 2s;
+  EtcdStore survivor_store(options);
+  EtcdStore dying_store(options);
+  auto survivor = survivor_store.open_presence();
+  auto dying = dying_store.open_presence();
+  dying->set_ephemeral("alive/1", "pid 42");
+  dying->on_close("lost", "node 1");
+  survivor_store.set("kept", "first");
+  dying->on_close("kept", "overwritten?");
+  std::this_thread::sleep_for(3s);  // keepalives hold the lease past its TTL
+  CHECK(survivor_store.check({"alive/1"}));
+  CHECK_FALSE(survivor_store.check({"lost"}));
+  const auto start = std::chrono::steady_clock::now();
+  dynamic_cast<EtcdPresence&>(*dying).abandon();  // as if killed: no leave, no keepalive
+  CHECK(survivor_store.get("lost") == "node 1");  // waits up to the store's 10 s
+  CHECK(std::chrono::steady_clock::now() - start < 8s);
+  CHECK_FALSE(survivor_store.check({"alive/1"}));
+  CHECK(survivor_store.get("kept") == "first");  // on_close never overwrites
+  CHECK_THROWS_AS(dying->set_ephemeral("x", "y"), ddp::StoreError);
+}
+
+// EtcdStore::wait answers kCompacted by reading the keys again; no test makes etcd compact
+// between that read and the watch, so only the client's side is checked here.
+TEST_CASE("etcd client: a watch from a compacted revision says so", "[etcd]") {
+  auto options = options_for(shared_etcd().endpoints(), 10s);
+  EtcdStore store(options);
+  EtcdClientOptions client_options;
+  client_options.endpoints = shared_etcd().endpoints();
+  EtcdClient client(client_options);
+  const auto deadline = ddp::Deadline::after(10s);
+  store.set("k", "1");
+  store.set("k", "2");
+  const auto reply = client.call("/v3/kv/range", {{"key", base64_encode(options.prefix + "k")}},
+                                 deadline, "test", true);
+  const int64_t now = json_int(reply.at("header"), "revision");
+  client.call("/v3/kv/compaction", {{"revision", std::to_string(now)}}, deadline, "test", true);
+  CHECK(client.watch_for_put(options.prefix + "k", now - 1, deadline, "test") ==
+        EtcdClient::WatchResult::kCompacted);
+  // From the revision compacted to, history is still there: the last put is replayed.
+  CHECK(client.watch_for_put(options.prefix + "k", now, deadline, "test") ==
+        EtcdClient::WatchResult::kMatched);
+}
+
+TEST_CASE("etcd store: reads of more keys than one transaction takes", "[etcd]") {
+  EtcdStore store(options_for(shared_etcd().endpoints()));
+  std::vector<std::string> keys;
+  std::vector<std::string> values;
+  for (int i = 0; i < 200; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    values.push_back("v" + std::to_string(i));
+  }
+  CHECK_THROWS_WITH(store.multi_set(keys, values), Catch::Contains("--max-txn-ops"));
+  const std::vector<std::string> first(keys.begin(), keys.begin() + 100);
+  const std::vector<std::string> rest(keys.begin() + 100, keys.end());
+  store.multi_set(first, std::vector<std::string>(values.begin(), values.begin() + 100));
+  CHECK_FALSE(store.check(keys));
+  store.multi_set(rest, std::vector<std::string>(values.begin() + 100, values.end()));
+  CHECK(store.check(keys));  // 128 + 72, the second read pinned to the first's revision
+  CHECK(store.multi_get(keys) == values);
+  CHECK(store.num_keys() == 200);
+}
+
+TEST_CASE("etcd store: a cluster with auth enabled takes a user and password", "[etcd]") {
+  EtcdCluster etcd(1);
+  const std::string etcdctl = "/usr/bin/etcdctl";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"user", "add", "root:secret"},
+        std::vector<std::string>{"auth", "enable"}}) {
+    std::vector<std::string> argv = {etcdctl, "--endpoints=http://" + etcd.endpoint(0)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto result = ddp::test::run_process(argv, 30s);
+    REQUIRE(result.exit_code == 0);
+  }
+  auto options = options_for(etcd.endpoints(), 5s);
+  options.unreachable_timeout = 1s;
+  {
+    EtcdStore anonymous(options);
+    CHECK_THROWS_WITH(anonymous.set("k", "v"), Catch::Contains(etcd.endpoint(0)) &&
+                                                   Catch::Contains("'k'") &&
+                                                   Catch::Contains("user name is empty"));
+  }
+  options.username = "root";
+  options.password = "wrong";
+  {
+    EtcdStore wrong(options);
+    CHECK_THROWS_WITH(wrong.set("k", "v"), Catch::Contains("authenticating as 'root'") &&
+                                               Catch::Contains("authentication failed"));
+  }
+  options.password = "secret";
+  EtcdStore waiter(options);
+  EtcdStore writer(options);
+  auto done = std::async(std::launch::async, [&] { return waiter.get("later"); });
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);
+  writer.set("later", "v");
+  REQUIRE(done.wait_for(5s) == std::future_status::ready);
+  CHECK(done.get() == "v");
+  CHECK(writer.add("n", 2) == 2);
+}
+
+namespace {
+
+// A CA, a member certificate for 127.0.0.1 and a client certificate, made with openssl.
+struct TestCertificates {
+  ddp::test::TempDir dir;
+  std::string ca() const { return dir.file("ca.crt"); }
+
+  TestCertificates() {
+    const std::string ssl = "/usr/bin/openssl";
+    const auto run = [](std::vector<std::string> argv) {
+      const auto result = ddp::test::run_process(std::move(argv), 30s);
+      if (result.exit_code != 0) throw std::runtime_error("openssl failed: " + result.output);
+    };
+    const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt",
+                                         "ec_paramgen_curve:prime256v1", "-nodes"};
+    std::vector<std::string> ca_req = {ssl,
+                                       "req",
+                                       "-x509",
+                                       "-days",
+                                       "1",
+                                       "-subj",
+                                       "/CN=ddp-test-ca",
+                                       "-keyout",
+                                       dir.file("ca.key"),
+                                       "-out",
+                                       ca()};
+    ca_req.insert(ca_req.begin() + 2, ec.begin(), ec.end());
+    run(ca_req);
+    // clientAuth too: etcd 3.4's gateway reaches its own gRPC server with the member's
+    // certificate, and --client-cert-auth checks it like any client's.
+    dir.write("server.ext",
+              "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n");
+    dir.write("client.ext", "extendedKeyUsage=clientAuth\n");
+    for (const std::string name : {"server", "client"}) {
+      std::vector<std::string> csr = {ssl,       "req",
+                                      "-subj",   "/CN=" + name,
+                                      "-keyout", dir.file(name + ".key"),
+                                      "-out",    dir.file(name + ".csr")};
+      csr.insert(csr.begin() + 2, ec.begin(), ec.end());
+      run(csr);
+      run({ssl, "x509", "-req", "-days", "1", "-in", dir.file(name + ".csr"), "-CA", ca(), "-CAkey",
+           dir.file("ca.key"), "-CAcreateserial", "-extfile", dir.file(name + ".ext"), "-out",
+           dir.file(name + ".crt")});
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("etcd store: https to members that ask for a client certificate", "[etcd]") {
+  const TestCertificates certs;
+  ddp::test::EtcdTls tls;
+  tls.cert_file = certs.dir.file("server.crt");
+  tls.key_file = certs.dir.file("server.key");
+  tls.client_ca_file = certs.ca();
+  EtcdCluster etcd(1, 30s, tls);
+  auto options = options_for({"https://" + etcd.endpoint(0)}, 5s);
+  options.unreachable_timeout = 1s;
+  options.tls.ca_file = certs.ca();
+  options.tls.cert_file = certs.dir.file("client.crt");
+  options.tls.key_file = certs.dir.file("client.key");
+  EtcdStore waiter(options);
+  EtcdStore writer(options);
+  auto done = std::async(std::launch::async, [&] { return waiter.get("later"); });
+  CHECK(done.wait_for(200ms) == std::future_status::timeout);
+  writer.set("later", "v");
+  REQUIRE(done.wait_for(5s) == std::future_status::ready);
+  CHECK(done.get() == "v");
+  CHECK(writer.add("n", 2) == 2);
+  CHECK_THAT(writer.describe(), Catch::Contains("https://" + etcd.endpoint(0)));
+
+  auto no_client_cert = options;  // the member refuses the handshake
+  no_client_cert.tls.cert_file.clear();
+  no_client_cert.tls.key_file.clear();
+  CHECK_THROWS_WITH(EtcdStore(no_client_cert).set("k", "v"),
+                    Catch::Contains("https://" + etcd.endpoint(0)) && Catch::Contains("'k'"));
+  auto system_cas = options;  // our test CA is not among them: the member is not trusted
+  system_cas.tls.ca_file.clear();
+  CHECK_THROWS_WITH(EtcdStore(system_cas).set("k", "v"),
+                    Catch::Contains("TLS handshake") && Catch::Contains("certificate verify"));
+  auto bad_file = options;
+  bad_file.tls.ca_file = certs.dir.file("missing.crt");
+  CHECK_THROWS_WITH(EtcdStore(bad_file), Catch::Contains("missing.crt"));
+}
