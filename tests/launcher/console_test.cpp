@@ -107,7 +107,7 @@ TEST_CASE("a reader that pauses but keeps reading loses nothing past the queue's
   {
     Console console(pipe.fds[1], "", 16 * 1024, 5s);
     REQUIRE(write_lines(console, 1500));
-    CHECK(console.close().empty());
+    CHECK(console.close(10s, 20s).empty());  // generous: a loaded machine may starve the reader
     CHECK(console.dropped().lines == 0);
   }
   pipe.close_write();
