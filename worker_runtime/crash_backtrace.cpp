@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/stacktrace.hpp>
 #include <sstream>
 #include <string>
@@ -12,7 +13,9 @@ namespace ddp::worker_runtime {
 
 namespace {
 
-int g_rank = -1;
+// Atomic: ranks that are threads of one process (tests) each call install_crash_backtrace;
+// lock-free, so the signal handler may read it.
+std::atomic<int> g_rank{-1};
 constexpr int kSignals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 // The handler each signal had before (run_main's error-file writer): called after ours.
 struct sigaction g_previous[NSIG];
@@ -50,7 +53,7 @@ void on_fatal_signal(int sig) {
   // Not async-signal-safe (symbolising allocates), as with every crash handler that
   // symbolises: the process is dying anyway, and the backtrace is what the user needs.
   std::ostringstream out;
-  out << "*** rank " << g_rank << " (pid " << ::getpid() << ") received " << ::strsignal(sig)
+  out << "*** rank " << g_rank.load() << " (pid " << ::getpid() << ") received " << ::strsignal(sig)
       << "; backtrace:\n"
       << boost::stacktrace::stacktrace();
   write_all(out.str());
