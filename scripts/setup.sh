@@ -16,6 +16,8 @@ PACKAGES=(
   slurm-wlm munge           # a real single-host SLURM for the srun tests
   hyperfine iproute2 procps psmisc
   clang-format clang-tidy   # scripts/lint.sh
+  clang libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer) and scripts/sanitize.sh (ASan/UBSan/TSan)
+  llvm                      # llvm-symbolizer: file:line in sanitizer reports
 )
 
 missing=()
