@@ -24,7 +24,11 @@ start=$(date +%s)
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDDP_FUZZ=ON -DDDP_BUILD_TESTS=OFF -DDDP_BUILD_BENCH=OFF -DDDP_ENABLE_CUDA=OFF \
   "${launcher[@]}" >/dev/null
-cmake --build "$BUILD_DIR" --target "${targets[@]}" -j "${JOBS}" >/dev/null
+if ! cmake --build "$BUILD_DIR" --target "${targets[@]}" -j "${JOBS}" >"$BUILD_DIR/build.log" 2>&1; then
+  grep -E 'error|Error' "$BUILD_DIR/build.log" | head -30
+  echo "fuzz: build failed (log: $BUILD_DIR/build.log)"
+  exit 1
+fi
 echo "fuzz: built ${#targets[@]} targets in $(($(date +%s) - start)) s"
 
 # detect_leaks: a leak is a bug like a crash. -rss_limit_mb: the default (2 GiB) is fine, but

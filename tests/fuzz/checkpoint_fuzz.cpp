@@ -26,14 +26,15 @@ std::string make_dir() {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): libFuzzer's entry points are named so
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = make_dir() + "/model.safetensors";
+  static const std::string kPath = make_dir() + "/model.safetensors";
   {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    std::ofstream out(kPath, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   }
   try {
-    const auto ckpt = ddp::worker_runtime::load_checkpoint(path);
+    const auto ckpt = ddp::worker_runtime::load_checkpoint(kPath);
     for (const auto& [name, tensor] : ckpt.tensors) {
       size_t count = 1;
       for (int64_t d : tensor.shape) {

@@ -26,11 +26,12 @@ std::string temp_path() {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): libFuzzer's entry points are named so
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = temp_path();
+  static const std::string kPath = temp_path();
   const bool worker_written = size > 0 && data[0] == 1;
   {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    std::ofstream out(kPath, std::ios::binary | std::ios::trunc);
     if (worker_written) {
       const std::string message(reinterpret_cast<const char*>(data) + 1, size - 1);
       out << ddp::worker_runtime::error_file_json(message, message, 1700000000) << "\n";
@@ -38,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     }
   }
-  auto content = ddp::launcher::read_error_file(path);
+  auto content = ddp::launcher::read_error_file(kPath);
   if (!content) {
     if (worker_written) std::abort();  // the agent cannot read what a worker wrote
     return 0;

@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "common/hostlist.hpp"
 
+// NOLINTNEXTLINE(readability-identifier-naming): libFuzzer's entry points are named so
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {

@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "rendezvous/rdzv_conf.hpp"
 
+// NOLINTNEXTLINE(readability-identifier-naming): libFuzzer's entry points are named so
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {

@@ -87,12 +87,14 @@ struct Connection {
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): libFuzzer's entry points are named so
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // Closing lines for every bad frame would drown libFuzzer's own output.
   ddp::log::set_sink([](ddp::log::Level, std::string_view) {});
   return 0;
 }
 
+// NOLINTNEXTLINE(readability-identifier-naming): libFuzzer's entry points are named so
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const int mode = data[0] & 3;

@@ -55,6 +55,7 @@ void parse_all(std::string_view bytes, wire::Dialect dialect, const wire::Limits
 
 }  // namespace
 
+// NOLINTNEXTLINE(readability-identifier-naming): libFuzzer's entry points are named so
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   const auto detected = wire::detect_dialect(bytes);
