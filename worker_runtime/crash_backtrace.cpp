@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <boost/stacktrace.hpp>
+#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -74,6 +75,10 @@ void install_crash_backtrace(int rank) {
   const char* off = ::getenv("DDPLAUNCH_BACKTRACE");
   if (off != nullptr && std::string(off) == "0") return;
   g_rank = rank;
+  // One installer at a time: ranks that are threads of one process would otherwise both see
+  // the old handler and both overwrite g_previous.
+  static std::mutex installing;
+  const std::lock_guard lock(installing);
   for (int sig : kSignals) {
     struct sigaction current {};
     if (::sigaction(sig, nullptr, &current) != 0) continue;
