@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, lints (format, layers, clang-tidy against its baseline),
 # runs the whole CTest suite, then the fuzzers and the sanitizer builds (docs/fuzzing.md:
-# scripts/fuzz.sh, scripts/sanitize.sh; together about 8 minutes on 2 cores, from clean).
+# scripts/fuzz.sh, scripts/sanitize.sh; together about 10 minutes on 2 cores, from clean).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
