@@ -1,6 +1,7 @@
 #include "launcher/error_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,11 +16,19 @@ std::string json_text(const nlohmann::json& value) {
   return value.dump();
 }
 
+// Timestamps system_clock can hold (its nanoseconds end in 2262); anything else (NaN, inf,
+// 1e300, negative) is no timestamp: converting it would be undefined behaviour.
+std::optional<double> plausible_seconds(double seconds) {
+  constexpr double kMaxSeconds = 9e9;
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > kMaxSeconds) return std::nullopt;
+  return seconds;
+}
+
 std::optional<double> json_seconds(const nlohmann::json& value) {
-  if (value.is_number()) return value.get<double>();
+  if (value.is_number()) return plausible_seconds(value.get<double>());
   if (value.is_string()) {
     try {
-      return std::stod(value.get<std::string>());
+      return plausible_seconds(std::stod(value.get<std::string>()));
     } catch (const std::exception&) {
       return std::nullopt;
     }

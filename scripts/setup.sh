@@ -19,6 +19,8 @@ PACKAGES=(
   clang-format clang-tidy   # scripts/lint.sh
   etcd-server etcd-client   # the etcd v3 store's tests start their own members (docs/etcd.md)
   libssl-dev                # HTTPS to etcd members
+  clang libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer) and scripts/sanitize.sh (ASan/UBSan/TSan)
+  llvm                      # llvm-symbolizer: file:line in sanitizer reports
 )
 
 missing=()

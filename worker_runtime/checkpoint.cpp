@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <set>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
@@ -82,14 +84,33 @@ nlohmann::json state_to_json(const TrainingState& s) {
           {"extra", s.extra}};
 }
 
+// j[key] as T: an integer in T's range. nlohmann's get<T>() casts 1e300 or 2^40 as they
+// come, which is undefined (float) or wraps silently (int).
+template <class T>
+T integer_field(const nlohmann::json& j, const char* key, const std::string& path) {
+  const auto& v = j.at(key);
+  bool fits = false;
+  if (v.is_number_unsigned()) {
+    fits = v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  } else if (v.is_number_integer()) {
+    const auto i = v.get<int64_t>();
+    fits = std::in_range<T>(i);
+  }
+  if (!fits) {
+    throw CheckpointError("checkpoint " + path + ": training state is malformed: " + key + " is " +
+                          v.dump() + ", expected an integer");
+  }
+  return v.get<T>();
+}
+
 TrainingState state_from_json(const nlohmann::json& j, const std::string& path) {
   try {
     TrainingState s;
-    s.epoch = j.at("epoch").get<int64_t>();
-    s.position_in_epoch = j.at("position_in_epoch").get<int64_t>();
-    s.global_step = j.at("global_step").get<int64_t>();
-    s.world_size = j.at("world_size").get<int>();
-    s.seed = j.at("seed").get<uint64_t>();
+    s.epoch = integer_field<int64_t>(j, "epoch", path);
+    s.position_in_epoch = integer_field<int64_t>(j, "position_in_epoch", path);
+    s.global_step = integer_field<int64_t>(j, "global_step", path);
+    s.world_size = integer_field<int>(j, "world_size", path);
+    s.seed = integer_field<uint64_t>(j, "seed", path);
     s.optimizer = j.value("optimizer", nlohmann::json::object());
     s.extra = j.value("extra", nlohmann::json::object());
     return s;
@@ -98,10 +119,13 @@ TrainingState state_from_json(const nlohmann::json& j, const std::string& path) 
   }
 }
 
+// The number of elements of shape; -1 when a dimension is negative or the tensor's bytes
+// would not fit in int64 (a forged shape must not overflow the size checks).
 int64_t element_count(const std::vector<int64_t>& shape) {
+  constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / sizeof(float);
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) {
+    if (d < 0 || (d > 0 && n > kMaxElements / d)) {
       return -1;
     }
     n *= d;
@@ -253,6 +277,10 @@ Checkpoint load_checkpoint(const std::string& path) {
                           " data bytes but the file holds " + std::to_string(data_size));
   }
   const auto meta = header.value("__metadata__", nlohmann::json::object());
+  if (meta.contains(kCrcKey) && !meta.at(kCrcKey).is_string()) {
+    throw CheckpointError("checkpoint " + path + " has a malformed header: " + kCrcKey + " is " +
+                          meta.at(kCrcKey).dump() + ", expected a string");
+  }
   if (meta.contains(kCrcKey)) {
     uLong crc = crc32(0L, Z_NULL, 0);
     // Same order as written: by offset. Data is contiguous, so one pass over the region.

@@ -4,7 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/stacktrace.hpp>
+#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -12,7 +14,9 @@ namespace ddp::worker_runtime {
 
 namespace {
 
-int g_rank = -1;
+// Atomic: ranks that are threads of one process (tests) each call install_crash_backtrace;
+// lock-free, so the signal handler may read it.
+std::atomic<int> g_rank{-1};
 constexpr int kSignals[] = {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 // The handler each signal had before (run_main's error-file writer): called after ours.
 struct sigaction g_previous[NSIG];
@@ -50,7 +54,7 @@ void on_fatal_signal(int sig) {
   // Not async-signal-safe (symbolising allocates), as with every crash handler that
   // symbolises: the process is dying anyway, and the backtrace is what the user needs.
   std::ostringstream out;
-  out << "*** rank " << g_rank << " (pid " << ::getpid() << ") received " << ::strsignal(sig)
+  out << "*** rank " << g_rank.load() << " (pid " << ::getpid() << ") received " << ::strsignal(sig)
       << "; backtrace:\n"
       << boost::stacktrace::stacktrace();
   write_all(out.str());
@@ -71,6 +75,10 @@ void install_crash_backtrace(int rank) {
   const char* off = ::getenv("DDPLAUNCH_BACKTRACE");
   if (off != nullptr && std::string(off) == "0") return;
   g_rank = rank;
+  // One installer at a time: ranks that are threads of one process would otherwise both see
+  // the old handler and both overwrite g_previous.
+  static std::mutex installing;
+  const std::lock_guard lock(installing);
   for (int sig : kSignals) {
     struct sigaction current {};
     if (::sigaction(sig, nullptr, &current) != 0) continue;

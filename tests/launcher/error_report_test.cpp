@@ -54,6 +54,22 @@ TEST_CASE("PyTorch's error file format is read, message and traceback", "[report
   CHECK_FALSE(read_error_file("/no/such/error.json").has_value());
 }
 
+TEST_CASE("timestamps no clock can hold are ignored, not converted", "[report]") {
+  // Found by tests/fuzz/error_file_fuzz: 1e300 or "nan" made the summary's time conversion
+  // undefined behaviour.
+  for (const char* stamp : {"1e300", "\"nan\"", "\"inf\"", "-5", "\"1e12\""}) {
+    auto path = write_temp("err_stamp", std::string(R"({"message": {"message": "x", )") +
+                                            R"("extraInfo": {"timestamp": )" + stamp + "}}}");
+    auto content = read_error_file(path);
+    std::filesystem::remove(path);
+    REQUIRE(content.has_value());
+    CHECK_FALSE(content->timestamp.has_value());
+    std::vector<WorkerFailure> failures = {failure(0, 1, 0, 0)};
+    failures[0].error = content;
+    CHECK_THAT(format_failure_summary("ddplaunch", "h", failures), Contains("Root Cause"));
+  }
+}
+
 TEST_CASE("root cause: earliest error-file timestamp, else first exit observed", "[report]") {
   std::vector<WorkerFailure> failures = {failure(0, 1, 0, 0), failure(1, 2, 0, 5)};
   CHECK(root_cause_index(failures) == 0);

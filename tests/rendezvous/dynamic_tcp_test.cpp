@@ -81,6 +81,10 @@ std::vector<RendezvousInfo> join_all(const std::vector<DynamicRendezvous*>& node
 TEST_CASE("dynamic over TCP: 16 nodes agree, a late node and a lost node re-form the group",
           "[rdzv][dynamic][tcp]") {
   TcpCluster c;
+  // What the nodes' watchers report to; declared before the nodes so it outlives their
+  // watcher threads (which may still fire while the nodes are destroyed).
+  std::vector<Changes> changes(16);
+  std::vector<Changes> lost(16);
   std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
   std::vector<DynamicRendezvous*> ptrs;
   for (int i = 0; i < 16; ++i) {
@@ -93,7 +97,6 @@ TEST_CASE("dynamic over TCP: 16 nodes agree, a late node and a lost node re-form
   CHECK(infos[0].master_port == c.server.port());
 
   // A 17th node arrives: every running node is told, and all 17 form round 1.
-  std::vector<Changes> changes(16);
   for (size_t i = 0; i < 16; ++i) nodes[i]->watch(std::ref(changes[i]));
   nodes.push_back(c.node(2, 17, 2));
   auto late = std::async(std::launch::async, [&] { return nodes.back()->next_rendezvous(); });
@@ -106,7 +109,6 @@ TEST_CASE("dynamic over TCP: 16 nodes agree, a late node and a lost node re-form
   for (size_t i = 0; i < 16; ++i) CHECK(grown[i].group_rank == infos[i].group_rank);
 
   // One node dies: the others are told it is lost and re-form with 16.
-  std::vector<Changes> lost(16);
   for (size_t i = 0; i < 16; ++i) nodes[i]->watch(std::ref(lost[i]));
   nodes.back()->watch([](MembershipChange) {});
   nodes.erase(nodes.begin() + 5);  // destroyed without shutdown: its heartbeats stop
@@ -124,9 +126,9 @@ TEST_CASE("dynamic over TCP: 16 nodes agree, a late node and a lost node re-form
 
 TEST_CASE("dynamic over TCP: losing the store is reported as such", "[rdzv][dynamic][tcp]") {
   TcpCluster c;
+  Changes changes;  // outlives a's watcher thread
   auto a = c.node(2, 2, 1), b = c.node(2, 2, 1);
   join_all({a.get(), b.get()});
-  Changes changes;
   a->watch(std::ref(changes));
   c.server.stop();
   REQUIRE(changes.wait() == MembershipChange::kStoreLost);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <fstream>
 #include <numeric>
 
@@ -150,6 +151,37 @@ TEST_CASE("truncated, corrupt and malformed checkpoints are refused", "[checkpoi
   CHECK_THROWS_WITH(save_checkpoint(path, {{"x", {3}, three}, {"x", {3}, three}}, {}),
                     Contains("used twice"));
   CHECK(load_checkpoint(path).tensors.size() == 3);  // the failed saves left the old file
+}
+
+TEST_CASE("forged shapes, CRCs and state fields are refused, not trusted", "[checkpoint]") {
+  // Found by tests/fuzz/checkpoint_fuzz: a shape whose byte size overflows int64 passed the
+  // size checks (then UB or a huge allocation), a numeric CRC escaped as a JSON type error,
+  // and a state field of 1e300 was cast to int64 (UB).
+  TempDir dir;
+  const auto bad = dir.path() / "forged.safetensors";
+  auto with_header = [](const std::string& header) {
+    std::string bytes(8, '\0');
+    const uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    return bytes + header;
+  };
+  write_bytes(bad, with_header(R"({"t":{"dtype":"F32","shape":[4611686018427387904,4],)"
+                               R"("data_offsets":[0,0]}})"));
+  CHECK_THROWS_WITH(load_checkpoint(bad.string()), Contains("offsets that do not match"));
+  write_bytes(bad, with_header(R"({"t":{"dtype":"F32","shape":[4611686018427387904],)"
+                               R"("data_offsets":[0,0]}})"));
+  CHECK_THROWS_WITH(load_checkpoint(bad.string()), Contains("offsets that do not match"));
+  write_bytes(bad, with_header(R"({"__metadata__":{"ddp_crc32":5}})"));
+  CHECK_THROWS_WITH(load_checkpoint(bad.string()), Contains("ddp_crc32 is 5"));
+  const std::string state =
+      R"({\"epoch\":1e300,\"position_in_epoch\":0,\"global_step\":0,\"world_size\":1,\"seed\":0})";
+  write_bytes(bad, with_header(R"({"__metadata__":{"ddp_training_state":")" + state + R"("}})"));
+  CHECK_THROWS_WITH(load_checkpoint(bad.string()), Contains("epoch is 1e+300"));
+  const std::string big_world =
+      R"({\"epoch\":1,\"position_in_epoch\":0,\"global_step\":0,\"world_size\":4294967297,\"seed\":0})";
+  write_bytes(bad,
+              with_header(R"({"__metadata__":{"ddp_training_state":")" + big_world + R"("}})"));
+  CHECK_THROWS_WITH(load_checkpoint(bad.string()), Contains("world_size is 4294967297"));
 }
 
 TEST_CASE("a writer killed mid-write leaves the previous checkpoint whole", "[checkpoint]") {
