@@ -10,7 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev catch2
   libgloo-dev               # CPU collectives
   libopenblas-dev zlib1g-dev
-  libssl-dev                # libcrypto: HMAC-SHA256 of the store's authentication
+  libssl-dev                # libcrypto: the store's HMAC-SHA256; libssl: HTTPS to etcd members
   python3-torch             # PyTorch 1.13 (CPU): compatibility tests and reference benchmarks
   python3-numpy
   gnuplot-nox               # scripts/plot_metrics
@@ -18,7 +18,6 @@ PACKAGES=(
   hyperfine iproute2 procps psmisc
   clang-format clang-tidy   # scripts/lint.sh
   etcd-server etcd-client   # the etcd v3 store's tests start their own members (docs/etcd.md)
-  libssl-dev                # HTTPS to etcd members
   clang libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer) and scripts/sanitize.sh (ASan/UBSan/TSan)
   llvm                      # llvm-symbolizer: file:line in sanitizer reports
 )

@@ -3,6 +3,9 @@
 //   byte 0: how the connection opens (bits 0-1: 0 raw bytes, so legacy 1.x or whatever the
 //           bytes say; 1 the 2.x handshake first; 2 the handshake and the kNative probe;
 //           3 like 2 with a second connection of the same kind alive beside it)
+//           bit 2: small wire limits; bit 3: the server holds a job secret (unauthenticated
+//           requests are confined to /worker/attempt_0/, AUTH_* run with a wrong proof);
+//           bit 4: a small store quota (4 KiB, 16 keys)
 //   byte 1: seed of how the rest is cut into reads (1 to 64 bytes each) and when the fake
 //           socket is full, drains, or the second connection sends its own copy
 //   the rest: the client's bytes.
@@ -17,6 +20,7 @@
 #include <string_view>
 
 #include "common/log.hpp"
+#include "rendezvous/store/server/access_policy.hpp"
 #include "rendezvous/store/server/byte_transport.hpp"
 #include "rendezvous/store/server/server_state.hpp"
 #include "rendezvous/store/server/store_session.hpp"
@@ -102,10 +106,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes =
       opening(mode) + std::string(reinterpret_cast<const char*>(data) + 2, size - 2);
 
-  ServerState state;
+  ServerState state((data[0] & 16) != 0 ? StoreQuota(4096, 16) : StoreQuota());
   SessionConfig config;
   // Small limits as well, so the limit checks are reached by short inputs.
   if (data[0] & 4) config.limits = wire::Limits{16, 256, 8};
+  AccessPolicy access("fuzz-secret");
+  access.set_worker_namespace("/worker/attempt_0/");
+  if (data[0] & 8) config.access = &access;
   auto first = std::make_unique<Connection>("10.0.0.1:1000", state, config);
   std::unique_ptr<Connection> second;
   if (mode == 3) second = std::make_unique<Connection>("10.0.0.2:2000", state, config);
