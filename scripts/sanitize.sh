@@ -68,7 +68,8 @@ for s in "${which[@]}"; do
                  test_progress_protocol test_common_tcp_liveness test_store_contract
                  test_wire_codec test_store_presence test_store_session test_store_server
                  test_store_io test_store_robustness test_store_listen test_store_liveness
-                 test_ddpstore test_store_dead_peer)
+                 test_ddpstore test_store_dead_peer test_store_auth test_store_limits
+                 test_store_abuse test_common_secret test_etcd_codec)
         build "$dir" --target "${targets[@]}"
         select=(-R "$(cases_of "${targets[@]}")")
       else
@@ -91,7 +92,8 @@ for s in "${which[@]}"; do
       dir=build-tsan
       configure "$dir" thread
       targets=(test_store_session test_store_server test_store_robustness test_store_listen
-               test_store_liveness test_store_io test_rt_collectives test_launcher_units)
+               test_store_liveness test_store_io test_store_auth test_store_limits
+               test_rt_collectives test_launcher_units)
       build "$dir" --target "${targets[@]}"
       built=$(date +%s)
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"

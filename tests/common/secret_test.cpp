@@ -93,7 +93,7 @@ TEST_CASE("a FIFO named as the secret file is refused at once, not waited on", "
   CHECK_THAT(answer.get(), Contains("not a regular file"));
 }
 
-TEST_CASE("generated secrets are 32 random bytes; hex round-trips", "[secret]") {
+TEST_CASE("generated secrets are 32 random bytes, hex round-trips", "[secret]") {
   const std::string a = ddp::generate_secret();
   const std::string b = ddp::generate_secret();
   CHECK(a.size() == ddp::kGeneratedSecretBytes);

@@ -129,7 +129,7 @@ TEST_CASE("each attempt's worker namespace is declared before its workers start"
                                                                 {"/worker/attempt_1/", 2}});
 }
 
-TEST_CASE("a namespace that cannot be declared is one warning; the workers still start",
+TEST_CASE("a namespace that cannot be declared is one warning, the workers still start",
           "[agent][auth]") {
   Harness h(1);
   h.options.set_worker_namespace = [](const std::string&) {

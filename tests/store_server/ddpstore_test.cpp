@@ -195,7 +195,7 @@ TEST_CASE("ddpstore out of file descriptors says so once and recovers", "[ddpsto
   CHECK(failures <= 2);
 }
 
-TEST_CASE("ddpstore --secret_file: only clients with the secret get in; a loose file stops it",
+TEST_CASE("ddpstore --secret_file: only clients with the secret get in, a loose file stops it",
           "[ddpstore][auth]") {
   ddp::test::TempDir dir;
   const std::string secret = dir.write("job.secret", "s3cret\n");

@@ -121,7 +121,7 @@ TEST_CASE("no secret, a wrong one, or one the store lacks: a clear error, one se
   }
 }
 
-TEST_CASE("a proof is good for one challenge only; a forged one closes", "[auth]") {
+TEST_CASE("a proof is good for one challenge only, a forged one closes", "[auth]") {
   StoreServer server(with_secret());
   Raw raw = native(server.port());
   raw.send(req(Command::kAuthChallenge), wire::Dialect::kNative);

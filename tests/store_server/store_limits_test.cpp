@@ -321,7 +321,7 @@ TEST_CASE("limits: a legacy watch holds its key until its connection closes", "[
   CHECK(state.held_bytes() == 0);
 }
 
-TEST_CASE("replies pushed to a client that does not read stop at the limit; it then closes",
+TEST_CASE("replies pushed to a client that does not read stop at the limit, it then closes",
           "[limits]") {
   ServerState state;
   SessionConfig config;
