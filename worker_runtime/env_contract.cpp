@@ -94,6 +94,10 @@ EnvContract parse_env(const EnvMap& env) {
       throw ConfigError(std::string(env::kMasterAddr) + " is empty (expected a host name or IP)");
     }
     out.master_addr = normalize_host(*addr);  // "[::1]" -> "::1"
+    if (out.master_addr.empty()) {
+      throw ConfigError(std::string(env::kMasterAddr) + "='" + *addr +
+                        "' names no host (expected a host name or IP)");
+    }
   } else if (out.source == EnvSource::kSlurm) {
     auto nodelist = lookup(env, env::kSlurmJobNodelist);
     if (!nodelist) {

@@ -79,6 +79,7 @@ TEST_CASE("parse_env rejects malformed values, naming variable and value", "[env
       {"TORCHELASTIC_RESTART_COUNT", "-3",
        "TORCHELASTIC_RESTART_COUNT='-3': expected an integer >= 0"},
       {"MASTER_ADDR", "", "MASTER_ADDR is empty"},
+      {"MASTER_ADDR", "[]", "MASTER_ADDR='[]' names no host"},
   };
   for (const auto& c : cases) {
     EnvMap env = good_env();
