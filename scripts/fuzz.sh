@@ -5,6 +5,7 @@
 # (tests/fuzz/regressions/<target>); then replays every regression input once. Fails on any
 # crash, sanitizer report, leak, timeout or out-of-memory. docs/fuzzing.md.
 #   FUZZ_SECONDS=600 scripts/fuzz.sh store_session_fuzz   # one target, longer
+#   FUZZ_SEED=1 scripts/fuzz.sh      # a fixed libFuzzer seed (scripts/test.sh uses 1)
 # New inputs found during a run go to build-fuzz/corpus/<target> (not to the source tree);
 # a crashing input is saved as build-fuzz/artifacts/<target>/crash-*.
 set -euo pipefail
@@ -42,7 +43,9 @@ run_one() {
   [ -d tests/fuzz/regressions/"$t" ] && seeds+=(tests/fuzz/regressions/"$t")
   local dict=()
   case $t in checkpoint_fuzz | error_file_fuzz) dict=(-dict=tests/fuzz/dict/json.dict) ;; esac
-  if "$BUILD_DIR/fuzz/$t" "$dir" "${seeds[@]}" -max_total_time="$SECONDS_EACH" -timeout=10 \
+  local seed=()
+  [ -n "${FUZZ_SEED:-}" ] && seed=(-seed="$FUZZ_SEED")
+  if "$BUILD_DIR/fuzz/$t" "$dir" "${seeds[@]}" "${seed[@]}" -max_total_time="$SECONDS_EACH" -timeout=10 \
       -rss_limit_mb=1536 -max_len=65536 -print_final_stats=1 -artifact_prefix="$art" "${dict[@]}" \
       >"$log" 2>&1; then
     local execs

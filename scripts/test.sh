@@ -31,7 +31,10 @@ if [ "$test_status" -ne 0 ] || [ "$lint_status" -ne 0 ]; then
   exit 1
 fi
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-15} scripts/fuzz.sh
+# A fixed seed: CI replays the corpus and the regressions and explores the same way each run,
+# so a red CI means a change broke something, not that this run's luck found an old bug (run
+# scripts/fuzz.sh by hand, unseeded and longer, to hunt: docs/fuzzing.md).
+FUZZ_SEED=${FUZZ_SEED:-1} FUZZ_SECONDS=${FUZZ_SECONDS:-15} scripts/fuzz.sh
 phase fuzz
 SANITIZE_SCOPE=${SANITIZE_SCOPE:-ci} scripts/sanitize.sh
 phase sanitize

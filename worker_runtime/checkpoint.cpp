@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "common/error.hpp"
@@ -117,6 +119,23 @@ TrainingState state_from_json(const nlohmann::json& j, const std::string& path) 
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointError("checkpoint " + path + ": training state is malformed: " + e.what());
   }
+}
+
+// A JSON array of integers, for shapes and offsets: a float such as 1e300 is refused (its
+// conversion to an integer type is undefined), as is a negative number for an unsigned T.
+template <typename T>
+std::vector<T> integer_array(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_array()) throw CheckpointError(what + " is " + v.dump() + ", expected an array");
+  std::vector<T> out;
+  out.reserve(v.size());
+  for (const auto& e : v) {
+    if (!e.is_number_integer() || (std::is_unsigned_v<T> && !e.is_number_unsigned())) {
+      throw CheckpointError(what + " holds " + e.dump() + ", expected " +
+                            (std::is_unsigned_v<T> ? "integers >= 0" : "integers"));
+    }
+    out.push_back(e.get<T>());
+  }
+  return out;
 }
 
 // The number of elements of shape; -1 when a dimension is negative or the tensor's bytes
@@ -251,8 +270,10 @@ Checkpoint load_checkpoint(const std::string& path) {
                               ", expected F32");
       }
       LoadedTensor t;
-      t.shape = info.at("shape").get<std::vector<int64_t>>();
-      const auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
+      const std::string entry = "checkpoint " + path + ": tensor '" + name + "'";
+      t.shape = integer_array<int64_t>(info.at("shape"), entry + " shape");
+      const auto offsets =
+          integer_array<uint64_t>(info.at("data_offsets"), entry + " data_offsets");
       const int64_t count = element_count(t.shape);
       if (offsets.size() != 2 || offsets[0] > offsets[1] || count < 0 ||
           offsets[1] - offsets[0] != static_cast<uint64_t>(count) * sizeof(float)) {

@@ -32,6 +32,15 @@ namespace wire = ddp::rendezvous::wire;
 
 namespace {
 
+// Under AddressSanitizer (scripts/sanitize.sh) the server's RSS is mostly shadow memory and
+// the quarantine of freed blocks, so the memory bounds below are checked in normal builds
+// only; everything else (good requests failed: 0, the server alive) is checked in both.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssBounds = false;
+#else
+constexpr bool kRssBounds = true;
+#endif
+
 const std::string kDdpstore = ddp::test::build_path("ddpstore");
 using Clock = std::chrono::steady_clock;
 
@@ -247,7 +256,7 @@ TEST_CASE("abuse: a scanner opening and closing 10,000 connections", "[abuse][sc
   CHECK(good.failed() == 0);
   CHECK(good.ok() > 0);
   CHECK(before > 0);
-  CHECK(after - before < 8 * 1024);  // nothing is kept per closed connection
+  if (kRssBounds) CHECK(after - before < 8 * 1024);  // nothing kept per closed connection
   TcpStoreOptions o;
   o.port = daemon.port;
   TcpStore store(o);
@@ -294,7 +303,7 @@ TEST_CASE("abuse: slow-loris clients holding half a frame are closed after the f
   CHECK(closed == 300);
   CHECK(seconds < 4.0);  // closed at 0.5-0.7 s, not at some later cleanup
   CHECK(good.failed() == 0);
-  CHECK(after - before < 8 * 1024);
+  if (kRssBounds) CHECK(after - before < 8 * 1024);
   CHECK(daemon.count("DDPLAUNCH_STORE_FRAME_TIMEOUT_MS") == 300);
   CHECK(daemon.count("(the handshake) have waited 500 ms") == 100);
   for (int fd : loris) ::close(fd);
@@ -361,7 +370,7 @@ TEST_CASE("abuse: endless WAITs and unread replies do not grow the server's memo
   // One parked wait per connection (a 2.2 MB request at most here) and 16 MiB of queued
   // replies, plus the kernel's socket buffers: well under 64 MiB, where a server that kept
   // every wait or every reply would hold hundreds.
-  CHECK(during - before < 64 * 1024);
+  if (kRssBounds) CHECK(during - before < 64 * 1024);
   ::close(pipeliner);
   ::close(wide);
   ::close(hog);

@@ -182,6 +182,14 @@ TEST_CASE("forged shapes, CRCs and state fields are refused, not trusted", "[che
   write_bytes(bad,
               with_header(R"({"__metadata__":{"ddp_training_state":")" + big_world + R"("}})"));
   CHECK_THROWS_WITH(load_checkpoint(bad.string()), Contains("world_size is 4294967297"));
+  // Found by the fuzzer in CI: float offsets and shapes were converted to integers (UB).
+  write_bytes(bad, with_header(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,1e300]}})"));
+  CHECK_THROWS_WITH(load_checkpoint(bad.string()),
+                    Contains("data_offsets holds 1e+300, expected integers >= 0"));
+  write_bytes(bad, with_header(R"({"t":{"dtype":"F32","shape":[2.5],"data_offsets":[0,4]}})"));
+  CHECK_THROWS_WITH(load_checkpoint(bad.string()), Contains("shape holds 2.5, expected integers"));
+  write_bytes(bad, with_header(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})"));
+  CHECK_THROWS_WITH(load_checkpoint(bad.string()), Contains("data_offsets holds -4"));
 }
 
 TEST_CASE("a writer killed mid-write leaves the previous checkpoint whole", "[checkpoint]") {
