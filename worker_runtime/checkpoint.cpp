@@ -270,7 +270,8 @@ Checkpoint load_checkpoint(const std::string& path) {
                               ", expected F32");
       }
       LoadedTensor t;
-      const std::string entry = "checkpoint " + path + ": tensor '" + name + "'";
+      std::string entry = "checkpoint ";
+      entry.append(path).append(": tensor '").append(name).append("'");
       t.shape = integer_array<int64_t>(info.at("shape"), entry + " shape");
       const auto offsets =
           integer_array<uint64_t>(info.at("data_offsets"), entry + " data_offsets");
