@@ -122,8 +122,10 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "Comma-separated local ranks whose output reaches the console");
   app.add_option("--run_id,--run-id,--rdzv_id,--rdzv-id", raw.run_id,
                  "Job id (TORCHELASTIC_RUN_ID)");
-  app.add_option("--rdzv_backend,--rdzv-backend", raw.rdzv_backend, "static or c10d");
-  app.add_option("--rdzv_endpoint,--rdzv-endpoint", raw.rdzv_endpoint, "host:port of the store");
+  app.add_option("--rdzv_backend,--rdzv-backend", raw.rdzv_backend,
+                 "static, c10d or etcd-v3 (etcd, etcd-v2: the same, over etcd's v3 API)");
+  app.add_option("--rdzv_endpoint,--rdzv-endpoint", raw.rdzv_endpoint,
+                 "host:port of the store (etcd: host:2379[,host:2379...])");
   app.add_option("--rdzv_conf,--rdzv-conf", raw.rdzv_conf, "key=value,... rendezvous settings");
   app.add_option("--local_addr,--local-addr", raw.local_addr, "Address other nodes reach us at");
   app.add_option("--store_bind,--store-bind", raw.store_bind,

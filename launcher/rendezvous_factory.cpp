@@ -13,6 +13,7 @@
 #include "common/host_address.hpp"
 #include "common/log.hpp"
 #include "common/secret.hpp"
+#include "launcher/etcd_rendezvous.hpp"
 #include "launcher/slurm_env.hpp"
 #include "rendezvous/connect_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
@@ -206,7 +207,7 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
   require_agent_store(config);
   if (*config.rdzv_backend != "c10d") {
     throw ConfigError("--rdzv_backend=" + *config.rdzv_backend +
-                      ": expected static or c10d (etcd backends are not supported)");
+                      ": expected static, c10d or etcd-v3 (also etcd, etcd-v2)");
   }
   if (!config.rdzv_endpoint) {
     throw ConfigError("--rdzv_backend=c10d needs --rdzv_endpoint host:port (the store)");
@@ -215,6 +216,11 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
   const auto conf = rendezvous::parse_rdzv_conf(config.rdzv_conf.value_or(""));
   for (const auto& key : conf.ignored) {
     DDP_LOG_WARN("--rdzv_conf " + key + " has no effect with this launcher; ignored");
+  }
+  if (conf.protocol || conf.cacert || conf.cert || conf.key || conf.user || conf.password_file) {
+    DDP_LOG_WARN(
+        "--rdzv_conf protocol/cacert/cert/key/user/password_file apply to the etcd "
+        "backend only; ignored with c10d");
   }
 
   RendezvousSetup setup;
@@ -339,6 +345,9 @@ RendezvousSetup make_rendezvous(const LaunchConfig& given, const Environment& en
   if (!config.standalone) apply_slurm_defaults(config, env);
   std::string secret = job_secret(config, env);
   if (config.standalone) return make_local(config, std::move(secret));
+  if (config.rdzv_backend && is_etcd_backend(*config.rdzv_backend)) {
+    return make_etcd_rendezvous(config, secret);
+  }
   if (config.rdzv_backend && *config.rdzv_backend != "static") {
     return make_dynamic_rendezvous(config, std::move(secret));
   }

@@ -147,6 +147,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
       continue;
     }
     RendezvousInfo info = make_info(round, parse_assignment(*assignment));
+    if (options_.worker_store) find_worker_store(info, deadline);
     last_round_ = round;
     prev_rank_ = info.group_rank;
     last_info_size_ = info.group_world_size;
@@ -358,6 +359,32 @@ RendezvousInfo DynamicRendezvous::make_info(uint64_t round, const NodeAssignment
   return info;
 }
 
+void DynamicRendezvous::find_worker_store(RendezvousInfo& info, const Deadline& deadline) {
+  const std::string key = keys::worker_store(info.round);
+  Endpoint endpoint;
+  if (info.group_rank == 0) {
+    endpoint = options_.worker_store->host();
+    store_->set(key, format_endpoint(endpoint));
+  } else {
+    try {
+      store_->wait({key}, std::min(deadline, Deadline::after(options_.close_timeout)).remaining());
+    } catch (const StoreTimeout&) {
+      throw RendezvousError("rendezvous '" + options_.run_id + "' round " +
+                            std::to_string(info.round) + ": group rank 0 did not publish the " +
+                            "workers' store within close_timeout (" +
+                            seconds_text(options_.close_timeout) + ")");
+    }
+    endpoint = parse_endpoint(store_->get(key), 0);
+  }
+  options_.worker_store->use(endpoint);
+  info.master_addr = endpoint.host;
+  info.master_port = endpoint.port;
+}
+
+bool DynamicRendezvous::serves_store(const RendezvousInfo& info) const {
+  return options_.hosts_store || (options_.worker_store && info.group_rank == 0);
+}
+
 std::string DynamicRendezvous::after_change() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_reason_.empty() ? std::string()
@@ -414,6 +441,8 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   w.heartbeat_interval = options_.heartbeat_interval;
   w.lease_timeout = options_.lease_timeout;
   bind_presence(info);
+  // Without a presence, heartbeats are the only way the others see this node die.
+  w.heartbeats = options_.heartbeats || !presence_;
   watcher_ = std::make_unique<RoundWatcher>(
       w, side_connection(), side_connection(),
       [this](MembershipChange change, const std::string& reason) { on_change(change, reason); });
@@ -479,7 +508,7 @@ void DynamicRendezvous::leave(bool succeeded) {
       job_over =
           barrier.count_out(last_info_->group_rank, succeeded ? "finished" : "failed") || job_over;
     }
-    if (!job_over && options_.hosts_store) {
+    if (!job_over && serves_store(*last_info_)) {
       // Keep watching the others (a loss counts them out) but stop beating: this node is out.
       if (watcher_) watcher_->stop_beating();
       const RendezvousInfo info = *last_info_;

@@ -19,6 +19,7 @@
 #include "rendezvous/assignment.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store/store.hpp"
+#include "rendezvous/worker_store_host.hpp"
 
 namespace ddp::rendezvous {
 
@@ -40,6 +41,12 @@ struct DynamicRendezvousOptions {
   Duration close_timeout = std::chrono::seconds(30);
   Duration heartbeat_interval = std::chrono::seconds(1);
   Duration lease_timeout = std::chrono::seconds(5);  // missed beats: node lost
+  // Heartbeat keys of our own. Off where the store's presences carry liveness themselves
+  // (etcd leases: a dead agent's keys expire with its lease, and the others' watches fire).
+  bool heartbeats = true;
+  // Null: the workers use the rendezvous store (master_addr/master_port). Set: group rank 0
+  // of each round hosts the workers' store and publishes its address (the etcd backend).
+  std::shared_ptr<WorkerStoreHost> worker_store;
   Duration progress_interval = std::chrono::seconds(5);
   // Start heartbeats and change watching after each round (benchmarks turn it off).
   bool watch_membership = true;
@@ -100,6 +107,10 @@ class DynamicRendezvous final : public RendezvousHandler {
   // Reads the records, assigns ranks, writes every assignment and "closed" in one MULTI_SET.
   void publish_round(uint64_t round, int64_t count, int64_t closer);
   [[nodiscard]] RendezvousInfo make_info(uint64_t round, const NodeAssignment& a) const;
+  // With options_.worker_store: group rank 0 hosts and publishes, every node reads it.
+  void find_worker_store(RendezvousInfo& info, const Deadline& deadline);
+  // This node serves a store the others need until they are out (the exit barrier).
+  [[nodiscard]] bool serves_store(const RendezvousInfo& info) const;
   void throw_if_closed() const;
   // " (the group re-formed because <reason>)" after a membership change, else "".
   [[nodiscard]] std::string after_change() const;

@@ -15,9 +15,8 @@ namespace ddp::rendezvous {
 namespace {
 
 // Keys torchrun defines for backends or versions this launcher does not use.
-const std::set<std::string> kIgnoredKeys = {"timeout",  "read_timeout", "store_type", "use_libuv",
-                                            "protocol", "cacert",       "key",        "cert",
-                                            "ssl_cert", "ssl_key"};
+const std::set<std::string> kIgnoredKeys = {"timeout",   "read_timeout", "store_type",
+                                            "use_libuv", "ssl_cert",     "ssl_key"};
 
 bool parse_bool(const std::string& key, std::string value) {
   std::transform(value.begin(), value.end(), value.begin(),
@@ -81,13 +80,28 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
           "--rdzv_conf keep_alive_max_attempt", value, 1, std::numeric_limits<int>::max()));
     } else if (key == "is_host") {
       conf.is_host = parse_bool(key, value);
+    } else if (key == "protocol") {
+      if (value != "http" && value != "https") {
+        throw ConfigError("--rdzv_conf protocol=" + value + ": expected http or https");
+      }
+      conf.protocol = value;
+    } else if (key == "cacert" || key == "cert" || key == "key" || key == "user" ||
+               key == "password_file") {
+      if (value.empty()) throw ConfigError("--rdzv_conf " + key + "=: expected a value");
+      auto& field = key == "cacert" ? conf.cacert
+                    : key == "cert" ? conf.cert
+                    : key == "key"  ? conf.key
+                    : key == "user" ? conf.user
+                                    : conf.password_file;
+      field = value;
     } else if (kIgnoredKeys.count(key) != 0) {
       conf.ignored.push_back(key);
     } else {
       throw ConfigError("--rdzv_conf key '" + key +
                         "' is unknown; expected join_timeout, last_call_timeout, "
                         "close_timeout, is_host, keep_alive_interval, keep_alive_max_attempt, "
-                        "heartbeat_interval, lease_timeout or exit_barrier_timeout");
+                        "heartbeat_interval, lease_timeout, exit_barrier_timeout, or for etcd "
+                        "protocol, cacert, cert, key, user, password_file");
     }
   }
   // torchrun's keep-alive pair maps onto the heartbeat ring unless given directly.
@@ -137,6 +151,12 @@ Endpoint parse_endpoint(const std::string& text, uint16_t default_port) {
   if (!port) throw bad();
   ep.port = static_cast<uint16_t>(*port);
   return ep;
+}
+
+std::string format_endpoint(const Endpoint& endpoint) {
+  const std::string host =
+      is_ipv6_literal(endpoint.host) ? "[" + endpoint.host + "]" : endpoint.host;
+  return host + ":" + std::to_string(endpoint.port);
 }
 
 }  // namespace ddp::rendezvous

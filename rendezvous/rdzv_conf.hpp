@@ -19,6 +19,13 @@ struct RdzvConf {
   // How long the store host serves, after its own workers finished, for the others to.
   std::optional<Duration> exit_barrier_timeout;
   std::optional<bool> is_host;
+  // The etcd backend (docs/etcd.md): torchrun's etcd keys, and etcd's user and password.
+  std::optional<std::string> protocol;  // http or https
+  std::optional<std::string> cacert;    // PEM files
+  std::optional<std::string> cert;
+  std::optional<std::string> key;
+  std::optional<std::string> user;
+  std::optional<std::string> password_file;  // mode 0600, like --secret_file
   // Keys torchrun accepts for other backends (read_timeout, store_type, ...): ignored, and
   // listed here so the agent can say so.
   std::vector<std::string> ignored;
@@ -39,5 +46,8 @@ struct Endpoint {
 // "host:port", "host" (default_port), "[::1]:port", "[::1]" or "::1" (default_port); the
 // host comes back bare ("::1"). ConfigError naming the text ("fd00::1:29400" needs brackets).
 Endpoint parse_endpoint(const std::string& text, uint16_t default_port);
+
+// "host:port" ("[v6]:port" for IPv6): what parse_endpoint reads back.
+std::string format_endpoint(const Endpoint& endpoint);
 
 }  // namespace ddp::rendezvous

@@ -83,6 +83,11 @@ inline std::string bound(uint64_t round, int group_rank) {
 inline std::string alive(uint64_t round, int group_rank) {
   return round_key(round, "alive/" + std::to_string(group_rank));
 }
+// Where the round's workers find their TCP store, "host:port", when group rank 0 hosts it
+// (worker_store_host.hpp; the etcd backend).
+inline std::string worker_store(uint64_t round) {
+  return round_key(round, "worker_store");
+}
 // Heartbeat tick t of group rank g, and the latest tick g wrote.
 inline std::string heartbeat(uint64_t round, int group_rank, uint64_t tick) {
   return round_key(round, "hb/" + std::to_string(group_rank) + "/" + std::to_string(tick));

@@ -41,7 +41,9 @@ RoundWatcher::RoundWatcher(RoundWatcherOptions options, std::shared_ptr<Store> e
       monitor_store_(std::move(monitor_store)),
       on_change_(std::move(on_change)) {
   events_thread_ = std::thread([this] { events_loop(); });
-  if (options_.group_world_size > 1) monitor_thread_ = std::thread([this] { monitor_loop(); });
+  if (!options_.heartbeats) next_beat_ = Clock::time_point::max();
+  if (options_.group_world_size > 1 && options_.heartbeats)
+    monitor_thread_ = std::thread([this] { monitor_loop(); });
 }
 
 RoundWatcher::~RoundWatcher() {
@@ -78,7 +80,10 @@ void RoundWatcher::events_loop() {
   try {
     while (!stop_ && beating_ && !fired_) {
       if (Clock::now() >= next_beat_) beat(store);
-      const auto until_beat = std::chrono::duration_cast<Duration>(next_beat_ - Clock::now());
+      // Without heartbeats, wake every heartbeat_interval anyway to notice stop_.
+      const auto until_beat = options_.heartbeats
+                                  ? std::chrono::duration_cast<Duration>(next_beat_ - Clock::now())
+                                  : options_.heartbeat_interval;
       if (slot > kMaxChangeSlots) {
         // Every slot was used up by claims found false: beat on, monitor on, listen no more.
         std::this_thread::sleep_for(std::max(until_beat, Duration(1)));
@@ -108,7 +113,9 @@ void RoundWatcher::events_loop() {
           }
           fire(MembershipChange::kNodeLost,
                "node with group rank " + std::to_string(claim.rank) +
-                   (gone ? " is gone (its store connection closed)" : " stopped heartbeating") +
+                   (!gone                 ? " stopped heartbeating"
+                    : options_.heartbeats ? " is gone (its store connection closed)"
+                                          : " is gone (its lease expired)") +
                    in_round(round));
         } else if (claim.kind == ChangeClaim::Kind::kRejoin) {
           fire(MembershipChange::kNodeWaiting, "a member node is re-joining" + in_round(round));
@@ -181,6 +188,9 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
       }
       // Its presence is gone: the store saw its connection close (the agent died).
       if (connection_gone(store, claim.rank)) return "";
+      if (!options_.heartbeats) {
+        return "group rank " + std::to_string(claim.rank) + " still holds its presence";
+      }
       if (still_beating(store, claim.rank)) {
         return "group rank " + std::to_string(claim.rank) + " is still heartbeating";
       }
@@ -193,6 +203,7 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
 }
 
 bool RoundWatcher::still_beating(Store& store, int g) {
+  if (!options_.heartbeats) return false;
   const uint64_t round = options_.round;
   const std::string next =
       keys::heartbeat(round, g, static_cast<uint64_t>(latest_tick(store, round, g) + 1));

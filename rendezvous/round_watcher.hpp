@@ -30,6 +30,9 @@ struct RoundWatcherOptions {
   Duration heartbeat_interval = std::chrono::seconds(1);
   // No beat from the watched node for this long: it is lost.
   Duration lease_timeout = std::chrono::seconds(5);
+  // False: no heartbeats and no monitor thread; a node is lost only when its presence ends
+  // (the store's own liveness: etcd leases). The events thread still listens to claims.
+  bool heartbeats = true;
 };
 
 // Called at most once per round, from a watcher thread: what changed and a readable reason.

@@ -16,6 +16,7 @@
 #include "common/error.hpp"
 #include "common/host_address.hpp"
 #include "launcher/cli.hpp"
+#include "launcher/etcd_rendezvous.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
 #include "rendezvous/local_rendezvous.hpp"
 #include "rendezvous/static_rendezvous.hpp"
@@ -96,8 +97,27 @@ TEST_CASE("rendezvous factory: combinations it refuses, naming what was expected
       {{"--nnodes", "2:3", "--master_port", "0"}, "needs an elastic rendezvous"},
       {{"--nnodes", "2", "--master_port", "0"}, "needs --node_rank"},
       {{"--nnodes", "2", "--node_rank", "0", "--no_agent_store"}, "single-node only"},
-      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "127.0.0.1:29400"},
-       "etcd-v3"},
+      {{"--nnodes", "1:2", "--rdzv_backend", "zookeeper", "--rdzv_endpoint", "127.0.0.1:29400"},
+       "expected static, c10d or etcd-v3"},
+      // The etcd backend: refused before any member is dialled.
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3"}, "needs --rdzv_endpoint host:2379"},
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd", "--rdzv_endpoint", "127.0.0.1:1",
+        "--no_agent_store"},
+       "group-rank-0 agent serves the workers' store"},
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "127.0.0.1:1",
+        "--rdzv_conf", "cert=/tmp/c.pem"},
+       "cert= and key= go together"},
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "127.0.0.1:1",
+        "--rdzv_conf", "password_file=/tmp/p"},
+       "password_file= needs user="},
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "127.0.0.1:1",
+        "--rdzv_conf", "user=root,password_file=/nonexistent/pw"},
+       "/nonexistent/pw"},
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "127.0.0.1:99999"},
+       "127.0.0.1:99999"},
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "ftp://x:1"}, "ftp://x:1"},
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", " , "},
+       "expected the etcd members"},
       {{"--nnodes", "1:2", "--rdzv_backend", "c10d"}, "needs --rdzv_endpoint"},
   };
   for (const auto& row : table) {
@@ -106,6 +126,20 @@ TEST_CASE("rendezvous factory: combinations it refuses, naming what was expected
     INFO(line);
     CHECK_THROWS_WITH(make_rendezvous(parse(row.args), kEnv), Catch::Contains(row.says));
   }
+}
+
+TEST_CASE("rendezvous factory: etcd members from --rdzv_endpoint", "[factory][etcd]") {
+  using V = std::vector<std::string>;
+  CHECK(etcd_endpoints("10.0.0.1", false) == V{"10.0.0.1:2379"});
+  CHECK(etcd_endpoints("a:1, b ,[::1]:3,::1", false) == V{"a:1", "b:2379", "[::1]:3", "[::1]:2379"});
+  CHECK(etcd_endpoints("a:1,http://b:2,https://c:3", false) ==
+        V{"a:1", "http://b:2", "https://c:3"});
+  // protocol=https: bare members speak TLS; explicit http:// stays plain.
+  CHECK(etcd_endpoints("a:1,http://b:2", true) == V{"https://a:1", "http://b:2"});
+  CHECK(is_etcd_backend("etcd-v3"));
+  CHECK(is_etcd_backend("etcd"));
+  CHECK(is_etcd_backend("etcd-v2"));
+  CHECK_FALSE(is_etcd_backend("c10d"));
 }
 
 namespace {

@@ -25,6 +25,24 @@ TEST_CASE("rdzv_conf: torchrun keys, units and the keep-alive pair", "[rdzv][con
   CHECK(parse_rdzv_conf("lease_timeout=1m").lease_timeout == 60s);
 }
 
+TEST_CASE("rdzv_conf: the etcd backend's keys", "[rdzv][conf][etcd]") {
+  const auto conf = parse_rdzv_conf(
+      "protocol=https,cacert=/etc/ca.pem,cert=/etc/c.pem,key=/etc/c.key,user=ddp,"
+      "password_file=/etc/pw");
+  CHECK(conf.protocol == "https");
+  CHECK(conf.cacert == "/etc/ca.pem");
+  CHECK(conf.cert == "/etc/c.pem");
+  CHECK(conf.key == "/etc/c.key");
+  CHECK(conf.user == "ddp");
+  CHECK(conf.password_file == "/etc/pw");
+  CHECK(conf.ignored.empty());
+  CHECK_THROWS_WITH(parse_rdzv_conf("protocol=grpc"),
+                    Catch::Contains("protocol=grpc") && Catch::Contains("http or https"));
+  CHECK_THROWS_WITH(parse_rdzv_conf("cacert="), Catch::Contains("cacert=: expected a value"));
+  CHECK(format_endpoint(parse_endpoint("[fd00::1]:5", 1)) == "[fd00::1]:5");
+  CHECK(format_endpoint(parse_endpoint("node1", 2379)) == "node1:2379");
+}
+
 TEST_CASE("rdzv_conf: bad items are named with what was expected", "[rdzv][conf]") {
   CHECK_THROWS_WITH(parse_rdzv_conf("join_timeout"), Catch::Contains("expected key=value"));
   CHECK_THROWS_WITH(parse_rdzv_conf("join_timeout=ten"),

@@ -16,6 +16,7 @@
 #include "rendezvous/store/prefix_store.hpp"
 #include "tests/support/etcd_cluster.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/test_certificates.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
@@ -343,57 +344,8 @@ TEST_CASE("etcd store: a cluster with auth enabled takes a user and password", "
   CHECK(writer.add("n", 2) == 2);
 }
 
-namespace {
-
-// A CA, a member certificate for 127.0.0.1 and a client certificate, made with openssl.
-struct TestCertificates {
-  ddp::test::TempDir dir;
-  std::string ca() const { return dir.file("ca.crt"); }
-
-  TestCertificates() {
-    const std::string ssl = "/usr/bin/openssl";
-    const auto run = [](std::vector<std::string> argv) {
-      const auto result = ddp::test::run_process(std::move(argv), 30s);
-      if (result.exit_code != 0) throw std::runtime_error("openssl failed: " + result.output);
-    };
-    const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt",
-                                         "ec_paramgen_curve:prime256v1", "-nodes"};
-    std::vector<std::string> ca_req = {ssl,
-                                       "req",
-                                       "-x509",
-                                       "-days",
-                                       "1",
-                                       "-subj",
-                                       "/CN=ddp-test-ca",
-                                       "-keyout",
-                                       dir.file("ca.key"),
-                                       "-out",
-                                       ca()};
-    ca_req.insert(ca_req.begin() + 2, ec.begin(), ec.end());
-    run(ca_req);
-    // clientAuth too: etcd 3.4's gateway reaches its own gRPC server with the member's
-    // certificate, and --client-cert-auth checks it like any client's.
-    dir.write("server.ext",
-              "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n");
-    dir.write("client.ext", "extendedKeyUsage=clientAuth\n");
-    for (const std::string name : {"server", "client"}) {
-      std::vector<std::string> csr = {ssl,       "req",
-                                      "-subj",   "/CN=" + name,
-                                      "-keyout", dir.file(name + ".key"),
-                                      "-out",    dir.file(name + ".csr")};
-      csr.insert(csr.begin() + 2, ec.begin(), ec.end());
-      run(csr);
-      run({ssl, "x509", "-req", "-days", "1", "-in", dir.file(name + ".csr"), "-CA", ca(), "-CAkey",
-           dir.file("ca.key"), "-CAcreateserial", "-extfile", dir.file(name + ".ext"), "-out",
-           dir.file(name + ".crt")});
-    }
-  }
-};
-
-}  // namespace
-
 TEST_CASE("etcd store: https to members that ask for a client certificate", "[etcd]") {
-  const TestCertificates certs;
+  const ddp::test::TestCertificates certs;
   ddp::test::EtcdTls tls;
   tls.cert_file = certs.dir.file("server.crt");
   tls.key_file = certs.dir.file("server.key");

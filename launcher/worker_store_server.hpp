@@ -1,0 +1,42 @@
+#pragma once
+// The workers' TCP store where the rendezvous lives elsewhere (etcd): this agent serves it
+// while it is group rank 0 (started the first time, kept for later rounds, so a restart on
+// the same nodes reuses it), and remembers which node's store the current round's workers
+// use, to confine them there (docs/etcd.md, docs/security.md).
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "rendezvous/store/server/store_server.hpp"
+#include "rendezvous/worker_store_host.hpp"
+
+namespace ddp::launcher {
+
+struct WorkerStoreServerOptions {
+  std::string dial_host;            // where the other nodes' workers reach this node (MASTER_ADDR)
+  std::string local_addr;           // --local_addr ("" when not given)
+  std::optional<std::string> bind;  // --store_bind
+  uint16_t port = 0;                // 0: a free port
+  std::string secret;               // the job secret ("" = open store)
+};
+
+class WorkerStoreServer final : public rendezvous::WorkerStoreHost {
+ public:
+  explicit WorkerStoreServer(WorkerStoreServerOptions options);
+
+  rendezvous::Endpoint host() override;
+  void use(const rendezvous::Endpoint& endpoint) override;
+
+  // Confines the current round's PyTorch workers to prefix on the store they use: directly
+  // when this agent serves it, else over an authenticated connection. Needs a secret.
+  void set_worker_namespace(const std::string& prefix);
+
+ private:
+  WorkerStoreServerOptions options_;
+  std::mutex mu_;
+  std::unique_ptr<rendezvous::StoreServer> server_;
+  std::optional<rendezvous::Endpoint> in_use_;
+};
+
+}  // namespace ddp::launcher
