@@ -2,6 +2,7 @@
 #include "rendezvous/dynamic_rendezvous.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <future>
@@ -475,4 +476,78 @@ TEST_CASE("dynamic: a node whose store connection drops is lost at once, not aft
   check_consistent(infos, {1, 1});
   CHECK(infos[0].group_world_size == 2);
   CHECK(infos[0].round == 1);
+}
+
+TEST_CASE("dynamic: without heartbeats (a lease store) only an ended presence loses a node",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  o.heartbeats = false;  // the etcd backend: each agent's lease is its liveness
+  o.last_call_timeout = 60s;
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  const int lost_rank = join_all({a.get(), b.get(), d.get()})[2].group_rank;
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+  // Many lease_timeouts pass without a single heartbeat key: nobody is taken for lost.
+  std::this_thread::sleep_for(o.lease_timeout * 4);
+  CHECK(log_a.count() == 0);
+  CHECK(log_b.count() == 0);
+  CHECK_FALSE(c.store->check({"/ddp_rdzv/job/r0/hb/0/latest"}));
+  // d's lease expires (its agent died): the store runs its records.
+  REQUIRE(c.store->sever_presence_holding("/ddp_rdzv/job/r0/alive/" + std::to_string(lost_rank)));
+  d.reset();
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  CHECK_THAT(a->last_change_reason(), Catch::Contains("is gone (its lease expired)"));
+  check_consistent(join_all({a.get(), b.get()}), {1, 1});
+}
+
+namespace {
+
+// Records what the rendezvous asked of the workers' store host.
+class FakeWorkerStore final : public ddp::rendezvous::WorkerStoreHost {
+ public:
+  explicit FakeWorkerStore(uint16_t port) : port_(port) {}
+  ddp::rendezvous::Endpoint host() override {
+    ++hosted;
+    return {"10.0.0.7", port_};
+  }
+  void use(const ddp::rendezvous::Endpoint& endpoint) override {
+    used = ddp::rendezvous::format_endpoint(endpoint);
+  }
+  std::atomic<int> hosted{0};
+  std::string used;
+
+ private:
+  uint16_t port_;
+};
+
+}  // namespace
+
+TEST_CASE("dynamic: group rank 0 hosts the workers' store and every node gets its address",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  std::vector<std::shared_ptr<FakeWorkerStore>> fakes;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (uint16_t i = 0; i < 3; ++i) {
+    auto o = Cluster::options(3, 3);
+    fakes.push_back(std::make_shared<FakeWorkerStore>(static_cast<uint16_t>(5000 + i)));
+    o.worker_store = fakes.back();
+    nodes.push_back(c.node(o));
+  }
+  const auto infos = join_all({nodes[0].get(), nodes[1].get(), nodes[2].get()});
+  int host = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (infos[i].group_rank == 0) host = i;
+  }
+  REQUIRE(host >= 0);
+  const std::string expected = "10.0.0.7:" + std::to_string(5000 + host);
+  for (int i = 0; i < 3; ++i) {
+    INFO("node " << i);
+    CHECK(fakes[i]->hosted == (i == host ? 1 : 0));
+    CHECK(fakes[i]->used == expected);
+    CHECK(infos[i].master_addr == "10.0.0.7");
+    CHECK(infos[i].master_port == 5000 + host);
+  }
 }
