@@ -20,6 +20,9 @@ namespace keys = rdzv_keys;
 
 namespace {
 
+// Keys in one MULTI_SET of the closing node at most (etcd's --max-txn-ops default).
+constexpr size_t kMaxKeysPerWrite = 128;
+
 std::string seconds_text(Duration d) {
   const auto ms = d.count();
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
@@ -330,6 +333,20 @@ void DynamicRendezvous::publish_round(uint64_t round, int64_t count, int64_t clo
     if (!assignments[i]) continue;
     out_keys.push_back(keys::assign(round, static_cast<int64_t>(i) + 1));
     out_values.push_back(format_assignment(*assignments[i]));
+  }
+  // A store may take only so many keys in one atomic write (etcd: 128 operations per
+  // transaction). Beyond that the assignments go first, in chunks, and "closed" last: whoever
+  // sees "closed" still finds its assignment.
+  if (out_keys.size() + 2 > kMaxKeysPerWrite) {
+    for (size_t begin = 0; begin < out_keys.size(); begin += kMaxKeysPerWrite) {
+      const size_t end = std::min(out_keys.size(), begin + kMaxKeysPerWrite);
+      store_->multi_set({out_keys.begin() + static_cast<std::ptrdiff_t>(begin),
+                         out_keys.begin() + static_cast<std::ptrdiff_t>(end)},
+                        {out_values.begin() + static_cast<std::ptrdiff_t>(begin),
+                         out_values.begin() + static_cast<std::ptrdiff_t>(end)});
+    }
+    out_keys.clear();
+    out_values.clear();
   }
   // The size serves agents that are not members (the store host's exit barrier).
   out_keys.push_back(keys::size(round));

@@ -1,5 +1,7 @@
 #include "rendezvous/store/etcd/etcd_store.hpp"
 
+#include <random>
+#include <thread>
 #include <utility>
 
 #include "common/error.hpp"
@@ -115,9 +117,8 @@ EtcdStore::Current EtcdStore::read_one(const std::string& key, const Deadline& d
   return cur;
 }
 
-bool EtcdStore::put_if_unchanged(const std::string& key, const Current& cur,
-                                 const std::string& value, const Deadline& deadline,
-                                 const std::string& ctx) {
+bool EtcdStore::put_if_unchanged(const std::string& key, Current& cur, const std::string& value,
+                                 const Deadline& deadline, const std::string& ctx) {
   json compare = {{"key", base64_encode(full(key))}, {"result", "EQUAL"}};
   if (cur.value) {
     compare["target"] = "MOD";
@@ -126,11 +127,27 @@ bool EtcdStore::put_if_unchanged(const std::string& key, const Current& cur,
     compare["target"] = "CREATE";  // create revision 0: the key does not exist
     compare["create_revision"] = "0";
   }
+  // When another client got there first, the failure branch reads the key in the same
+  // transaction: the retry needs no read of its own.
   const json txn = {{"compare", json::array({compare})},
-                    {"success", json::array({put_of(full(key), value)})}};
+                    {"success", json::array({put_of(full(key), value)})},
+                    {"failure", json::array({{{"request_range", range_of(full(key))}}})}};
   // Not idempotent: sent twice it could apply twice (another client may change the key in
   // between), so a connection lost after sending is reported, not retried.
-  return client_->call("/v3/kv/txn", txn, deadline, ctx, false).value("succeeded", false);
+  const json reply = client_->call("/v3/kv/txn", txn, deadline, ctx, false);
+  if (reply.value("succeeded", false)) return true;
+  cur = Current{{}, 0, cur.conflicts};
+  if (const json* kv = first_kv(txn_range(reply, 0))) {
+    cur.value = value_of(*kv);
+    cur.mod_revision = json_int(*kv, "mod_revision");
+  }
+  // Many clients on one counter (every node's arrival): each lost race doubles a random
+  // pause (1 ms up to 64 ms), so N clients take O(N log N) attempts instead of O(N^2).
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  ++cur.conflicts;
+  const uint32_t window_us = 1000U << std::min(cur.conflicts - 1, 6);
+  std::this_thread::sleep_for(std::chrono::microseconds(rng() % window_us));
+  return false;
 }
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
@@ -149,11 +166,13 @@ std::string EtcdStore::get(const std::string& key) {
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const auto deadline = Deadline::after(timeout());
   const std::string ctx = context("add", {key});
+  Current cur = read_one(key, deadline, ctx);
   for (;;) {
-    const Current cur = read_one(key, deadline, ctx);
     KeyValueMap scratch;
     if (cur.value) scratch.emplace(key, *cur.value);
     const int64_t result = apply_add(scratch, key, delta);  // ProtocolError as MemoryStore
+    // ADD 0 of an existing counter is a read: no write, so readers never race the writers.
+    if (delta == 0 && cur.value) return result;
     if (put_if_unchanged(key, cur, scratch[key], deadline, ctx)) return result;
   }
 }
@@ -187,7 +206,8 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
     std::string current = value_of(*kv);
     if (!expected.empty() || !current.empty()) return current;
     // The key holds "" and expected is "": a match (as MemoryStore), on its mod revision.
-    if (put_if_unchanged(key, Current{current, json_int(*kv, "mod_revision")}, desired, deadline,
+    Current seen{current, json_int(*kv, "mod_revision")};
+    if (put_if_unchanged(key, seen, desired, deadline,
                          ctx)) {
       return desired;
     }
@@ -250,9 +270,8 @@ int64_t EtcdStore::num_keys() {
 void EtcdStore::append(const std::string& key, const std::string& value) {
   const auto deadline = Deadline::after(timeout());
   const std::string ctx = context("append", {key});
-  for (;;) {
-    const Current cur = read_one(key, deadline, ctx);
-    if (put_if_unchanged(key, cur, cur.value.value_or("") + value, deadline, ctx)) return;
+  Current cur = read_one(key, deadline, ctx);
+  while (!put_if_unchanged(key, cur, cur.value.value_or("") + value, deadline, ctx)) {
   }
 }
 

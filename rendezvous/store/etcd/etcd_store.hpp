@@ -73,10 +73,12 @@ class EtcdStore final : public Store {
   struct Current {
     std::optional<std::string> value;
     int64_t mod_revision = 0;
+    int conflicts = 0;  // transactions lost to other clients so far (put_if_unchanged)
   };
   Current read_one(const std::string& key, const Deadline& deadline, const std::string& context);
-  // A transaction: put key=value when key is unchanged since cur was read. True when it was.
-  bool put_if_unchanged(const std::string& key, const Current& cur, const std::string& value,
+  // A transaction: put key=value when key is unchanged since cur was read. True when it was;
+  // else cur is what the key holds now (read in the same transaction).
+  bool put_if_unchanged(const std::string& key, Current& cur, const std::string& value,
                         const Deadline& deadline, const std::string& context);
   // Blocks until every key exists (StoreTimeout naming the missing ones at deadline).
   void wait_until(const std::vector<std::string>& keys, const Deadline& deadline, Duration timeout,
@@ -86,6 +88,7 @@ class EtcdStore final : public Store {
 
   EtcdStoreOptions options_;
   std::shared_ptr<EtcdClient> client_;  // shared with the presences
+
 };
 
 }  // namespace ddp::rendezvous
