@@ -31,6 +31,7 @@ std::vector<std::vector<int>> group_by(const Topology& topology, const std::vect
   std::map<long, std::vector<int>> groups;
   for (int cpu : cpus) groups[key(*topology.find(cpu))].push_back(cpu);
   std::vector<std::vector<int>> ordered;
+  ordered.reserve(groups.size());
   for (auto& [id, members] : groups) ordered.push_back(std::move(members));
   std::sort(ordered.begin(), ordered.end(),
             [](const auto& a, const auto& b) { return a.front() < b.front(); });

@@ -27,7 +27,7 @@ std::string parse_error(const std::string& value, int nproc) {
   return "(no error)";
 }
 
-std::string cli_error(std::vector<std::string> args, Environment env = kEnv) {
+std::string cli_error(const std::vector<std::string>& args, const Environment& env = kEnv) {
   try {
     parse_command_line(args, env);
   } catch (const ddp::ConfigError& e) {
@@ -36,7 +36,7 @@ std::string cli_error(std::vector<std::string> args, Environment env = kEnv) {
   return "(no error)";
 }
 
-LaunchConfig parse(std::vector<std::string> args, Environment env = kEnv) {
+LaunchConfig parse(const std::vector<std::string>& args, const Environment& env = kEnv) {
   auto command_line = parse_command_line(args, env);
   REQUIRE(command_line.config.has_value());
   return *command_line.config;

@@ -38,7 +38,7 @@ std::vector<GpuInfo> eight_gpus() {
   return gpus;
 }
 
-MachineLayout machine(const std::string& synthetic, std::vector<GpuInfo> gpus,
+MachineLayout machine(const std::string& synthetic, const std::vector<GpuInfo>& gpus,
                       const Environment& env = {}) {
   MachineLayout layout;
   layout.topology = load_synthetic_topology(synthetic);
@@ -47,7 +47,7 @@ MachineLayout machine(const std::string& synthetic, std::vector<GpuInfo> gpus,
   return layout;
 }
 
-std::vector<CpuBinding> bind(NumaMode mode, const MachineLayout& layout, int nproc) {
+std::vector<CpuBinding> bind_ranks(NumaMode mode, const MachineLayout& layout, int nproc) {
   LaunchConfig config;
   config.nproc_per_node = nproc;
   config.numa_binding = mode;
@@ -56,7 +56,7 @@ std::vector<CpuBinding> bind(NumaMode mode, const MachineLayout& layout, int npr
 
 std::string error_of(NumaMode mode, const MachineLayout& layout, int nproc) {
   try {
-    bind(mode, layout, nproc);
+    bind_ranks(mode, layout, nproc);
   } catch (const ddp::ConfigError& e) {
     return e.what();
   }
@@ -90,7 +90,7 @@ TEST_CASE("hwloc's synthetic topology: CPUs, cores, caches, nodes and sockets", 
 }
 
 TEST_CASE("node: each rank gets every CPU and the memory of its GPU's NUMA node", "[binding]") {
-  auto bindings = bind(NumaMode::kNode, machine(kTwoSockets, eight_gpus()), 8);
+  auto bindings = bind_ranks(NumaMode::kNode, machine(kTwoSockets, eight_gpus()), 8);
   REQUIRE(bindings.size() == 8);
   for (int rank = 0; rank < 8; ++rank) {
     INFO("local rank " << rank);
@@ -102,7 +102,7 @@ TEST_CASE("node: each rank gets every CPU and the memory of its GPU's NUMA node"
 }
 
 TEST_CASE("socket: each rank gets both NUMA nodes of its GPU's socket", "[binding]") {
-  auto bindings = bind(NumaMode::kSocket, machine(kTwoSockets, eight_gpus()), 8);
+  auto bindings = bind_ranks(NumaMode::kSocket, machine(kTwoSockets, eight_gpus()), 8);
   REQUIRE(bindings.size() == 8);
   for (int rank = 0; rank < 8; ++rank) {
     INFO("local rank " << rank);
@@ -113,7 +113,7 @@ TEST_CASE("socket: each rank gets both NUMA nodes of its GPU's socket", "[bindin
 }
 
 TEST_CASE("exclusive: a node's cores split evenly among its GPUs, none shared", "[binding]") {
-  auto bindings = bind(NumaMode::kExclusive, machine(kTwoSockets, eight_gpus()), 8);
+  auto bindings = bind_ranks(NumaMode::kExclusive, machine(kTwoSockets, eight_gpus()), 8);
   REQUIRE(bindings.size() == 8);
   for (int rank = 0; rank < 8; ++rank) {
     INFO("local rank " << rank);
@@ -126,7 +126,7 @@ TEST_CASE("exclusive: a node's cores split evenly among its GPUs, none shared", 
 
 TEST_CASE("exclusive: fewer workers than GPUs still get only their GPU's share", "[binding]") {
   // torchrun divides a node among all its GPUs, used or not.
-  auto bindings = bind(NumaMode::kExclusive, machine(kTwoSockets, eight_gpus()), 3);
+  auto bindings = bind_ranks(NumaMode::kExclusive, machine(kTwoSockets, eight_gpus()), 3);
   REQUIRE(bindings.size() == 3);
   CHECK(bindings[0].cpus == range(0, 7));
   CHECK(bindings[1].cpus == range(8, 15));
@@ -135,7 +135,7 @@ TEST_CASE("exclusive: fewer workers than GPUs still get only their GPU's share",
 
 TEST_CASE("exclusive: uneven shares give the lowest GPUs one more core", "[binding]") {
   std::vector<GpuInfo> three(3);  // all on node 0 of an 8-core machine
-  auto bindings = bind(NumaMode::kExclusive, machine("pack:1 numa:1 core:8 pu:2", three), 3);
+  auto bindings = bind_ranks(NumaMode::kExclusive, machine("pack:1 numa:1 core:8 pu:2", three), 3);
   REQUIRE(bindings.size() == 3);
   CHECK(bindings[0].cpus == range(0, 5));    // 3 cores
   CHECK(bindings[1].cpus == range(6, 11));   // 3 cores
@@ -146,7 +146,7 @@ TEST_CASE("exclusive: hyperthreads numbered apart stay with their core", "[bindi
   // As on most servers: core i holds CPUs i and i+4.
   auto layout = machine("pack:1 numa:1 core:4 pu:2(indexes=2*4:1*2)", std::vector<GpuInfo>(2));
   REQUIRE(layout.topology.find(0)->core == layout.topology.find(4)->core);
-  auto bindings = bind(NumaMode::kExclusive, layout, 2);
+  auto bindings = bind_ranks(NumaMode::kExclusive, layout, 2);
   CHECK(bindings[0].cpus == std::vector<int>{0, 1, 4, 5});
   CHECK(bindings[1].cpus == std::vector<int>{2, 3, 6, 7});
 }
@@ -163,7 +163,7 @@ TEST_CASE("exclusive: more GPUs on a node than cores is an error naming both", "
 TEST_CASE("core-complex: one L3 each within the GPU's node, round-robin when short", "[binding]") {
   // Four L3s of 2 cores per node: an L3 is 4 CPUs, a node 16.
   auto layout = machine("pack:2 numa:2 l3:4 core:2 pu:2", eight_gpus());
-  auto bindings = bind(NumaMode::kCoreComplex, layout, 8);
+  auto bindings = bind_ranks(NumaMode::kCoreComplex, layout, 8);
   REQUIRE(bindings.size() == 8);
   for (int rank = 0; rank < 8; ++rank) {
     INFO("local rank " << rank);
@@ -172,12 +172,12 @@ TEST_CASE("core-complex: one L3 each within the GPU's node, round-robin when sho
     CHECK(bindings[rank].mems == std::vector<int>{rank / 2});
   }
   // exclusive on the same machine: half a node each, not one L3.
-  CHECK(bind(NumaMode::kExclusive, layout, 1)[0].cpus == range(0, 7));
+  CHECK(bind_ranks(NumaMode::kExclusive, layout, 1)[0].cpus == range(0, 7));
 
   // Three GPUs on a node with two L3s: the third shares the first L3.
   auto short_of_caches =
-      bind(NumaMode::kCoreComplex,
-           machine("pack:1 numa:1 l3:2 core:2 pu:2", std::vector<GpuInfo>(3)), 3);
+      bind_ranks(NumaMode::kCoreComplex,
+                 machine("pack:1 numa:1 l3:2 core:2 pu:2", std::vector<GpuInfo>(3)), 3);
   CHECK(short_of_caches[0].cpus == range(0, 3));
   CHECK(short_of_caches[1].cpus == range(4, 7));
   CHECK(short_of_caches[2].cpus == range(0, 3));
@@ -185,20 +185,20 @@ TEST_CASE("core-complex: one L3 each within the GPU's node, round-robin when sho
 
 TEST_CASE("without GPUs, local ranks spread evenly over the NUMA nodes", "[binding]") {
   auto layout = machine(kTwoSockets, {});
-  auto eight = bind(NumaMode::kNode, layout, 8);
+  auto eight = bind_ranks(NumaMode::kNode, layout, 8);
   for (int rank = 0; rank < 8; ++rank) CHECK(eight[rank].mems == std::vector<int>{rank / 2});
   CHECK_THAT(eight[0].reason, Contains("no GPU"));
   // Two ranks: one per socket, not both on socket 0.
-  auto two = bind(NumaMode::kNode, layout, 2);
+  auto two = bind_ranks(NumaMode::kNode, layout, 2);
   CHECK(two[0].cpus == range(0, 15));
   CHECK(two[1].cpus == range(32, 47));
   // Exclusive shares among the ranks placed on a node, none shared.
-  auto exclusive = bind(NumaMode::kExclusive, layout, 8);
+  auto exclusive = bind_ranks(NumaMode::kExclusive, layout, 8);
   CHECK(exclusive[0].cpus == range(0, 7));
   CHECK(exclusive[1].cpus == range(8, 15));
   check_partition(exclusive, range(0, 63));
   // More ranks than nodes and uneven: 3 ranks on node 0 of a one-node machine.
-  auto one_node = bind(NumaMode::kExclusive, machine("pack:1 numa:1 core:6 pu:1", {}), 3);
+  auto one_node = bind_ranks(NumaMode::kExclusive, machine("pack:1 numa:1 core:6 pu:1", {}), 3);
   check_partition(one_node, range(0, 5));
   for (const auto& binding : one_node) CHECK(binding.cpus.size() == 2);
 }
@@ -207,12 +207,12 @@ TEST_CASE("CUDA_VISIBLE_DEVICES decides which GPU (and so which node) a local ra
           "[binding]") {
   auto layout = machine(kTwoSockets, eight_gpus(), {{"CUDA_VISIBLE_DEVICES", "6,GPU-00000003,0"}});
   REQUIRE(layout.gpus.size() == 3);
-  auto bindings = bind(NumaMode::kNode, layout, 3);
+  auto bindings = bind_ranks(NumaMode::kNode, layout, 3);
   CHECK(bindings[0].mems == std::vector<int>{3});  // GPU 6
   CHECK(bindings[1].mems == std::vector<int>{1});  // GPU 3, by UUID
   CHECK(bindings[2].mems == std::vector<int>{0});  // GPU 0
   // Exclusive shares still count every visible GPU on the node: GPU 6 alone on node 3.
-  CHECK(bind(NumaMode::kExclusive, layout, 1)[0].cpus == range(48, 63));
+  CHECK(bind_ranks(NumaMode::kExclusive, layout, 1)[0].cpus == range(48, 63));
 }
 
 TEST_CASE("more workers than visible GPUs is an error naming the counts", "[binding]") {
@@ -225,7 +225,7 @@ TEST_CASE("only the CPUs this process may use are bound, and a GPU node without 
           "[binding]") {
   auto layout = machine(kTwoSockets, eight_gpus());
   layout.allowed = range(4, 63);  // as under taskset -c 4-63
-  auto bindings = bind(NumaMode::kNode, layout, 2);
+  auto bindings = bind_ranks(NumaMode::kNode, layout, 2);
   CHECK(bindings[0].cpus == range(4, 15));
   layout.allowed = range(16, 63);
   auto error = error_of(NumaMode::kNode, layout, 2);
@@ -235,7 +235,7 @@ TEST_CASE("only the CPUs this process may use are bound, and a GPU node without 
 
 TEST_CASE("each worker's binding is described on one line", "[binding]") {
   auto layout = machine(kTwoSockets, eight_gpus());
-  auto bindings = bind(NumaMode::kSocket, layout, 8);
+  auto bindings = bind_ranks(NumaMode::kSocket, layout, 8);
   CHECK(describe_binding(5, bindings[5], layout.topology) ==
         "local rank 5: CPUs 32-63 (NUMA nodes 2-3), memory bound to NUMA nodes 2-3 "
         "[--numa_binding=socket, GPU 5 (0000:15:00.0)]");
