@@ -106,6 +106,9 @@ const Topology::Pu* Topology::find(int cpu) const {
 
 Topology load_topology() {
   auto topology = make_topology();
+  // Keep CPUs a cgroup withholds: refusing one then says "outside the CPUs this process may
+  // use" (the affinity check) instead of "does not exist".
+  hwloc_topology_set_flags(topology.get(), HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   if (hwloc_topology_load(topology.get()) != 0) {
     throw Error("hwloc: could not read this machine's topology: " + errno_text(errno));
   }
