@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "launcher/cpu_bind_option.hpp"
 #include "launcher/cpu_list.hpp"
@@ -32,6 +33,16 @@ std::string node_list(const std::vector<int>& nodes) {
   return (nodes.size() == 1 ? "NUMA node " : "NUMA nodes ") + format_cpu_list(nodes);
 }
 
+std::vector<int> allowed_mems() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (!line.starts_with("Mems_allowed_list:")) continue;
+    auto value = line.substr(line.find_first_not_of(" \t", 18));
+    return parse_cpu_list(value).value_or(std::vector<int>{});
+  }
+  return {};
+}
+
 }  // namespace
 
 MachineLayout probe_machine_layout(const Environment& env) {
@@ -41,6 +52,7 @@ MachineLayout probe_machine_layout(const Environment& env) {
   machine.gpus = visible_gpus(probe_gpu_locality(), env);
   std::error_code ec;
   machine.numa_memory = std::filesystem::exists("/sys/devices/system/node/node0", ec);
+  machine.allowed_mems = allowed_mems();
   return machine;
 }
 
@@ -70,6 +82,10 @@ std::vector<CpuBinding> resolve_worker_bindings(const LaunchConfig& config,
   for (const auto& anchor : anchors) {
     auto binding =
         numa_binding_for(*config.numa_binding, machine.topology, machine.allowed, anchor);
+    // A node whose memory the cpuset withholds would make set_mempolicy fail in the worker;
+    // bind within what is allowed, and leave memory alone (the line says so) if nothing is.
+    if (!machine.allowed_mems.empty())
+      binding.mems = intersect_ids(binding.mems, machine.allowed_mems);
     if (!machine.numa_memory) binding.mems.clear();
     binding.reason =
         mode + (anchor.gpu >= 0 ? ", GPU " + std::to_string(anchor.gpu) + " (" +

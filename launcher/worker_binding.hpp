@@ -18,6 +18,9 @@ struct MachineLayout {
   std::vector<int> allowed;   // CPUs this process may use (sched_getaffinity), sorted
   std::vector<GpuInfo> gpus;  // the GPUs workers see, in CUDA order
   bool numa_memory = true;    // the kernel has memory policies (a NUMA kernel); else CPUs only
+  // NUMA nodes whose memory this process may use (its cpuset's Mems_allowed_list); memory is
+  // bound only within them. Empty: no limit known.
+  std::vector<int> allowed_mems;
 };
 
 // This machine: hwloc, sched_getaffinity, probe_gpu_locality as CUDA_VISIBLE_DEVICES orders

@@ -243,3 +243,14 @@ TEST_CASE("each worker's binding is described on one line", "[binding]") {
   CHECK(describe_binding(0, cpus_only, layout.topology) ==
         "local rank 0: CPUs 3,17 (NUMA nodes 0-1), memory not bound [--cpu_bind]");
 }
+
+TEST_CASE("memory is bound only to nodes the cpuset allows, else left alone", "[binding]") {
+  auto layout = machine(kTwoSockets, eight_gpus());
+  layout.allowed_mems = {1, 2};  // as a cpuset's Mems_allowed_list
+  auto socket = bind_ranks(NumaMode::kSocket, layout, 1);
+  CHECK(socket[0].mems == std::vector<int>{1});
+  auto node = bind_ranks(NumaMode::kNode, layout, 1);
+  CHECK(node[0].cpus == range(0, 15));
+  CHECK(node[0].mems.empty());
+  CHECK_THAT(describe_binding(0, node[0], layout.topology), Contains("memory not bound"));
+}
