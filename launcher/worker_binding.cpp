@@ -37,8 +37,9 @@ std::vector<int> allowed_mems() {
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);) {
     if (!line.starts_with("Mems_allowed_list:")) continue;
-    auto value = line.substr(line.find_first_not_of(" \t", 18));
-    return parse_cpu_list(value).value_or(std::vector<int>{});
+    auto start = line.find_first_not_of(" \t", 18);
+    if (start == std::string::npos) return {};
+    return parse_cpu_list(line.substr(start)).value_or(std::vector<int>{});
   }
   return {};
 }
