@@ -9,6 +9,10 @@ find_package(ZLIB REQUIRED)
 # members (Boost.Beast's ssl_stream).
 find_package(OpenSSL REQUIRED)
 find_package(BLAS REQUIRED)
+# hwloc (Debian's libhwloc-dev): the machine's CPU, cache, NUMA and socket topology for
+# --numa_binding (docs/binding.md); found through its pkg-config file, hwloc.pc.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc>=2)
 
 # Gloo: Debian ships headers and libgloo.so without a CMake config.
 find_path(GLOO_INCLUDE_DIR gloo/context.h REQUIRED)

@@ -289,6 +289,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     spec.local_rank = slot.local_rank;
     spec.argv = build_worker_argv(config, options_.env, slot.local_rank);
     spec.env = build_worker_env(config, options_.env, attempt, slot.local_rank, slot.error_file);
+    if (index < options_.bindings.size()) spec.binding = options_.bindings[index];
     if (hang_) {
       for (auto& var : hang_->worker_env()) spec.env.push_back(var);
     }

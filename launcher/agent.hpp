@@ -54,6 +54,8 @@ struct AgentOptions {
   std::function<void(const std::string&)> set_worker_namespace;
   // How hang detection reads /proc (tests pass a fake; null: the real one).
   HangWatch::ProcReader read_proc;
+  // Per local rank: the CPUs and memory its worker is bound to (empty: no binding).
+  std::vector<CpuBinding> bindings;
 };
 
 class Agent {

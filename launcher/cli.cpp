@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "launcher/cpu_bind_option.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -91,6 +92,8 @@ struct RawOptions {
   std::string pass_local_rank_arg;
   bool no_agent_store = false;
   std::string events_file;
+  std::string numa_binding;
+  std::string cpu_bind;
 };
 
 void add_options(CLI::App& app, RawOptions& raw) {
@@ -149,6 +152,12 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_option("--secret_file,--secret-file", raw.secret_file,
                  "The job secret (a file of mode 0600): agents and native workers prove it to "
                  "the store; one-node jobs make their own (docs/security.md)");
+  app.add_option("--numa_binding,--numa-binding", raw.numa_binding,
+                 "Bind each worker's CPUs and memory near its GPU: node, socket, exclusive or "
+                 "core-complex (docs/binding.md)");
+  app.add_option("--cpu_bind,--cpu-bind", raw.cpu_bind,
+                 "CPUs per local rank: map_cpu:0,4,... mask_cpu:0x3,0xc,... or 0-3:4-7 "
+                 "(docs/binding.md)");
 }
 
 // PET_<NAME> supplies any option not given on the command line.
@@ -232,6 +241,21 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   config.agent_store = !raw.no_agent_store;
   if (!raw.events_file.empty()) config.events_file = raw.events_file;
   if (!raw.secret_file.empty()) config.secret_file = raw.secret_file;
+  if (given("--numa_binding")) {
+    config.numa_binding = parse_numa_mode(raw.numa_binding);
+    if (!config.numa_binding) {
+      throw ConfigError("--numa_binding=" + raw.numa_binding +
+                        ": expected node, socket, exclusive or core-complex");
+    }
+  }
+  if (given("--cpu_bind")) {
+    if (config.numa_binding) {
+      throw ConfigError("--cpu_bind=" + raw.cpu_bind + " and --numa_binding=" + raw.numa_binding +
+                        " cannot be used together: pick one way of binding");
+    }
+    config.cpu_bind = raw.cpu_bind;
+    config.cpu_bind_cpus = parse_cpu_bind(raw.cpu_bind, config.nproc_per_node);
+  }
   if (auto it = env.find("PYTHON_EXEC"); it != env.end() && !it->second.empty()) {
     config.python_exec = it->second;
   }

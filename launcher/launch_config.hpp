@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/numa_binding.hpp"
+
 namespace ddp::launcher {
 
 // The agent's environment as name -> value (captured once in main, passed down).
@@ -73,6 +75,11 @@ struct LaunchConfig {
   std::optional<std::vector<int>> local_ranks_filter;  // console shows only these
   std::string log_line_prefix_template = "[${role_name}${local_rank}]:";
   std::optional<std::string> events_file;
+
+  // --- CPU and memory binding (docs/binding.md); at most one of the two ---
+  std::optional<NumaMode> numa_binding;         // --numa_binding
+  std::optional<std::string> cpu_bind;          // --cpu_bind as given
+  std::vector<std::vector<int>> cpu_bind_cpus;  // its CPUs per local rank
 };
 
 // Parses torchrun's -r/-t syntax: "3" or "0:1,1:2". Throws ConfigError naming the value.

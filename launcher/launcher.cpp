@@ -24,6 +24,7 @@
 #include "launcher/process_spawner.hpp"
 #include "launcher/rendezvous_factory.hpp"
 #include "launcher/run_directory.hpp"
+#include "launcher/worker_binding.hpp"
 #include "rendezvous/store/server/fd_limit.hpp"
 
 namespace ddp::launcher {
@@ -45,6 +46,13 @@ void survive_closed_console() {
 
 int launch(const LaunchConfig& config, const Environment& env) {
   survive_closed_console();
+  // Resolved before anything starts, so a binding the machine cannot honour is a usage error.
+  std::vector<CpuBinding> bindings;
+  std::optional<MachineLayout> machine;
+  if (config.numa_binding || config.cpu_bind) {
+    machine = probe_machine_layout(env);
+    bindings = resolve_worker_bindings(config, *machine);
+  }
   // Forked before any thread exists (the store server starts one).
   OrphanGuardian guardian;
   // A store-hosting agent of a large job serves one connection per node (and per worker).
@@ -75,6 +83,10 @@ int launch(const LaunchConfig& config, const Environment& env) {
                  " (removed at exit unless the job fails)");
   }
 
+  for (size_t rank = 0; rank < bindings.size(); ++rank) {
+    DDP_LOG_INFO(describe_binding(static_cast<int>(rank), bindings[rank], machine->topology));
+  }
+
   LogRouterOptions log_options;
   log_options.prefix_template = config.log_line_prefix_template;
   log_options.role_name = config.role;
@@ -101,6 +113,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.run_dir = run_dir.path();
   agent_options.notice_console = &consoles.err();
   agent_options.host = local_host_name();
+  agent_options.bindings = std::move(bindings);
 
   boost::asio::io_context io;
   ProcessSpawner spawner(io, &guardian);

@@ -28,8 +28,30 @@ namespace {
 // which serializes a group's start-up. Exec failures still surface: the child reports on
 // its stderr pipe and exits 127, which the agent sees as that worker's failure.
 // Only async-signal-safe calls between fork() and exec (the agent has threads).
+void write_number(int value) {
+  char digits[12];
+  int n = 0;
+  for (; n == 0 || value > 0; value /= 10) digits[n++] = static_cast<char>('0' + value % 10);
+  ssize_t ignored = 0;
+  while (n > 0) ignored = ::write(STDERR_FILENO, &digits[--n], 1);
+  (void)ignored;
+}
+
+// Writes "ddplaunch: <what> failed: <detail>: errno N" to the child's stderr (async-signal-safe).
+void report_child_failure(const char* what, const char* detail, int err) {
+  const char prefix[] = "ddplaunch: ";
+  ssize_t ignored = ::write(STDERR_FILENO, prefix, sizeof(prefix) - 1);
+  ignored = ::write(STDERR_FILENO, what, ::strlen(what));
+  ignored = ::write(STDERR_FILENO, " failed: ", 9);
+  ignored = ::write(STDERR_FILENO, detail, ::strlen(detail));
+  ignored = ::write(STDERR_FILENO, ": errno ", 8);
+  write_number(err);
+  ignored = ::write(STDERR_FILENO, "\n", 1);
+  (void)ignored;
+}
+
 pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int in_fd, int out_fd,
-                  int err_fd, pid_t agent_pid) {
+                  int err_fd, pid_t agent_pid, const PreparedBinding& binding) {
   // Until exec, the child carries the agent's Asio signal handlers, which would report a
   // signal sent to the young worker (a stop racing its start) as a signal to the agent.
   // So every signal stays blocked across fork() until the child has reset its handlers.
@@ -65,19 +87,14 @@ pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int 
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   // Nothing but stdin/stdout/stderr crosses exec (store sockets, other workers' pipes).
   ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  // Bound before exec, so the program (and every thread it starts) never runs unbound.
+  const char* call = "";
+  if (int err = binding.apply(&call); err != 0) {
+    report_child_failure(call, path, err);
+    ::_exit(127);
+  }
   ::execve(path, argv, envp);
-  int err = errno;
-  const char message[] = "ddplaunch: exec failed: ";
-  ssize_t ignored = ::write(STDERR_FILENO, message, sizeof(message) - 1);
-  ignored = ::write(STDERR_FILENO, path, ::strlen(path));
-  ignored = ::write(STDERR_FILENO, ": errno ", 8);
-  char digits[12];
-  int n = 0;
-  for (int value = err; n == 0 || value > 0; value /= 10)
-    digits[n++] = static_cast<char>('0' + value % 10);
-  while (n > 0) ignored = ::write(STDERR_FILENO, &digits[--n], 1);
-  ignored = ::write(STDERR_FILENO, "\n", 1);
-  (void)ignored;
+  report_child_failure("exec", path, errno);
   ::_exit(127);
 }
 
@@ -144,8 +161,10 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
   std::vector<char*> envp;
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
-  pid_t pid = fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(), stdin_fd_.get(),
-                          out_write.native_handle(), err_write.native_handle(), ::getpid());
+  PreparedBinding binding(spec.binding);
+  pid_t pid =
+      fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(), stdin_fd_.get(),
+                  out_write.native_handle(), err_write.native_handle(), ::getpid(), binding);
   if (pid < 0) {
     throw Error("could not start worker " + std::to_string(spec.local_rank) + " ('" +
                 spec.argv.front() + "'): fork() failed: " + errno_text(errno));

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/cpu_binding.hpp"
 #include "launcher/exit_status.hpp"
 
 namespace ddp::launcher {
@@ -14,6 +15,7 @@ struct WorkerProcessSpec {
   int local_rank = 0;
   std::vector<std::string> argv;  // argv[0] is the resolved executable
   std::vector<std::string> env;   // full environment, "NAME=value"
+  CpuBinding binding;             // applied in the child before exec; empty: none
 };
 
 struct WorkerCallbacks {

@@ -11,6 +11,7 @@ PACKAGES=(
   libgloo-dev               # CPU collectives
   libopenblas-dev zlib1g-dev
   libssl-dev                # libcrypto: the store's HMAC-SHA256; libssl: HTTPS to etcd members
+  libhwloc-dev              # the CPU/NUMA topology for --numa_binding (docs/binding.md)
   python3-torch             # PyTorch 1.13 (CPU): compatibility tests and reference benchmarks
   python3-numpy
   gnuplot-nox               # scripts/plot_metrics
