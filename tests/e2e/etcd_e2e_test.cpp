@@ -230,6 +230,44 @@ TEST_CASE("etcd e2e: TLS with a CA and client certificates", "[e2e][etcd]") {
   CHECK_THAT(c.log(), Catch::Contains("certificate"));
 }
 
+TEST_CASE("etcd e2e: a cluster with authentication, user and password_file", "[e2e][etcd]") {
+  EtcdCluster etcd;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"user", "add", "root:s3cret"},
+        std::vector<std::string>{"auth", "enable"}}) {
+    std::vector<std::string> argv = {"/usr/bin/etcdctl", "--endpoints=http://" + etcd.endpoint(0)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    REQUIRE(ddp::test::run_process(argv, 30s).exit_code == 0);
+  }
+  ddp::test::TempDir files;
+  const std::string password = files.write("password", "s3cret\n");
+  std::filesystem::permissions(
+      password, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  Job job;
+  const std::string conf = ",user=root,password_file=" + password;
+  auto& a = job.start("a", etcd.endpoint(0), "2", "127.0.0.1", {}, conf);
+  auto& b = job.start("b", etcd.endpoint(0), "2", "127.0.0.2", {}, conf);
+  REQUIRE(a.wait(kGuard) == 0);
+  REQUIRE(b.wait(kGuard) == 0);
+  CHECK(all_ranks(a.log() + b.log(), 4) == std::set<int>{0, 1, 2, 3});
+
+  // A password file others can read is refused before anything is dialled.
+  std::filesystem::permissions(password, std::filesystem::perms::group_read,
+                               std::filesystem::perm_options::add);
+  auto& c = job.start("c", etcd.endpoint(0), "2", "127.0.0.3", {}, conf);
+  REQUIRE(c.wait(kGuard) == 2);
+  CHECK_THAT(c.log(), Catch::Contains(password) && Catch::Contains("0640"));
+  // A wrong user: etcd's own message, after the join timeout.
+  std::filesystem::permissions(password, std::filesystem::perms::group_read,
+                               std::filesystem::perm_options::remove);
+  auto& d = job.start("d", etcd.endpoint(0), "2", "127.0.0.4", {},
+                      ",join_timeout=1,user=nobody,password_file=" + password);
+  const auto rc = d.wait(kGuard);
+  REQUIRE(rc.has_value());
+  CHECK(*rc != 0);
+  CHECK_THAT(d.log(), Catch::Contains("authenticat"));
+}
+
 TEST_CASE("etcd e2e: etcd down at start is an error naming every member after join_timeout",
           "[e2e][etcd]") {
   Job job;
