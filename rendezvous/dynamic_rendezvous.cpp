@@ -104,7 +104,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     // No closed check here: shutdown() closes the current and next round, so arriving in
     // one of them says so; later rounds are reached only through the late path below.
     if (!admitted && round > 0) wait_admitted(round, deadline);
-    const int64_t idx = store_->add(keys::arrived(round), 1);
+    const int64_t idx = store_->take_ticket(keys::arrived(round));
     store_->set(keys::node(round, idx),
                 format_record(NodeRecord{options_.local_world_size, prev_rank_, node_id_}));
     if (idx == options_.min_nodes) store_->set(keys::min_reached(round), "1");
@@ -218,7 +218,7 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, const Deadline&
         break;
       } catch (const StoreTimeout&) {
       }
-      const int64_t joined = store_->add(keys::arrived(round), 0);
+      const int64_t joined = store_->tickets(keys::arrived(round));
       const std::string count = std::to_string(joined) + "/" + std::to_string(options_.min_nodes) +
                                 " nodes joined (min " + std::to_string(options_.min_nodes) +
                                 ", max " + std::to_string(options_.max_nodes) + ")";
@@ -239,7 +239,8 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, const Deadline&
     return;
   } catch (const StoreTimeout&) {
   }
-  const int64_t count = std::min<int64_t>(store_->add(keys::arrived(round), 0), options_.max_nodes);
+  const int64_t count =
+      std::min<int64_t>(store_->tickets(keys::arrived(round)), options_.max_nodes);
   if (try_claim(round, count, idx)) {
     publish_round(round, count, idx);
     return;
@@ -271,11 +272,12 @@ void DynamicRendezvous::close_if_complete(uint64_t round, int64_t idx, bool memb
                   members);
   if (members <= 0) return;  // shut down
   const ExitBarrier previous{*store_, keys::departed(round - 1), static_cast<int>(members)};
-  const int64_t late = std::max<int64_t>(0, store_->add(keys::arrived(round - 1), 0) - members);
+  const int64_t late = std::max<int64_t>(0, store_->tickets(keys::arrived(round - 1)) - members);
   const int64_t members_back = store_->add(keys::rejoined(round), 0);
   const int64_t newcomers = store_->add(keys::newcomers(round), 0);
   if (members_back < members - previous.gone() || newcomers < late) return;
-  const int64_t count = std::min<int64_t>(store_->add(keys::arrived(round), 0), options_.max_nodes);
+  const int64_t count =
+      std::min<int64_t>(store_->tickets(keys::arrived(round)), options_.max_nodes);
   if (count < options_.min_nodes) return;
   // Any arrival may get here; the claim lets exactly one publish.
   if (try_claim(round, count, idx)) publish_round(round, count, idx);

@@ -156,7 +156,7 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
       const std::string closed = read_if_present(store, keys::closed(round)).value_or("");
       int64_t members = 0;
       std::from_chars(closed.data(), closed.data() + closed.size(), members);
-      const int64_t arrivals = store.add(keys::arrived(round), 0);
+      const int64_t arrivals = store.tickets(keys::arrived(round));
       if (arrivals <= members) {
         return "no node arrived after the round closed (" + std::to_string(arrivals) +
                " arrivals, " + std::to_string(members) + " members)";

@@ -23,8 +23,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Rendezvous on etcd v3 vs the TCP store"};
   app.add_option("--etcd", etcd, "an etcd member's host:port");
   app.add_option("--nodes", agree_nodes, "node counts for the agreement table")->delimiter(',');
-  app.add_option("--loss_nodes", loss_nodes, "node counts for the node-loss table")
-      ->delimiter(',');
+  app.add_option("--loss_nodes", loss_nodes, "node counts for the node-loss table")->delimiter(',');
   app.add_option("--repeats", repeats, "rounds per node count (median reported)");
   app.add_option("--loss_repeats", loss_repeats, "losses per node count");
   app.add_option("--lease_ms", lease_ms, "lease_timeout (etcd: the lease TTL, whole seconds)");
@@ -66,11 +65,10 @@ int main(int argc, char** argv) {
     for (int n : loss_nodes) {
       if (n < 2) continue;
       for (const auto* target : {&tcp, &on_etcd}) {
-        std::vector<std::string> victim = {argv[0], "--etcd", etcd, "--lease_ms",
-                                           std::to_string(lease_ms), "--victim_nodes",
-                                           std::to_string(n), "--victim"};
-        victim.push_back(target->name == "etcd" ? "etcd"
-                                                : "tcp:" + std::to_string(server.port()));
+        std::vector<std::string> victim = {
+            argv[0],          "--etcd",          etcd,      "--lease_ms", std::to_string(lease_ms),
+            "--victim_nodes", std::to_string(n), "--victim"};
+        victim.push_back(target->name == "etcd" ? "etcd" : "tcp:" + std::to_string(server.port()));
         const auto r = ddp::bench::node_loss(*target, n, loss_repeats, victim);
         std::printf("| %d | %s | %.2f | %.2f | %.2f |\n", n, target->name.c_str(),
                     ddp::bench::median(r.detect_s), ddp::bench::median(r.reform_s),

@@ -125,7 +125,8 @@ Target etcd_target(const std::string& endpoint, std::chrono::milliseconds lease_
     o.prefix = "/ddplaunch-bench/";
     o.timeout = std::chrono::seconds(120);
     // As the launcher: the lease is lease_timeout in whole seconds.
-    o.presence_ttl = std::chrono::seconds(std::max<int64_t>(2, (lease_timeout.count() + 999) / 1000));
+    o.presence_ttl =
+        std::chrono::seconds(std::max<int64_t>(2, (lease_timeout.count() + 999) / 1000));
     return std::make_shared<rendezvous::EtcdStore>(o);
   };
   t.options = [lease_timeout](const std::string& id, int lo, int hi) {

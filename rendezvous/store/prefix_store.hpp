@@ -15,6 +15,8 @@ class PrefixStore final : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  int64_t take_ticket(const std::string& key) override { return base_->take_ticket(full(key)); }
+  int64_t tickets(const std::string& key) override { return base_->tickets(full(key)); }
   std::string compare_set(const std::string& key, const std::string& expected,
                           const std::string& desired) override;
   bool check(const std::vector<std::string>& keys) override;

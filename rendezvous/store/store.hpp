@@ -79,6 +79,13 @@ class Store {
   // store cannot be reached.
   virtual std::unique_ptr<Presence> open_presence() { return nullptr; }
 
+  // A counter many clients bump at once (a round's arrivals): take_ticket returns 1, 2, 3, ...
+  // (each number once, as add(key, 1)); tickets returns how many were taken (as add(key, 0)).
+  // A store where concurrent adds on one key contend (etcd: compare-and-swap transactions)
+  // overrides both; use one pair or the other on a key, not add.
+  virtual int64_t take_ticket(const std::string& key) { return add(key, 1); }
+  virtual int64_t tickets(const std::string& key) { return add(key, 0); }
+
   // wait() with the store's default timeout.
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 

@@ -3,10 +3,12 @@
 // wait that survives the loss of the member it watches through.
 #include "rendezvous/store/etcd/etcd_store.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +91,35 @@ TEST_CASE("etcd store: concurrent adds and appends from many clients lose nothin
   EtcdStore store(options);
   CHECK(store.get("counter") == std::to_string(kClients * kEach));
   CHECK(store.get("log") == std::string(kClients * kEach, 'x'));
+}
+
+TEST_CASE("etcd store: tickets from many clients are 1..N, each once, with no contention",
+          "[etcd]") {
+  auto options = options_for(shared_etcd().endpoints(), 20s);
+  constexpr int kClients = 8;
+  constexpr int kEach = 20;
+  std::mutex mu;
+  std::vector<int64_t> taken;
+  std::vector<std::future<void>> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.push_back(std::async(std::launch::async, [&] {
+      EtcdStore store(options);
+      PrefixStore round("/r0", std::make_shared<EtcdStore>(options));
+      for (int i = 0; i < kEach; ++i) {
+        const int64_t t = round.take_ticket("arrived");
+        std::lock_guard<std::mutex> lock(mu);
+        taken.push_back(t);
+      }
+    }));
+  }
+  for (auto& c : clients) c.get();
+  std::sort(taken.begin(), taken.end());
+  std::vector<int64_t> expected(kClients * kEach);
+  std::iota(expected.begin(), expected.end(), 1);
+  CHECK(taken == expected);
+  PrefixStore round("/r0", std::make_shared<EtcdStore>(options));
+  CHECK(round.tickets("arrived") == kClients * kEach);
+  CHECK(round.tickets("nothing") == 0);
 }
 
 TEST_CASE("etcd store: keys live under the prefix and num_keys counts only those", "[etcd]") {

@@ -207,8 +207,7 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
     if (!expected.empty() || !current.empty()) return current;
     // The key holds "" and expected is "": a match (as MemoryStore), on its mod revision.
     Current seen{current, json_int(*kv, "mod_revision")};
-    if (put_if_unchanged(key, seen, desired, deadline,
-                         ctx)) {
+    if (put_if_unchanged(key, seen, desired, deadline, ctx)) {
       return desired;
     }
   }
@@ -256,6 +255,42 @@ bool EtcdStore::delete_key(const std::string& key) {
   const json reply = client_->call("/v3/kv/deleterange", range_of(full(key)),
                                    Deadline::after(timeout()), context("delete_key", {key}), true);
   return json_int(reply, "deleted") > 0;
+}
+
+namespace {
+
+std::string ticket_dir(const std::string& full_key) {
+  return full_key + "/tickets/";
+}
+
+json count_of(const std::string& prefix) {
+  return {{"key", base64_encode(prefix)},
+          {"range_end", base64_encode(prefix_range_end(prefix))},
+          {"count_only", true}};
+}
+
+}  // namespace
+
+int64_t EtcdStore::take_ticket(const std::string& key) {
+  const auto deadline = Deadline::after(timeout());
+  const std::string ctx = context("take_ticket", {key});
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string dir = ticket_dir(full(key));
+  // Unique, and idempotent: a put sent again keeps the key's first create revision.
+  const json put = {{"key", base64_encode(dir + std::to_string(rng()))}, {"value", ""}};
+  const json reply = client_->call("/v3/kv/put", put, deadline, ctx, true);
+  const int64_t revision = json_int(reply.value("header", json::object()), "revision");
+  // The ticket keys as of that revision (none is ever deleted): those created at or before it.
+  // (max_create_revision would not do: etcd applies it after counting.)
+  json count = count_of(dir);
+  count["revision"] = std::to_string(revision);
+  return json_int(client_->call("/v3/kv/range", count, deadline, ctx, true), "count");
+}
+
+int64_t EtcdStore::tickets(const std::string& key) {
+  return json_int(client_->call("/v3/kv/range", count_of(ticket_dir(full(key))),
+                                Deadline::after(timeout()), context("tickets", {key}), true),
+                  "count");
 }
 
 int64_t EtcdStore::num_keys() {

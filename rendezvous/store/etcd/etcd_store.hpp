@@ -63,6 +63,10 @@ class EtcdStore final : public Store {
   [[nodiscard]] std::string describe() const override;
   // An EtcdPresence: a lease of presence_ttl kept alive by a thread (etcd_presence.hpp).
   std::unique_ptr<Presence> open_presence() override;
+  // No contention: each ticket is a key of its own under <key>/tickets/; its number is how
+  // many of them existed at its revision (revisions are totally ordered).
+  int64_t take_ticket(const std::string& key) override;
+  int64_t tickets(const std::string& key) override;
 
  private:
   struct Snapshot;
@@ -88,7 +92,6 @@ class EtcdStore final : public Store {
 
   EtcdStoreOptions options_;
   std::shared_ptr<EtcdClient> client_;  // shared with the presences
-
 };
 
 }  // namespace ddp::rendezvous
