@@ -75,6 +75,37 @@ std::optional<double> shutdown_timeout_from_env(const Environment& env) {
   return static_cast<double>(*seconds);
 }
 
+// argparse reads `--opt=` as an empty value; CLI11 2.1 would take the next argument (the
+// program) as the value instead. So a launcher option spelled `--opt=` becomes `--opt ""`.
+// Only options before the program are touched: the walk stops at `--`, at the first argument
+// that is not an option or an option's value, and at an unknown option (an error later).
+std::vector<std::string> split_empty_values(const CLI::App& app,
+                                            const std::vector<std::string>& args) {
+  std::vector<std::string> result;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || !arg.starts_with("-") || arg == "-") break;
+    auto eq = arg.find('=');
+    const CLI::Option* option =
+        app.get_option_no_throw(arg.starts_with("--") ? arg.substr(0, eq) : arg.substr(0, 2));
+    if (option == nullptr) break;
+    if (arg.starts_with("--") && eq == arg.size() - 1 && option->get_items_expected_min() > 0) {
+      result.push_back(arg.substr(0, eq));
+      result.emplace_back();
+      continue;
+    }
+    result.push_back(arg);
+    // `--opt VALUE` and `-r VALUE` (not `-r3`) carry their value in the next argument.
+    bool separate = arg.starts_with("--") ? eq == std::string::npos : arg.size() == 2;
+    if (separate && option->get_items_expected_min() > 0 && i + 1 < args.size()) {
+      result.push_back(args[++i]);
+    }
+  }
+  result.insert(result.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return result;
+}
+
 // CLI11's help with the usage line ddplaunch really has (CLI11 lists only options, since the
 // program is parsed as "the rest"), and a flag's optional value written after its names as
 // [=VALUE] instead of CLI11's --name{default}, which reads as part of the name.
@@ -365,7 +396,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
   RawOptions raw;
   add_options(app, raw);
   // CLI11 wants argv order reversed when given a vector.
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  auto normalized = split_empty_values(app, args);
+  std::vector<std::string> reversed(normalized.rbegin(), normalized.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {

@@ -145,3 +145,21 @@ TEST_CASE("after the program, launcher-like arguments are the program's", "[cli]
   CHECK(config.stop_timeout == 30s);
   CHECK(config.signals_to_handle.size() == 6);
 }
+
+TEST_CASE("an empty value written --opt= is empty, as in argparse, not the next argument",
+          "[cli]") {
+  auto config = parse({"--log_line_prefix_template=", "--nproc_per_node", "2", "-r", "3",
+                       "--signals_to_handle=", "/bin/echo", "--role=", "x"});
+  CHECK(config.log_line_prefix_template.empty());
+  CHECK(config.signals_to_handle.empty());
+  CHECK(config.nproc_per_node == 2);
+  CHECK(config.program == "/bin/echo");
+  CHECK(config.program_args == std::vector<std::string>{"--role=", "x"});
+  CHECK(config.role == "default");
+  // An option's value that looks like `--x=` stays a value.
+  CHECK(parse({"--role", "--x=", "/bin/true"}).role == "--x=");
+  CHECK_THAT(error_of({"--nproc_per_node=", "/bin/true"}),
+             Contains("--nproc_per_node=: expected a positive integer"));
+  // A flag keeps CLI11's reading of --flag=.
+  CHECK(parse({"--pass_local_rank_arg=", "/bin/true"}).program == "/bin/true");
+}

@@ -185,7 +185,7 @@ TEST_CASE("duplicate filters and TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE on a real
 TEST_CASE("an abbreviated option is refused, and what follows the program is the program's",
           "[process]") {
   TempDir dir;
-  SECTION("--nproc is not --nproc_per_node: exit 2, named, nothing run") {
+  SECTION("the abbreviation --nproc is not --nproc_per_node: exit 2, named, nothing run") {
     ChildProcess agent(launch({"--nproc", "3", "/bin/sh", "-c", "touch \"$OUT_DIR/ran\""}, dir));
     CHECK(agent.wait_for(kRunTimeout) == 2);
     CHECK_THAT(agent.err(), Contains("unknown option '--nproc'"));
