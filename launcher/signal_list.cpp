@@ -67,6 +67,13 @@ std::vector<int> parse_signal_list(const std::string& value) {
   return signals;
 }
 
+std::vector<int> handleable_signals() {
+  std::vector<int> signals;
+  signals.reserve(kHandleable.size());
+  for (const auto& [name, number] : kHandleable) signals.push_back(number);
+  return signals;
+}
+
 std::string signal_list_names(const std::vector<int>& signals) {
   std::string names;
   for (int sig : signals) {

@@ -16,6 +16,9 @@ inline constexpr const char* kDefaultSignalsToHandle =
 // signal numbers, in order, without duplicates. Throws ConfigError naming every name that is
 // not a signal the agent can handle, and the names it accepts.
 std::vector<int> parse_signal_list(const std::string& value);
+// Every signal --signals_to_handle accepts (the guardian ignores them all, since a signal sent
+// to the agent's process group must not take it away).
+std::vector<int> handleable_signals();
 // The names of signals, comma-separated ("SIGTERM,SIGINT"): what workers see in
 // TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun sets it.
 std::string signal_list_names(const std::vector<int>& signals);

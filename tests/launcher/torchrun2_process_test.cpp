@@ -103,6 +103,46 @@ TEST_CASE("a signal not listed keeps its default action: the agent dies, its wor
   CHECK_FALSE(std::filesystem::exists(dir.path() / "signal_1"));
 }
 
+TEST_CASE("a signal not listed, sent to the agent's process group, leaves no orphan behind",
+          "[process]") {
+  // The guardian shares the agent's process group: it must outlive the signal that ends the
+  // agent, to kill what a wrapper's own children (no PDEATHSIG) would otherwise leave running.
+  TempDir dir;
+  auto options = launch({"--nproc_per_node=2", "--standalone", "--signals_to_handle=SIGTERM",
+                         source_path("tests/launcher/workers/wrapper_with_child.sh")},
+                        dir, {{"FAIL_RANK", "none"}});
+  options.own_process_group = true;
+  ChildProcess agent(options);
+  std::vector<pid_t> pids;
+  REQUIRE(wait_until(
+      [&] {
+        pids.clear();
+        for (const char* kind : {"wrapper_", "child_"}) {
+          for (int rank = 0; rank < 2; ++rank) {
+            auto text = read_file(dir.path() / (kind + std::to_string(rank)));
+            if (text.empty()) return false;
+            pids.push_back(static_cast<pid_t>(std::stol(text)));
+          }
+        }
+        return true;
+      },
+      30s));
+  agent.signal(SIGALRM);
+  CHECK(agent.wait_for(kRunTimeout) == 128 + SIGALRM);
+  bool gone = wait_until(
+      [&] {
+        for (pid_t pid : pids) {
+          if (process_alive(pid)) return false;
+        }
+        return true;
+      },
+      10s);
+  for (pid_t pid : pids) {
+    if (process_alive(pid)) ::kill(pid, SIGKILL);  // clean up before failing
+  }
+  CHECK(gone);
+}
+
 TEST_CASE("under nohup, SIGHUP stays ignored even when --signals_to_handle lists it", "[process]") {
   TempDir dir;
   auto options = launch(
