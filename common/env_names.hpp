@@ -23,6 +23,16 @@ inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+// The signals the agent handles (--signals_to_handle), as torchrun 2.x hands them on.
+inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
+// Narrowed to the worker's own GPU under --virtual_local_rank.
+inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+
+// --- read by the agent, as torchrun 2.x reads them ---
+// The console line prefix when --log_line_prefix_template is not given (an empty value is unset).
+inline constexpr const char* kLogLinePrefixTemplate = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
+// --stop_timeout (--shutdown_timeout) when not given: seconds, a non-negative integer.
+inline constexpr const char* kShutdownTimeout = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
 // Set to 1 unless the user set it: a Python worker that dies of a fatal signal (or is sent
 // SIGABRT by hang detection) prints every thread's traceback (docs/hangs.md).
 inline constexpr const char* kPythonFaultHandler = "PYTHONFAULTHANDLER";

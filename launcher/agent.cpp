@@ -18,9 +18,6 @@ namespace {
 // How long after SIGKILL a worker that is still there is called unkillable (at least).
 constexpr std::chrono::milliseconds kUnkillableGrace{2000};
 
-// The signals torchrun's agent turns into a stop of the worker group.
-constexpr int kForwardedSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-
 bool ignored_at_start(int sig) {
   struct sigaction current {};
   return ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
@@ -80,7 +77,8 @@ int Agent::run() {
 
 void Agent::install_signals() {
   signals_.emplace(io_);
-  for (int sig : kForwardedSignals) {
+  // --signals_to_handle: the others keep their default action, as under torchrun.
+  for (int sig : options_.config.signals_to_handle) {
     // A signal ignored when we started (SIGHUP under nohup) stays ignored, as the user asked.
     if (!ignored_at_start(sig)) signals_->add(sig);
   }

@@ -6,8 +6,11 @@
 #include <cmath>
 #include <sstream>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
+#include "common/parse_int.hpp"
 #include "launcher/cpu_bind_option.hpp"
+#include "launcher/signal_list.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -37,6 +40,70 @@ std::vector<int> parse_rank_list(const std::string& value) {
     }
   }
   return ranks;
+}
+
+// torchrun 2.x's --duplicate_*_filters: comma-separated substrings, ",," for a comma in one;
+// empty items are dropped (an empty substring would match every line).
+std::vector<std::string> parse_line_filters(const std::string& value) {
+  std::vector<std::string> filters;
+  std::string current;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (value[i] != ',') {
+      current.push_back(value[i]);
+    } else if (i + 1 < value.size() && value[i + 1] == ',') {
+      current.push_back(',');
+      ++i;
+    } else {
+      if (!current.empty()) filters.push_back(current);
+      current.clear();
+    }
+  }
+  if (!current.empty()) filters.push_back(current);
+  return filters;
+}
+
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT, read (as torchrun 2.x reads it) when neither
+// --stop_timeout nor --shutdown_timeout is given.
+std::optional<double> shutdown_timeout_from_env(const Environment& env) {
+  auto it = env.find(env::kShutdownTimeout);
+  if (it == env.end()) return std::nullopt;
+  auto seconds = try_parse_int(it->second, 0, int64_t{1} << 31);
+  if (!seconds) {
+    throw ConfigError(std::string(env::kShutdownTimeout) + "=" + it->second +
+                      ": expected a non-negative whole number of seconds");
+  }
+  return static_cast<double>(*seconds);
+}
+
+// argparse reads `--opt=` as an empty value; CLI11 2.1 would take the next argument (the
+// program) as the value instead. So a launcher option spelled `--opt=` becomes `--opt ""`.
+// Only options before the program are touched: the walk stops at `--`, at the first argument
+// that is not an option or an option's value, and at an unknown option (an error later).
+std::vector<std::string> split_empty_values(const CLI::App& app,
+                                            const std::vector<std::string>& args) {
+  std::vector<std::string> result;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || !arg.starts_with("-") || arg == "-") break;
+    auto eq = arg.find('=');
+    const CLI::Option* option =
+        app.get_option_no_throw(arg.starts_with("--") ? arg.substr(0, eq) : arg.substr(0, 2));
+    if (option == nullptr) break;
+    if (arg.starts_with("--") && eq == arg.size() - 1 && option->get_items_expected_min() > 0) {
+      result.push_back(arg.substr(0, eq));
+      result.emplace_back();
+      continue;
+    }
+    result.push_back(arg);
+    // `--opt VALUE` and `-r VALUE` (not `-r3`) carry their value in the next argument.
+    bool separate = arg.starts_with("--") ? eq == std::string::npos : arg.size() == 2;
+    if (separate && option->get_items_expected_min() > 0 && i + 1 < args.size()) {
+      result.push_back(args[++i]);
+    }
+  }
+  result.insert(result.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return result;
 }
 
 // CLI11's help with the usage line ddplaunch really has (CLI11 lists only options, since the
@@ -87,6 +154,12 @@ struct RawOptions {
   std::string store_bind;
   std::string start_method = "spawn";
   double stop_timeout = 30.0;
+  std::string signals_to_handle = kDefaultSignalsToHandle;
+  bool virtual_local_rank = false;
+  std::string duplicate_stdout_filters;
+  std::string duplicate_stderr_filters;
+  std::string logs_specs;
+  std::string event_log_handler = "null";
   double hang_timeout = 0.0;
   std::string prefix_template = "[${role_name}${local_rank}]:";
   std::string pass_local_rank_arg;
@@ -136,8 +209,28 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "interface); default: loopback for one node, else the address other nodes dial");
   app.add_option("--start_method,--start-method", raw.start_method,
                  "Accepted for torchrun compatibility (workers are always exec'd)");
-  app.add_option("--stop_timeout,--stop-timeout", raw.stop_timeout,
-                 "Seconds between SIGTERM and SIGKILL when stopping workers (default 30)");
+  app.add_option("--stop_timeout,--stop-timeout,--shutdown_timeout,--shutdown-timeout",
+                 raw.stop_timeout,
+                 "Seconds between SIGTERM and SIGKILL when stopping workers (default "
+                 "TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)");
+  app.add_option("--signals_to_handle,--signals-to-handle", raw.signals_to_handle,
+                 "Comma-separated signals forwarded to the workers (default " +
+                     std::string(kDefaultSignalsToHandle) +
+                     "); others keep their default action, ignored ones stay ignored");
+  app.add_flag("--virtual_local_rank,--virtual-local-rank", raw.virtual_local_rank,
+               "LOCAL_RANK=0 for every worker, CUDA_VISIBLE_DEVICES narrowed to its own GPU");
+  app.add_option("--duplicate_stdout_filters,--duplicate-stdout-filters",
+                 raw.duplicate_stdout_filters,
+                 "Comma-separated substrings (,, for a comma): worker stdout lines containing one "
+                 "are also written to attempt_<n>/filtered_stdout.log");
+  app.add_option("--duplicate_stderr_filters,--duplicate-stderr-filters",
+                 raw.duplicate_stderr_filters,
+                 "The same for stderr lines, into attempt_<n>/filtered_stderr.log");
+  app.add_option("--logs_specs,--logs-specs", raw.logs_specs,
+                 "torchrun's LogsSpecs plugin: refused (no Python plugins; use --log_dir, -r, -t)");
+  app.add_option("--event_log_handler,--event-log-handler", raw.event_log_handler,
+                 "torchrun's event handler: only 'null' (ddplaunch writes events with "
+                 "--events_file)");
   app.add_option("--hang_timeout,--hang-timeout", raw.hang_timeout,
                  "Seconds without progress after which a rank is hung: its stack is dumped, "
                  "it is killed and the group restarts (default 0: off; docs/hangs.md)");
@@ -227,16 +320,38 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
                       ": expected spawn, fork or forkserver");
   }
   if (!std::isfinite(raw.stop_timeout) || raw.stop_timeout < 0) {
-    throw ConfigError("--stop_timeout=" + std::to_string(raw.stop_timeout) +
+    throw ConfigError("--stop_timeout (--shutdown_timeout)=" + std::to_string(raw.stop_timeout) +
                       ": expected a non-negative number of seconds");
   }
-  config.stop_timeout = std::chrono::milliseconds(static_cast<int64_t>(raw.stop_timeout * 1000));
+  double stop_timeout = raw.stop_timeout;
+  if (!given("--stop_timeout"))
+    stop_timeout = shutdown_timeout_from_env(env).value_or(stop_timeout);
+  config.stop_timeout = std::chrono::milliseconds(static_cast<int64_t>(stop_timeout * 1000));
+  config.signals_to_handle = parse_signal_list(raw.signals_to_handle);
+  config.virtual_local_rank = raw.virtual_local_rank;
+  config.duplicate_stdout_filters = parse_line_filters(raw.duplicate_stdout_filters);
+  config.duplicate_stderr_filters = parse_line_filters(raw.duplicate_stderr_filters);
+  if (given("--logs_specs")) {
+    throw ConfigError("--logs_specs=" + raw.logs_specs +
+                      ": ddplaunch loads no Python LogsSpecs plugins; its log files are "
+                      "chosen with --log_dir, -r/--redirects and -t/--tee (docs/cli.md)");
+  }
+  if (raw.event_log_handler != "null") {
+    throw ConfigError("--event_log_handler=" + raw.event_log_handler +
+                      ": only 'null' is accepted; ddplaunch writes its events as JSON lines "
+                      "with --events_file PATH (docs/cli.md, Events)");
+  }
   if (!std::isfinite(raw.hang_timeout) || raw.hang_timeout < 0) {
     throw ConfigError("--hang_timeout=" + std::to_string(raw.hang_timeout) +
                       ": expected a non-negative number of seconds (0 turns hang detection off)");
   }
   config.hang_timeout = std::chrono::milliseconds(static_cast<int64_t>(raw.hang_timeout * 1000));
   config.log_line_prefix_template = raw.prefix_template;
+  // torchrun 2.x has no flag, only this variable; as there, an empty value means the default.
+  if (auto it = env.find(env::kLogLinePrefixTemplate);
+      !given("--log_line_prefix_template") && it != env.end() && !it->second.empty()) {
+    config.log_line_prefix_template = it->second;
+  }
   if (given("--pass_local_rank_arg")) config.pass_local_rank_arg = raw.pass_local_rank_arg;
   config.agent_store = !raw.no_agent_store;
   if (!raw.events_file.empty()) config.events_file = raw.events_file;
@@ -281,7 +396,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
   RawOptions raw;
   add_options(app, raw);
   // CLI11 wants argv order reversed when given a vector.
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  auto normalized = split_empty_values(app, args);
+  std::vector<std::string> reversed(normalized.rbegin(), normalized.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {

@@ -124,6 +124,27 @@ int count_visible_gpus(const Environment& env, int present) {
   return std::min(present, static_cast<int>(indices.size()) + uuids);
 }
 
+std::string virtual_visible_device(const Environment& env, int local_rank) {
+  auto it = env.find("CUDA_VISIBLE_DEVICES");
+  if (it == env.end()) return std::to_string(local_rank);
+  std::vector<std::string> devices;
+  std::stringstream items(it->second);
+  std::string item;
+  while (std::getline(items, item, ',')) devices.push_back(item);
+  if (it->second.empty() || it->second.back() == ',') devices.emplace_back();  // "" is one entry
+  if (local_rank >= static_cast<int>(devices.size())) {
+    throw ConfigError("--virtual_local_rank: CUDA_VISIBLE_DEVICES='" + it->second + "' lists " +
+                      std::to_string(devices.size()) + " device(s), but local rank " +
+                      std::to_string(local_rank) +
+                      " needs its own (each worker gets the entry at its local rank); "
+                      "list one per worker or lower --nproc_per_node");
+  }
+  auto& device = devices[static_cast<size_t>(local_rank)];
+  device.erase(0, device.find_first_not_of(' '));
+  device.erase(device.find_last_not_of(' ') + 1);
+  return device;
+}
+
 int resolve_nproc_per_node(const std::string& spec, const Environment& env, const GpuProbe& gpus) {
   if (spec == "cpu") return cpu_count();
   if (spec == "gpu") {
@@ -245,6 +266,8 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
       }
     }
   }
+  // Every worker must find its own entry, before any of them starts.
+  if (config.virtual_local_rank) virtual_visible_device(env, config.nproc_per_node - 1);
   if (config.pass_local_rank_arg && *config.pass_local_rank_arg != "local_rank" &&
       *config.pass_local_rank_arg != "local-rank") {
     throw ConfigError("--pass_local_rank_arg=" + *config.pass_local_rank_arg +

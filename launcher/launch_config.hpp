@@ -3,6 +3,7 @@
 // validated before anything is spawned. Rendezvous fields the user did not give stay
 // std::nullopt so the rendezvous factory can fill them from SLURM or torchrun defaults.
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -35,7 +36,14 @@ struct LaunchConfig {
   std::string role = "default";
   int max_restarts = 0;
   double monitor_interval_s = 0.1;  // accepted for compatibility; monitoring is event-driven
-  std::chrono::milliseconds stop_timeout{30000};  // SIGTERM -> SIGKILL grace period
+  // SIGTERM -> SIGKILL grace period (--stop_timeout, torchrun 2.x's --shutdown_timeout).
+  std::chrono::milliseconds stop_timeout{30000};
+  // Signals the agent catches and forwards to the workers (--signals_to_handle); any other
+  // keeps its default action. Ignored-at-start signals stay ignored (signal_list.hpp).
+  std::vector<int> signals_to_handle{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  // --virtual_local_rank: every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to
+  // its own GPU (the agent's CUDA_VISIBLE_DEVICES entry at its local rank, else the index).
+  bool virtual_local_rank = false;
   // A rank whose progress has not moved this long is hung (docs/hangs.md); 0 = off.
   std::chrono::milliseconds hang_timeout{0};
 
@@ -75,6 +83,10 @@ struct LaunchConfig {
   std::optional<std::vector<int>> local_ranks_filter;  // console shows only these
   std::string log_line_prefix_template = "[${role_name}${local_rank}]:";
   std::optional<std::string> events_file;
+  // Worker lines containing any of these substrings are also written, prefixed, to
+  // attempt_<n>/filtered_stdout.log (filtered_stderr.log) of the run directory.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
 
   // --- CPU and memory binding (docs/binding.md); at most one of the two ---
   std::optional<NumaMode> numa_binding;         // --numa_binding
@@ -95,6 +107,10 @@ using GpuProbe = std::function<int()>;
 // How many of `present` GPUs the workers can use: all, or those CUDA_VISIBLE_DEVICES selects,
 // read as CUDA reads it (indices and GPU-/MIG- UUIDs, up to the first invalid entry).
 int count_visible_gpus(const Environment& env, int present);
+// The CUDA_VISIBLE_DEVICES of the worker at local_rank under --virtual_local_rank, as torchrun
+// 2.x picks it: the agent's entry at local_rank (spaces trimmed), or the index itself when the
+// variable is unset. Throws ConfigError when the list has no entry at local_rank.
+std::string virtual_visible_device(const Environment& env, int local_rank);
 // Resolves N | gpu | cpu | auto to a worker count; gpu without a usable GPU is a ConfigError
 // naming what was found.
 int resolve_nproc_per_node(

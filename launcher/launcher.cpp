@@ -64,6 +64,8 @@ int launch(const LaunchConfig& config, const Environment& env) {
   // temporary directory); say where they are then.
   bool wants_files = config.redirects.default_mode != 0 || !config.redirects.per_rank.empty() ||
                      config.tee.default_mode != 0 || !config.tee.per_rank.empty();
+  bool writes_files = wants_files || !config.duplicate_stdout_filters.empty() ||
+                      !config.duplicate_stderr_filters.empty();
   // The end of the console's drop notice: where the dropped lines can still be read.
   std::string hint =
       !wants_files     ? "-t 3 --log_dir DIR would keep everything in files"
@@ -78,7 +80,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
       [&err = consoles.err()](log::Level, std::string_view line) { err.write(line); });
   if (!run_dir.temporary()) {
     DDP_LOG_INFO("log directory set to: " + run_dir.path().string());
-  } else if (wants_files) {
+  } else if (writes_files) {
     DDP_LOG_INFO("no --log_dir given; redirected output goes to " + run_dir.path().string() +
                  " (removed at exit unless the job fails)");
   }
@@ -93,6 +95,8 @@ int launch(const LaunchConfig& config, const Environment& env) {
   log_options.redirects = config.redirects;
   log_options.tee = config.tee;
   log_options.local_ranks_filter = config.local_ranks_filter;
+  log_options.stdout_filters = config.duplicate_stdout_filters;
+  log_options.stderr_filters = config.duplicate_stderr_filters;
   log_options.stdout_console = &consoles.out();
   log_options.stderr_console = &consoles.err();
   LogRouter logs(log_options);

@@ -34,6 +34,16 @@ void LogRouter::begin_attempt(int nproc, int rank_offset,
                               const std::optional<std::filesystem::path>& attempt_dir) {
   end_attempt();
   ranks_.assign(static_cast<size_t>(nproc), RankState{});
+  for (int stream : {1, 2}) {
+    const auto& filters = stream == 1 ? options_.stdout_filters : options_.stderr_filters;
+    if (filters.empty() || !attempt_dir) continue;
+    std::filesystem::create_directories(*attempt_dir);
+    auto path = *attempt_dir / (stream == 1 ? "filtered_stdout.log" : "filtered_stderr.log");
+    filtered_[stream - 1] = std::fopen(path.c_str(), "w");
+    if (filtered_[stream - 1] == nullptr) {
+      throw Error("cannot create log file " + path.string() + ": " + errno_text(errno));
+    }
+  }
   for (int local_rank = 0; local_rank < nproc; ++local_rank) {
     auto& rank = ranks_[static_cast<size_t>(local_rank)];
     rank.prefix = expand_prefix(options_.prefix_template, options_.role_name,
@@ -103,6 +113,10 @@ void LogRouter::end_attempt() {
     }
   }
   ranks_.clear();
+  for (auto*& file : filtered_) {
+    if (file != nullptr) std::fclose(file);
+    file = nullptr;
+  }
 }
 
 std::vector<std::string> LogRouter::stderr_tail(int local_rank) const {
@@ -122,6 +136,7 @@ void LogRouter::emit(int local_rank, int stream, std::string_view line) {
     std::fwrite(line.data(), 1, line.size(), state.file);
     std::fputc('\n', state.file);
   }
+  duplicate_filtered(stream, rank.prefix, line);
   Console* console = stream == 1 ? options_.stdout_console : options_.stderr_console;
   if (state.to_console && console != nullptr) {
     std::string out;
@@ -129,6 +144,19 @@ void LogRouter::emit(int local_rank, int stream, std::string_view line) {
     out.append(rank.prefix).append(line).push_back('\n');
     console->write(out);
   }
+}
+
+void LogRouter::duplicate_filtered(int stream, const std::string& prefix, std::string_view line) {
+  std::FILE* file = filtered_[stream == 1 ? 0 : 1];
+  if (file == nullptr) return;
+  const auto& filters = stream == 1 ? options_.stdout_filters : options_.stderr_filters;
+  bool matches = std::any_of(filters.begin(), filters.end(), [&](const std::string& needle) {
+    return line.find(needle) != std::string_view::npos;
+  });
+  if (!matches) return;
+  std::fwrite(prefix.data(), 1, prefix.size(), file);
+  std::fwrite(line.data(), 1, line.size(), file);
+  std::fputc('\n', file);
 }
 
 }  // namespace ddp::launcher

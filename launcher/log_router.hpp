@@ -26,6 +26,11 @@ struct LogRouterOptions {
   std::optional<std::vector<int>> local_ranks_filter;  // console shows only these ranks
   Console* stdout_console = nullptr;  // where console stdout lines go (null: nowhere)
   Console* stderr_console = nullptr;  // and stderr lines (may be the same Console)
+  // Lines (of any rank, whatever -r/-t/--local_ranks_filter say) containing one of these
+  // substrings are also written, prefixed, to attempt_dir/filtered_stdout.log (stderr:
+  // filtered_stderr.log): torchrun 2.x's --duplicate_stdout_filters/--duplicate_stderr_filters.
+  std::vector<std::string> stdout_filters;
+  std::vector<std::string> stderr_filters;
 };
 
 // A worker line still without a newline at this size is routed as it stands.
@@ -41,7 +46,8 @@ class LogRouter {
   LogRouter& operator=(const LogRouter&) = delete;
 
   // Starts routing for a new attempt: prefixes use rank_offset + local_rank; when
-  // attempt_dir is set, the selected streams of rank r go to attempt_dir/r/std{out,err}.log.
+  // attempt_dir is set, the selected streams of rank r go to attempt_dir/r/std{out,err}.log
+  // and lines matching a filter to attempt_dir/filtered_std{out,err}.log.
   // Throws Error naming the file when one cannot be created.
   void begin_attempt(int nproc, int rank_offset,
                      const std::optional<std::filesystem::path>& attempt_dir);
@@ -71,9 +77,12 @@ class LogRouter {
     std::deque<std::string> stderr_tail;
   };
   void emit(int local_rank, int stream, std::string_view line);
+  // Writes prefix + line to the stream's filtered file when the line matches a filter.
+  void duplicate_filtered(int stream, const std::string& prefix, std::string_view line);
 
   LogRouterOptions options_;
   std::vector<RankState> ranks_;
+  std::array<std::FILE*, 2> filtered_{};  // filtered_stdout.log, filtered_stderr.log
 };
 
 }  // namespace ddp::launcher

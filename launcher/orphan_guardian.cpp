@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "launcher/signal_list.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -19,10 +20,10 @@ namespace {
 [[noreturn]] void guardian_main(int read_fd) {
   ::prctl(PR_SET_NAME, "ddplaunch-guard", 0, 0, 0);
   // Terminal signals reach the agent's process group; the guardian must survive them to
-  // do its job, and the agent forwards them to workers itself.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) {
-    ::signal(sig, SIG_IGN);
-  }
+  // do its job, and the agent forwards them to workers itself (those of --signals_to_handle;
+  // any other ends the agent, and then the guardian kills the workers).
+  for (int sig : handleable_signals()) ::signal(sig, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
   std::set<int> groups;
   int record = 0;
   for (;;) {

@@ -2,6 +2,7 @@
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
+#include "launcher/signal_list.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -78,7 +79,13 @@ std::vector<std::string> build_worker_env(const LaunchConfig& config, const Envi
   int rank = info.rank_offset + local_rank;
   auto set = [&](const char* name, const std::string& value) { worker[name] = value; };
   set(env::kRank, std::to_string(rank));
-  set(env::kLocalRank, std::to_string(local_rank));
+  if (config.virtual_local_rank) {
+    // torchrun 2.x: each worker sees only its own GPU, as device 0.
+    set(env::kLocalRank, "0");
+    set(env::kCudaVisibleDevices, virtual_visible_device(env, local_rank));
+  } else {
+    set(env::kLocalRank, std::to_string(local_rank));
+  }
   set(env::kWorldSize, std::to_string(info.world_size));
   set(env::kLocalWorldSize, std::to_string(config.nproc_per_node));
   set(env::kGroupRank, std::to_string(info.group_rank));
@@ -94,6 +101,7 @@ std::vector<std::string> build_worker_env(const LaunchConfig& config, const Envi
   set(env::kRunId, attempt.run_id);
   set(env::kUseAgentStore, attempt.use_agent_store ? "True" : "False");
   set(env::kErrorFile, error_file);
+  set(env::kSignalsToHandle, signal_list_names(config.signals_to_handle));
   if (sets_default_omp_threads(config, env)) set(env::kOmpNumThreads, "1");
   if (env.count(env::kPythonFaultHandler) == 0) set(env::kPythonFaultHandler, "1");
   if (env.count(env::kTorchNcclAsyncErrorHandling) == 0) {

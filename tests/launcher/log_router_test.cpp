@@ -132,3 +132,47 @@ TEST_CASE("an endless line is written out in 1 MiB pieces", "[logs]") {
   router.end_attempt();
   CHECK(out.text().size() == 20 * chunk.size() + 2);
 }
+
+TEST_CASE("lines matching a duplicate filter also go, prefixed, to filtered_std*.log", "[logs]") {
+  CaptureFile out;
+  auto dir = std::filesystem::temp_directory_path() /
+             ("log_router_filtered_" + std::to_string(::getpid()));
+  LogRouterOptions options;
+  options.stdout_console = out.console.get();
+  options.stdout_filters = {"apple", "orange"};
+  options.stderr_filters = {"loss="};
+  options.redirects = parse_stream_selection("-r", "0:1");  // rank 0's stdout leaves the console
+  options.local_ranks_filter = std::vector<int>{0};         // and rank 1 is not shown at all
+  {
+    LogRouter router(options);
+    router.begin_attempt(2, 4, dir);
+    router.write(0, 1, "an apple\npear\n");
+    router.write(1, 1, "orange");  // joined with the next chunk, then matched
+    router.write(1, 1, " juice\nplum\n");
+    router.write(0, 2, "step 1 loss=0.5\nwarning\n");
+    router.write(1, 2, "apple on stderr\n");
+    router.write(1, 1, "last apple, no newline");
+    router.end_attempt();
+  }
+  CHECK(read_file(dir / "filtered_stdout.log") ==
+        "[default0]:an apple\n[default1]:orange juice\n[default1]:last apple, no newline\n");
+  CHECK(read_file(dir / "filtered_stderr.log") == "[default0]:step 1 loss=0.5\n");
+  CHECK(out.text().empty());  // the console's own rules are unchanged
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("without filters no filtered file is made", "[logs]") {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("log_router_nofilter_" + std::to_string(::getpid()));
+  LogRouterOptions options;
+  options.stdout_filters = {"x"};
+  {
+    LogRouter router(options);
+    router.begin_attempt(1, 0, dir);
+    router.write(0, 2, "x on stderr\n");
+    router.end_attempt();
+  }
+  CHECK(read_file(dir / "filtered_stdout.log").empty());
+  CHECK_FALSE(std::filesystem::exists(dir / "filtered_stderr.log"));
+  std::filesystem::remove_all(dir);
+}

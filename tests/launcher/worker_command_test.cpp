@@ -2,6 +2,7 @@
 #include "launcher/worker_command.hpp"
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <map>
 
 using namespace ddp::launcher;
@@ -56,6 +57,35 @@ TEST_CASE("the env contract of docs/env.md for a worker", "[env]") {
   CHECK(worker["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
   CHECK(worker["NCCL_ASYNC_ERROR_HANDLING"] == "1");
   CHECK(worker["KEEP"] == "me");
+  CHECK(worker["TORCHELASTIC_SIGNALS_TO_HANDLE"] ==
+        "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2");
+}
+
+TEST_CASE("virtual_local_rank: LOCAL_RANK 0 and only the worker's own GPU visible", "[env]") {
+  LaunchConfig config;
+  config.nproc_per_node = 2;
+  config.virtual_local_rank = true;
+  config.signals_to_handle = {SIGTERM};
+  AttemptInfo attempt;
+  attempt.rendezvous.rank_offset = 2;
+  attempt.rendezvous.world_size = 4;
+  Environment env = {{"CUDA_VISIBLE_DEVICES", "4,GPU-abc"}};
+  auto first = as_map(build_worker_env(config, env, attempt, 0, "e"));
+  auto second = as_map(build_worker_env(config, env, attempt, 1, "e"));
+  CHECK(first["LOCAL_RANK"] == "0");
+  CHECK(second["LOCAL_RANK"] == "0");
+  CHECK(first["RANK"] == "2");
+  CHECK(second["RANK"] == "3");
+  CHECK(first["CUDA_VISIBLE_DEVICES"] == "4");
+  CHECK(second["CUDA_VISIBLE_DEVICES"] == "GPU-abc");
+  CHECK(second["TORCHELASTIC_SIGNALS_TO_HANDLE"] == "SIGTERM");
+  // Unset: the local rank's own index.
+  CHECK(as_map(build_worker_env(config, {}, attempt, 1, "e"))["CUDA_VISIBLE_DEVICES"] == "1");
+  // Without the flag CUDA_VISIBLE_DEVICES is the agent's, untouched.
+  config.virtual_local_rank = false;
+  auto plain = as_map(build_worker_env(config, env, attempt, 1, "e"));
+  CHECK(plain["LOCAL_RANK"] == "1");
+  CHECK(plain["CUDA_VISIBLE_DEVICES"] == "4,GPU-abc");
 }
 
 TEST_CASE("user settings of OMP_NUM_THREADS and NCCL error handling are kept", "[env]") {

@@ -69,6 +69,9 @@ ChildProcess::ChildProcess(const ChildOptions& options)
     if (options.own_process_group) ::setpgid(0, 0);
     ::dup2(out_fd, STDOUT_FILENO);
     ::dup2(err_fd, STDERR_FILENO);
+    // The signals tests send start at their default action, whatever the test runner inherited
+    // (nohup ignores SIGHUP; a shell's background job, SIGINT and SIGQUIT), unless asked.
+    for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
     if (options.ignore_sighup) ::signal(SIGHUP, SIG_IGN);
     ::execve(argv[0], argv.data(), envp.data());
     [[maybe_unused]] const auto written =

@@ -18,7 +18,9 @@ struct ChildOptions {
   std::map<std::string, std::string> env;  // added to (or replacing) the test's environment
   bool merge_stderr = false;               // stderr into stdout's capture, interleaved
   bool own_process_group = false;          // leads a new group; every kill hits the group
-  bool ignore_sighup = false;              // as nohup does
+  // As nohup does. Otherwise SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 start at
+  // their default action, whatever the test runner inherited.
+  bool ignore_sighup = false;
 };
 
 // What wait() returns for a child it had to kill at the deadline.

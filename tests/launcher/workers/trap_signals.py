@@ -1,3 +1,4 @@
+# Writes its pid to $OUT_DIR/ready_<LOCAL_RANK> once its handlers are in place.
 # Records the first signal it gets in $OUT_DIR/signal_<LOCAL_RANK>, then exits 0.
 # Without a signal, it stops when $OUT_DIR/go appears (or fails after 60 s).
 # (Python rather than a bash trap: bash's SIGINT handling around `wait` is not reliable.)
@@ -22,7 +23,8 @@ for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal
     # A signal ignored at start (SIGHUP under nohup) stays ignored, as a shell would leave it.
     if signal.getsignal(sig) != signal.SIG_IGN:
         signal.signal(sig, on_signal)
-open(os.path.join(out_dir, f"ready_{local_rank}"), "w").close()
+with open(os.path.join(out_dir, f"ready_{local_rank}"), "w") as f:
+    f.write(str(os.getpid()))
 for _ in range(600):
     if os.path.exists(os.path.join(out_dir, "go")):
         print(f"rank {os.environ['RANK']} done")
