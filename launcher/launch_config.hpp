@@ -80,6 +80,9 @@ struct LaunchConfig {
   std::optional<NumaMode> numa_binding;         // --numa_binding
   std::optional<std::string> cpu_bind;          // --cpu_bind as given
   std::vector<std::vector<int>> cpu_bind_cpus;  // its CPUs per local rank
+  // The health endpoint (docs/operations.md): off unless a port is given (0: a free one).
+  std::optional<int> health_port;
+  std::string health_bind = "127.0.0.1";
 };
 
 // Parses torchrun's -r/-t syntax: "3" or "0:1,1:2". Throws ConfigError naming the value.
