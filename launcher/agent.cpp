@@ -374,8 +374,7 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
                 ") exited: " + status.describe());
   if (state_ == State::kHealthy) {
     if (!status.success()) {
-      note_failure(!slot.hang.empty() ? "hang" : status.signal != 0 ? "signal" : "exit",
-                   slot.rank);
+      note_failure(!slot.hang.empty() ? "hang" : status.signal != 0 ? "signal" : "exit", slot.rank);
       record_failure(slot, status, /*must_report=*/true);
       publish_failure(worker_record(slot, status));
       // Other hung ranks still printing their stacks are not cut short: the dump grace
@@ -440,9 +439,7 @@ void Agent::begin_stop(int sig, StopReason reason, std::function<void()> then) {
                             : reason == StopReason::kMembership ? "membership"
                             : reason == StopReason::kStoreLost  ? "store_lost"
                                                                 : "other";
-  events_.record("stopping", {{"reason", reason_name},
-                              {"signal", sig},
-                              {"pids", running_pids()}});
+  events_.record("stopping", {{"reason", reason_name}, {"signal", sig}, {"pids", running_pids()}});
   state_ = State::kStopping;
   stop_reason_ = reason;
   if (hang_) hang_->end_attempt();

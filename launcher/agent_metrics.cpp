@@ -114,7 +114,9 @@ void AgentMetrics::observe(const nlohmann::json& event) {
   }
 }
 
-bool is_healthy_state(const std::string& agent_state) { return agent_state == "HEALTHY"; }
+bool is_healthy_state(const std::string& agent_state) {
+  return agent_state == "HEALTHY";
+}
 
 std::string render_health_json(const std::string& agent_state, const AgentMetrics& metrics) {
   nlohmann::json workers = nlohmann::json::array();
@@ -129,13 +131,11 @@ std::string render_health_json(const std::string& agent_state, const AgentMetric
     }
     workers.push_back(std::move(entry));
   }
-  nlohmann::json body = {{"state", agent_state},
-                         {"healthy", is_healthy_state(agent_state)},
-                         {"run_id", metrics.run_id()},
-                         {"round", metrics.round()},
-                         {"restarts", metrics.restarts()},
-                         {"max_restarts", metrics.max_restarts()},
-                         {"workers", std::move(workers)}};
+  nlohmann::json body = {
+      {"state", agent_state},           {"healthy", is_healthy_state(agent_state)},
+      {"run_id", metrics.run_id()},     {"round", metrics.round()},
+      {"restarts", metrics.restarts()}, {"max_restarts", metrics.max_restarts()},
+      {"workers", std::move(workers)}};
   return body.dump() + "\n";
 }
 

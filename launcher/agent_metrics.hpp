@@ -69,8 +69,8 @@ class AgentMetrics {
   int64_t rendezvous_rounds_ = 0;
   std::vector<WorkerHealth> workers_;
   std::map<std::string, int64_t> failures_;
-  bool stopping_ = false;   // the group is being stopped: exits now are STOPPED
-  RestartPhases pending_;   // the restart in progress (failure_detected != 0)
+  bool stopping_ = false;  // the group is being stopped: exits now are STOPPED
+  RestartPhases pending_;  // the restart in progress (failure_detected != 0)
   RestartPhases last_restart_;
 };
 

@@ -37,7 +37,9 @@ std::optional<unsigned> status_for_read_error(const error_code& ec) {
   return std::nullopt;
 }
 
-std::string_view view(beast::string_view text) { return {text.data(), text.size()}; }
+std::string_view view(beast::string_view text) {
+  return {text.data(), text.size()};
+}
 
 }  // namespace
 
@@ -101,8 +103,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;  // dropping the last reference closes the connection
     }
     const auto& request = parser_->get();
-    const HttpReply reply =
-        server_->handler(view(request.method_string()), view(request.target()));
+    const HttpReply reply = server_->handler(view(request.method_string()), view(request.target()));
     write(reply, request.version(), request.keep_alive());
   }
 
@@ -191,8 +192,7 @@ HealthServer::HealthServer(asio::io_context& io, HealthServerOptions options, Ht
   const auto endpoint = listen_endpoint(o.host, o.port);
   auto fail = [&](const char* what, const error_code& ec) {
     std::string text = "--health_port=" + std::to_string(o.port) + ": cannot " + what + " " +
-                       join_host_port(endpoint.address().to_string(), o.port) + ": " +
-                       ec.message();
+                       join_host_port(endpoint.address().to_string(), o.port) + ": " + ec.message();
     if (ec == asio::error::address_in_use) {
       text += " (another process listens there; pick another port, or 0 for a free one)";
     }
@@ -215,7 +215,9 @@ HealthServer::HealthServer(asio::io_context& io, HealthServerOptions options, Ht
   accept_next(state_);
 }
 
-HealthServer::~HealthServer() { state_->stop(); }
+HealthServer::~HealthServer() {
+  state_->stop();
+}
 
 uint16_t HealthServer::port() const {
   error_code ec;

@@ -71,7 +71,8 @@ TEST_CASE("health JSON: the running workers with their pids, ranks and states", 
   CHECK(body["restarts"] == 0);
   CHECK(body["max_restarts"] == 3);
   REQUIRE(body["workers"].size() == 2);
-  CHECK(body["workers"][0] == json{{"rank", 4}, {"local_rank", 0}, {"pid", 11}, {"state", "RUNNING"}});
+  CHECK(body["workers"][0] ==
+        json{{"rank", 4}, {"local_rank", 0}, {"pid", 11}, {"state", "RUNNING"}});
   CHECK(body["workers"][1]["pid"] == 12);
   CHECK(body["workers"][1]["rank"] == 5);
 }
@@ -157,8 +158,7 @@ TEST_CASE("metrics: a membership re-form is timed like a restart", "[metrics]") 
   CHECK(s["ddplaunch_failures_total{kind=\"exit\"}"] == "0");
 }
 
-TEST_CASE("metrics text: HELP and TYPE before every family, counters end in _total",
-          "[metrics]") {
+TEST_CASE("metrics text: HELP and TYPE before every family, counters end in _total", "[metrics]") {
   AgentMetrics m("a \"quoted\\\" id\nwith a newline", 1);
   feed_failed_attempt(m);
   feed_restarted_attempt(m);
@@ -182,7 +182,8 @@ TEST_CASE("metrics text: HELP and TYPE before every family, counters end in _tot
     }
   }
   // The run id's quote, backslash and newline are escaped, so the line stays one sample.
-  CHECK_THAT(text, Contains("ddplaunch_info{run_id=\"a \\\"quoted\\\\\\\" id\\nwith a newline\"} 1\n"));
+  CHECK_THAT(text,
+             Contains("ddplaunch_info{run_id=\"a \\\"quoted\\\\\\\" id\\nwith a newline\"} 1\n"));
 }
 
 TEST_CASE("routes: /health is 200 only while the group is healthy, else 503", "[metrics]") {

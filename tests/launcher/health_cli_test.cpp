@@ -62,7 +62,8 @@ TEST_CASE("health endpoint: a port out of range or not a number is named", "[cli
   CHECK_THAT(error_of({"--health_port=70000", "/bin/true"}), Contains("--health_port"));
   CHECK_THAT(error_of({"--health_port=70000", "/bin/true"}), Contains("70000"));
   CHECK_THAT(error_of({"--health_port=http", "/bin/true"}), Contains("http"));
-  CHECK_THAT(error_of({"/bin/true"}, with("PET_HEALTH_PORT", "-1")), Contains("PET_HEALTH_PORT=-1"));
+  CHECK_THAT(error_of({"/bin/true"}, with("PET_HEALTH_PORT", "-1")),
+             Contains("PET_HEALTH_PORT=-1"));
   CHECK(error_of({"/bin/true"}, with("TORCHELASTIC_HEALTH_CHECK_PORT", "port")) ==
         "TORCHELASTIC_HEALTH_CHECK_PORT='port': expected an integer in [0, 65535]");
 }

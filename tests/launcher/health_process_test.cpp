@@ -81,7 +81,9 @@ int worker_pid(const TempDir& dir, int attempt, int rank) {
   return std::stoi(read_file(path));
 }
 
-void touch(const TempDir& dir, const std::string& name) { std::ofstream(dir.file(name)).flush(); }
+void touch(const TempDir& dir, const std::string& name) {
+  std::ofstream(dir.file(name)).flush();
+}
 
 // A loopback port nobody listens on now (the kernel's pick).
 uint16_t free_loopback_port() {
@@ -110,16 +112,17 @@ TEST_CASE("health endpoint: 200 while running, 503 while stopping, then the rest
   // Attempt 0 runs: healthy, with the pids the workers themselves report.
   const int first0 = worker_pid(dir, 0, 0);
   const int first1 = worker_pid(dir, 0, 1);
-  auto running = health_when(port, [](int status, const json& b) {
-    return status == 200 && b["workers"].size() == 2;
-  });
+  auto running = health_when(
+      port, [](int status, const json& b) { return status == 200 && b["workers"].size() == 2; });
   CHECK(running["state"] == "HEALTHY");
   CHECK(running["healthy"] == true);
   CHECK(running["round"] == 0);
   CHECK(running["restarts"] == 0);
   CHECK(running["max_restarts"] == 1);
-  CHECK(running["workers"][0] == json{{"rank", 0}, {"local_rank", 0}, {"pid", first0}, {"state", "RUNNING"}});
-  CHECK(running["workers"][1] == json{{"rank", 1}, {"local_rank", 1}, {"pid", first1}, {"state", "RUNNING"}});
+  CHECK(running["workers"][0] ==
+        json{{"rank", 0}, {"local_rank", 0}, {"pid", first0}, {"state", "RUNNING"}});
+  CHECK(running["workers"][1] ==
+        json{{"rank", 1}, {"local_rank", 1}, {"pid", first1}, {"state", "RUNNING"}});
 
   // Rank 0 fails; rank 1 holds the group in STOPPING until released.
   touch(dir, "fail");
@@ -177,9 +180,9 @@ TEST_CASE("health endpoint: a real Prometheus scrapes ddplaunch_restarts_total",
   TempDir dir;
   touch(dir, "fail");  // rank 0 fails at once, rank 1 goes when told
   touch(dir, "release");
-  ChildProcess agent(launch({"--nproc_per_node=2", "--max_restarts=1", "--master_port=0",
-                             "--health_port=0", kWorker},
-                            dir));
+  ChildProcess agent(launch(
+      {"--nproc_per_node=2", "--max_restarts=1", "--master_port=0", "--health_port=0", kWorker},
+      dir));
   const auto port = endpoint_port(agent);
   health_when(port, [](int status, const json& b) { return status == 200 && b["round"] == 1; });
 
@@ -194,11 +197,9 @@ TEST_CASE("health endpoint: a real Prometheus scrapes ddplaunch_restarts_total",
                                 "      - targets: ['127.0.0.1:" +
                                     std::to_string(port) + "']\n");
   ChildOptions prometheus;
-  prometheus.argv = {kPrometheus,
-                     "--config.file=" + config,
-                     "--storage.tsdb.path=" + dir.file("data"),
-                     "--web.listen-address=127.0.0.1:" + std::to_string(web_port),
-                     "--log.level=warn"};
+  prometheus.argv = {
+      kPrometheus, "--config.file=" + config, "--storage.tsdb.path=" + dir.file("data"),
+      "--web.listen-address=127.0.0.1:" + std::to_string(web_port), "--log.level=warn"};
   prometheus.merge_stderr = true;
   ChildProcess server(prometheus);
 
@@ -245,8 +246,8 @@ TEST_CASE("health endpoint: torchrun's TORCHELASTIC_HEALTH_CHECK_PORT, and a bus
   REQUIRE(::listen(fd, 1) == 0);
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   const auto busy = std::to_string(ntohs(addr.sin_port));
-  auto refused = run_process(launch({"--master_port=0", "--health_port=" + busy, kWorker}, dir),
-                             kGuard);
+  auto refused =
+      run_process(launch({"--master_port=0", "--health_port=" + busy, kWorker}, dir), kGuard);
   ::close(fd);
   CHECK(refused.exit_code == 2);
   CHECK_THAT(refused.output, Contains("--health_port=" + busy + ": cannot listen on 127.0.0.1:" +

@@ -129,8 +129,7 @@ TEST_CASE("health server: keep-alive serves several requests on one connection",
   CHECK_THAT(client.received(), Contains("GET /c"));
 }
 
-TEST_CASE("health server: a malformed request gets 400 and others are still served",
-          "[health]") {
+TEST_CASE("health server: a malformed request gets 400 and others are still served", "[health]") {
   Served served;
   const auto reply = http_exchange(served.port(), "NOT HTTP AT ALL\r\n\r\n");
   CHECK_THAT(reply, StartsWith("HTTP/1.1 400"));
@@ -143,8 +142,8 @@ TEST_CASE("health server: oversized headers get 431, an oversized body 413", "[h
   HealthServerOptions options;
   options.max_request_bytes = 1024;
   Served served(options);
-  const auto big_header =
-      http_exchange(served.port(), "GET / HTTP/1.1\r\nX-Big: " + std::string(4096, 'a') + "\r\n\r\n");
+  const auto big_header = http_exchange(
+      served.port(), "GET / HTTP/1.1\r\nX-Big: " + std::string(4096, 'a') + "\r\n\r\n");
   CHECK_THAT(big_header, StartsWith("HTTP/1.1 431"));
   const auto big_body = http_exchange(
       served.port(), "POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n" + std::string(2048, 'b'));
@@ -196,7 +195,8 @@ TEST_CASE("health server: a port in use is an error naming it", "[health]") {
   HealthServerOptions options;
   options.port = first.port();
   try {
-    HealthServer second(io, options, [](std::string_view, std::string_view) { return HttpReply{}; });
+    HealthServer second(io, options,
+                        [](std::string_view, std::string_view) { return HttpReply{}; });
     FAIL("a second server bound the same port");
   } catch (const ddp::ConfigError& e) {
     const std::string port = std::to_string(first.port());
@@ -212,7 +212,8 @@ TEST_CASE("health server: a bind address that is not an address is an error nami
   HealthServerOptions options;
   options.host = "not-an-address";
   try {
-    HealthServer server(io, options, [](std::string_view, std::string_view) { return HttpReply{}; });
+    HealthServer server(io, options,
+                        [](std::string_view, std::string_view) { return HttpReply{}; });
     FAIL("bound to a name");
   } catch (const ddp::ConfigError& e) {
     CHECK_THAT(e.what(), Contains("--health_bind=not-an-address: expected an IP address"));

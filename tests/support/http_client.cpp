@@ -77,7 +77,8 @@ HttpResponse http_request(uint16_t port, const std::string& method, const std::s
   response.status = std::atoi(raw.c_str() + raw.find(' ') + 1);
   response.body = raw.substr(end + 4);
   std::string lower;
-  for (char c : response.headers) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char c : response.headers)
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (lower.find("transfer-encoding: chunked") != std::string::npos) {
     response.body = dechunk(response.body);
   }
