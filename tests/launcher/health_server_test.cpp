@@ -37,6 +37,7 @@ class Served {
           reply.body = std::string(method) + " " + std::string(target) + "\n";
           return reply;
         });
+    port_ = server_->port();
     thread_ = std::thread([this] { io_.run(); });
   }
   ~Served() {
@@ -47,13 +48,13 @@ class Served {
   }
   Served(const Served&) = delete;
   Served& operator=(const Served&) = delete;
-  [[nodiscard]] uint16_t port() const { return port_ = server_->port(), port_; }
+  [[nodiscard]] uint16_t port() const { return port_; }
 
  private:
   boost::asio::io_context io_;
   std::unique_ptr<HealthServer> server_;
   std::thread thread_;
-  mutable uint16_t port_ = 0;
+  uint16_t port_ = 0;
 };
 
 // A raw client connection to 127.0.0.1:port.
