@@ -119,19 +119,19 @@ bool is_healthy_state(const std::string& agent_state) {
 }
 
 std::string render_health_json(const std::string& agent_state, const AgentMetrics& metrics) {
-  nlohmann::json workers = nlohmann::json::array();
+  nlohmann::ordered_json workers = nlohmann::ordered_json::array();
   for (const auto& worker : metrics.workers()) {
-    nlohmann::json entry = {{"rank", worker.rank},
-                            {"local_rank", worker.local_rank},
-                            {"pid", worker.pid},
-                            {"state", worker.state}};
+    nlohmann::ordered_json entry = {{"rank", worker.rank},
+                                    {"local_rank", worker.local_rank},
+                                    {"pid", worker.pid},
+                                    {"state", worker.state}};
     if (worker.state != "RUNNING") {
       entry["exit_code"] = worker.exit_code;
       entry["signal"] = worker.signal;
     }
     workers.push_back(std::move(entry));
   }
-  nlohmann::json body = {
+  nlohmann::ordered_json body = {
       {"state", agent_state},           {"healthy", is_healthy_state(agent_state)},
       {"run_id", metrics.run_id()},     {"round", metrics.round()},
       {"restarts", metrics.restarts()}, {"max_restarts", metrics.max_restarts()},
