@@ -1,5 +1,6 @@
 #include "launcher/health_server.hpp"
 
+#include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -24,6 +25,10 @@ namespace {
 // After a failed accept (out of file descriptors): try again this much later, not at once.
 constexpr std::chrono::milliseconds kAcceptRetry{100};
 constexpr int kBacklog = 16;
+// After the last reply: how long what the client still sends is read and dropped before the
+// connection is closed. Closing with unread bytes would send a reset, which can destroy the
+// reply (a 413 to a client still sending its body) before the client has read it.
+constexpr std::chrono::milliseconds kLinger{1000};
 
 class Connection;
 
@@ -120,16 +125,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
     stream_.expires_after(server_->options.request_timeout);
     http::async_write(stream_, response_,
                       [self = shared_from_this(), keep_alive](error_code ec, size_t) {
-                        if (ec || !keep_alive || self->server_->stopped) {
-                          error_code ignored;
-                          self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-                          return;
+                        if (ec || self->server_->stopped) return;
+                        if (keep_alive) {
+                          self->read();
+                        } else {
+                          self->linger();
                         }
-                        self->read();
                       });
   }
 
+  void linger() {
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kLinger);
+    drain();
+  }
+  void drain() {
+    stream_.async_read_some(asio::buffer(scratch_),
+                            [self = shared_from_this()](error_code ec, size_t) {
+                              if (!ec && !self->server_->stopped) self->drain();
+                            });
+  }
+
   beast::tcp_stream stream_;
+  std::array<char, 512> scratch_{};
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
