@@ -8,8 +8,8 @@
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
-#include "launcher/cpu_bind_option.hpp"
 #include "common/parse_int.hpp"
+#include "launcher/cpu_bind_option.hpp"
 
 namespace ddp::launcher {
 namespace {
