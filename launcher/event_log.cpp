@@ -21,7 +21,7 @@ EventLog::~EventLog() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-void EventLog::record(const std::string& name, nlohmann::json fields) {
+void EventLog::record(const std::string& name, const nlohmann::json& fields) {
   if (file_ == nullptr && !listener_) return;
   auto now = std::chrono::system_clock::now().time_since_epoch();
   nlohmann::json line = {{"event", name}, {"time", std::chrono::duration<double>(now).count()}};

@@ -20,7 +20,7 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
 
   // Appends {"event": name, "time": now, ...fields} as one line and flushes it.
-  void record(const std::string& name, nlohmann::json fields = nlohmann::json::object());
+  void record(const std::string& name, const nlohmann::json& fields = nlohmann::json::object());
   // Also hands every event (the same object as the line) to listener, on the recording thread.
   void set_listener(std::function<void(const nlohmann::json&)> listener);
 
