@@ -99,6 +99,10 @@ inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER"
 // The FIFO path: read by the agent when set, passed to workers (FileTimerClient(path)).
 inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 
+// torchrun's health check port (read by torch's agent, which serves nothing on it): ddplaunch
+// serves /health and /metrics there when --health_port is not given (docs/operations.md).
+inline constexpr const char* kHealthCheckPort = "TORCHELASTIC_HEALTH_CHECK_PORT";
+
 // Nodes of the current srun step (SLURM_JOB_NODELIST is the whole allocation); multinode.
 inline constexpr const char* kSlurmStepNodelist = "SLURM_STEP_NODELIST";
 

@@ -37,6 +37,24 @@ const char* change_name(rendezvous::MembershipChange change) {
 
 }  // namespace
 
+const char* state_name(Agent::State state) {
+  switch (state) {
+    case Agent::State::kInit:
+      return "INIT";
+    case Agent::State::kRendezvous:
+      return "RENDEZVOUS";
+    case Agent::State::kHealthy:
+      return "HEALTHY";
+    case Agent::State::kStopping:
+      return "STOPPING";
+    case Agent::State::kExiting:
+      return "EXITING";
+    case Agent::State::kDone:
+      break;
+  }
+  return "DONE";
+}
+
 Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
              rendezvous::RendezvousHandler& rendezvous, LogRouter& logs, EventLog& events)
     : io_(io),
@@ -237,6 +255,7 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
     return;
   }
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
+  if (change == rendezvous::MembershipChange::kNodeLost) note_failure("node_lost", -1);
   DDP_LOG_INFO(std::string("membership changed (") + change_name(change) +
                "); restarting the workers without spending a restart (pids " + running_pids() +
                ")");
@@ -251,6 +270,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   // Watching (and able to publish) before any worker runs: a spawn failure is a failure too.
   start_job_watch(info);
   failures_.clear();
+  failure_noted_ = false;
   stop_signal_sent_ = 0;
   const auto& config = options_.config;
   // The attempt number workers see is the rendezvous round, not restarts spent: every node
@@ -311,6 +331,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
       record.message = e.what();
       record.final = true;  // this node ends here: the others must not wait for it
       publish_failure(record);
+      note_failure("spawn", slot.rank);
       // 127: what a shell reports for a command it could not run.
       begin_stop(SIGTERM, StopReason::kFailure, [this] { finish(127); });
       return;
@@ -324,6 +345,8 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
                   std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
   }
+  events_.record("workers_started",
+                 {{"count", workers_.size()}, {"restart_count", attempt_}, {"round", info.round}});
   if (hang_) {
     std::vector<std::pair<int, int>> rank_pids;
     for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, slot.pid);
@@ -349,6 +372,7 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
                 ") exited: " + status.describe());
   if (state_ == State::kHealthy) {
     if (!status.success()) {
+      note_failure(!slot.hang.empty() ? "hang" : status.signal != 0 ? "signal" : "exit", slot.rank);
       record_failure(slot, status, /*must_report=*/true);
       publish_failure(worker_record(slot, status));
       // Other hung ranks still printing their stacks are not cut short: the dump grace
@@ -401,7 +425,19 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
   }
 }
 
+void Agent::note_failure(const std::string& kind, int rank) {
+  if (failure_noted_) return;
+  failure_noted_ = true;
+  events_.record("failure", {{"kind", kind}, {"rank", rank}, {"restart_count", attempt_}});
+}
+
 void Agent::begin_stop(int sig, StopReason reason, std::function<void()> then) {
+  const char* reason_name = reason == StopReason::kFailure      ? "failure"
+                            : reason == StopReason::kSignal     ? "signal"
+                            : reason == StopReason::kMembership ? "membership"
+                            : reason == StopReason::kStoreLost  ? "store_lost"
+                                                                : "other";
+  events_.record("stopping", {{"reason", reason_name}, {"signal", sig}, {"pids", running_pids()}});
   state_ = State::kStopping;
   stop_reason_ = reason;
   if (hang_) hang_->end_attempt();
@@ -454,6 +490,7 @@ void Agent::abandon_unkillable_later() {
       --running_;
       // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
       if (slot.hang.empty()) slot.hang = "unkillable: still there after SIGKILL";
+      note_failure("unkillable", slot.rank);
       record_failure(slot, ExitStatus{0, SIGKILL}, /*must_report=*/true);
       auto record = worker_record(slot, ExitStatus{0, SIGKILL});
       record.kind = "unkillable";
@@ -466,6 +503,7 @@ void Agent::abandon_unkillable_later() {
 
 void Agent::complete_stop() {
   kill_timer_.cancel();
+  events_.record("workers_stopped", {{"restart_count", attempt_}});
   for (auto& slot : workers_) {
     if (slot.pid > 0) spawner_.release(slot.pid);
   }

@@ -102,6 +102,9 @@ class Agent {
   void spawn_workers(const rendezvous::RendezvousInfo& info);
   void on_worker_exit(uint64_t generation, size_t index, ExitStatus status);
   void record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report);
+  // Records the "failure" event (kind: exit, signal, hang, node_lost...) once per attempt:
+  // what stopped the group, for the events file and the health endpoint's counters.
+  void note_failure(const std::string& kind, int rank);
   void begin_stop(int sig, StopReason reason, std::function<void()> then);
   void complete_stop();
   // After SIGKILL: workers still there a while later are reported and given up on.
@@ -152,6 +155,7 @@ class Agent {
   std::vector<WorkerSlot> workers_;
   int running_ = 0;
   std::vector<WorkerFailure> failures_;
+  bool failure_noted_ = false;  // note_failure() ran for this attempt
   std::function<void()> after_stop_;
   StopReason stop_reason_ = StopReason::kOther;
   rendezvous::RendezvousInfo info_;  // the round the workers run in
@@ -175,5 +179,8 @@ class Agent {
   // Keeps run() going while the only pending work is a rendezvous on its thread.
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> busy_;
 };
+
+// "INIT", "RENDEZVOUS", "HEALTHY", "STOPPING", "EXITING", "DONE" (the health endpoint's words).
+const char* state_name(Agent::State state);
 
 }  // namespace ddp::launcher

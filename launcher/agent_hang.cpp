@@ -120,10 +120,12 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     hang_timer_.expires_after(std::min(options_.config.stop_timeout, kVictimGrace));
     hang_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec || state_ != State::kHealthy) return;
+      note_failure("hang", -1);
       begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
     });
     return;
   }
+  note_failure("hang", dump.front()->rank);
   auto reader = options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status);
   for (auto* slot : dump) {
     const std::string who =

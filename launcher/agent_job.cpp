@@ -141,6 +141,11 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
         "TCP timeouts, see DDPLAUNCH_TCP_USER_TIMEOUT): to the other nodes this node is "
         "gone");
   }
+  if (state_ == State::kHealthy ||
+      (state_ == State::kStopping && stop_reason_ == StopReason::kMembership)) {
+    note_failure(record.kind == "worker" ? (record.signal != 0 ? "signal" : "exit") : record.kind,
+                 record.rank);
+  }
   switch (state_) {
     case State::kHealthy:
       DDP_LOG_ERROR("the job failed on another node: " + record.describe() +
@@ -177,6 +182,7 @@ void Agent::on_store_lost(const std::string& message) {
   switch (state_) {
     case State::kHealthy:
       store_lost_ = true;
+      note_failure("store_lost", -1);
       DDP_LOG_ERROR("lost " + store + " (" + message + "): " + advice +
                     "; stopping this node's workers (pids " + running_pids() + ")");
       events_.record("store_lost", {{"message", message}});

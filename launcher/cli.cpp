@@ -167,6 +167,8 @@ struct RawOptions {
   std::string events_file;
   std::string numa_binding;
   std::string cpu_bind;
+  int health_port = -1;
+  std::string health_bind = "127.0.0.1";
 };
 
 void add_options(CLI::App& app, RawOptions& raw) {
@@ -242,6 +244,13 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_flag("--no_agent_store,--no-agent-store", raw.no_agent_store,
                "Worker rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False)");
   app.add_option("--events_file,--events-file", raw.events_file, "Append JSON-lines events here");
+  app.add_option("--health_port,--health-port", raw.health_port,
+                 "Serve /health and /metrics over HTTP on this port (0: a free one; default: "
+                 "TORCHELASTIC_HEALTH_CHECK_PORT, else off; docs/operations.md)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--health_bind,--health-bind", raw.health_bind,
+                 "Address the health endpoint listens on (default 127.0.0.1; 0.0.0.0 or :: for "
+                 "every interface)");
   app.add_option("--secret_file,--secret-file", raw.secret_file,
                  "The job secret (a file of mode 0600): agents and native workers prove it to "
                  "the store; one-node jobs make their own (docs/security.md)");
@@ -371,6 +380,12 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
     config.cpu_bind = raw.cpu_bind;
     config.cpu_bind_cpus = parse_cpu_bind(raw.cpu_bind, config.nproc_per_node);
   }
+  if (given("--health_port")) {
+    config.health_port = raw.health_port;
+  } else if (auto it = env.find(env::kHealthCheckPort); it != env.end() && !it->second.empty()) {
+    config.health_port = static_cast<int>(parse_int(env::kHealthCheckPort, it->second, 0, 65535));
+  }
+  config.health_bind = raw.health_bind;
   if (auto it = env.find("PYTHON_EXEC"); it != env.end() && !it->second.empty()) {
     config.python_exec = it->second;
   }

@@ -92,6 +92,10 @@ struct LaunchConfig {
   std::optional<NumaMode> numa_binding;         // --numa_binding
   std::optional<std::string> cpu_bind;          // --cpu_bind as given
   std::vector<std::vector<int>> cpu_bind_cpus;  // its CPUs per local rank
+
+  // --- the health endpoint (docs/operations.md) ---
+  std::optional<int> health_port;         // --health_port (0: a free one); nullopt: off
+  std::string health_bind = "127.0.0.1";  // --health_bind
 };
 
 // Parses torchrun's -r/-t syntax: "3" or "0:1,1:2". Throws ConfigError naming the value.

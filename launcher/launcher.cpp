@@ -16,9 +16,12 @@
 #include "common/log.hpp"
 #include "common/secret.hpp"
 #include "launcher/agent.hpp"
+#include "launcher/agent_metrics.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/console.hpp"
 #include "launcher/event_log.hpp"
+#include "launcher/health_routes.hpp"
+#include "launcher/health_server.hpp"
 #include "launcher/log_router.hpp"
 #include "launcher/orphan_guardian.hpp"
 #include "launcher/process_spawner.hpp"
@@ -42,6 +45,24 @@ void survive_closed_console() {
   action.sa_handler = [](int) {};
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGPIPE, &action, nullptr);
+}
+
+// --health_port: /health and /metrics, served from the agent's own loop and fed by its events
+// (docs/operations.md). Null when no port was asked for.
+std::unique_ptr<HealthServer> start_health_endpoint(boost::asio::io_context& io,
+                                                    const LaunchConfig& config, const Agent& agent,
+                                                    AgentMetrics& metrics, EventLog& events) {
+  if (!config.health_port) return nullptr;
+  events.set_listener([&metrics](const nlohmann::json& event) { metrics.observe(event); });
+  HealthServerOptions options;
+  options.host = config.health_bind;
+  options.port = static_cast<uint16_t>(*config.health_port);
+  auto server = std::make_unique<HealthServer>(
+      io, options, [&agent, &metrics](std::string_view method, std::string_view target) {
+        return route_health_request(method, target, state_name(agent.state()), metrics);
+      });
+  DDP_LOG_INFO("health endpoint on " + server->url());
+  return server;
 }
 
 int launch(const LaunchConfig& config, const Environment& env) {
@@ -100,6 +121,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   log_options.stdout_console = &consoles.out();
   log_options.stderr_console = &consoles.err();
   LogRouter logs(log_options);
+  AgentMetrics metrics(setup.run_id, config.max_restarts);
   EventLog events(config.events_file);
 
   AgentOptions agent_options;
@@ -122,7 +144,9 @@ int launch(const LaunchConfig& config, const Environment& env) {
   boost::asio::io_context io;
   ProcessSpawner spawner(io, &guardian);
   Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
+  auto health = start_health_endpoint(io, config, agent, metrics, events);
   int status = agent.run();
+  health.reset();
   logs.end_attempt();  // a last line without its newline
   if (const auto kept = run_dir.finish(status); !kept.empty()) DDP_LOG_WARN(kept);
   // Lines logged from here on (threads still winding down) go to stderr directly.

@@ -19,6 +19,7 @@ PACKAGES=(
   hyperfine iproute2 procps psmisc
   clang-format clang-tidy   # scripts/lint.sh
   etcd-server etcd-client   # the etcd v3 store's tests start their own members (docs/etcd.md)
+  prometheus                # the health endpoint's tests: a real scrape, and promtool's lint
   clang libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer) and scripts/sanitize.sh (ASan/UBSan/TSan)
   llvm                      # llvm-symbolizer: file:line in sanitizer reports
 )
@@ -41,5 +42,10 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # free loopback ports and never use it, so keep it from holding the default ports.
 if printf '%s\n' "${missing[@]}" | grep -qx etcd-server && command -v systemctl >/dev/null; then
   $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
+fi
+# Debian's prometheus enables a system server on 9090 scraping itself; the tests start their
+# own on a free loopback port with a config of their own.
+if printf '%s\n' "${missing[@]}" | grep -qx prometheus && command -v systemctl >/dev/null; then
+  $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 echo "setup: done"

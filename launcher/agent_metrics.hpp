@@ -1,0 +1,85 @@
+#pragma once
+// What the health endpoint reports (docs/operations.md): a view of the agent built from the
+// events it records (event_log.hpp), so it needs no hooks of its own in the state machine,
+// and the two renderings of it: /health's JSON and /metrics' Prometheus text format (0.0.4).
+// Pure: events in, text out; tested without sockets or an agent.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace ddp::launcher {
+
+// One worker of the current round as the endpoint shows it.
+struct WorkerHealth {
+  int rank = 0;
+  int local_rank = 0;
+  int pid = 0;
+  // RUNNING, SUCCEEDED (exit 0), FAILED (failed on its own), STOPPED (ended while the agent
+  // stopped the group), UNKILLABLE (survived SIGKILL).
+  std::string state = "RUNNING";
+  int exit_code = 0;
+  int signal = 0;
+};
+
+// When each phase of a restart happened (unix seconds, 0: not yet).
+struct RestartPhases {
+  double failure_detected = 0;  // a failure (or a membership change) stopped the group
+  double workers_stopped = 0;   // the last worker of the old group is gone
+  double rendezvous_done = 0;   // the next round is formed
+  double workers_started = 0;   // the new group is spawned
+};
+
+// The kinds of failures counted, always exported (0 until one happens).
+inline constexpr const char* kFailureKinds[] = {
+    "exit", "signal", "hang", "node_lost", "unkillable", "spawn", "store_lost", "agent_signal"};
+// The agent states (Agent::State, named by state_name()), always exported.
+inline constexpr const char* kAgentStates[] = {"INIT",     "RENDEZVOUS", "HEALTHY",
+                                               "STOPPING", "EXITING",    "DONE"};
+// Worker states as WorkerHealth names them.
+inline constexpr const char* kWorkerStates[] = {"RUNNING", "SUCCEEDED", "FAILED", "STOPPED",
+                                                "UNKILLABLE"};
+
+class AgentMetrics {
+ public:
+  AgentMetrics(std::string run_id, int max_restarts);
+
+  // Feeds one event as EventLog writes it: {"event": name, "time": unix seconds, ...}.
+  void observe(const nlohmann::json& event);
+
+  [[nodiscard]] const std::string& run_id() const { return run_id_; }
+  [[nodiscard]] int max_restarts() const { return max_restarts_; }
+  [[nodiscard]] int restarts() const { return restarts_; }
+  [[nodiscard]] int64_t round() const { return round_; }
+  [[nodiscard]] int64_t rendezvous_rounds() const { return rendezvous_rounds_; }
+  [[nodiscard]] const std::vector<WorkerHealth>& workers() const { return workers_; }
+  // Failures counted per kind (kinds never seen are absent).
+  [[nodiscard]] const std::map<std::string, int64_t>& failures() const { return failures_; }
+  // The last restart whose new workers have started; nullopt-like (all 0) before one.
+  [[nodiscard]] const RestartPhases& last_restart() const { return last_restart_; }
+
+ private:
+  WorkerHealth* worker_by_pid(int pid);
+
+  std::string run_id_;
+  int max_restarts_ = 0;
+  int restarts_ = 0;
+  int64_t round_ = -1;  // -1 until the first rendezvous
+  int64_t rendezvous_rounds_ = 0;
+  std::vector<WorkerHealth> workers_;
+  std::map<std::string, int64_t> failures_;
+  bool stopping_ = false;  // the group is being stopped: exits now are STOPPED
+  RestartPhases pending_;  // the restart in progress (failure_detected != 0)
+  RestartPhases last_restart_;
+};
+
+// True for the one state in which /health answers 200.
+bool is_healthy_state(const std::string& agent_state);
+// /health's body: {"state", "healthy", "run_id", "round", "restarts", "max_restarts",
+// "workers": [{"rank", "local_rank", "pid", "state"[, "exit_code", "signal"]}]}.
+std::string render_health_json(const std::string& agent_state, const AgentMetrics& metrics);
+// /metrics' body in Prometheus' text exposition format 0.0.4 (names in docs/operations.md).
+std::string render_prometheus(const std::string& agent_state, const AgentMetrics& metrics);
+
+}  // namespace ddp::launcher
