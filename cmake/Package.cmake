@@ -9,13 +9,16 @@ set(CPACK_PACKAGE_VENDOR "ddplaunch")
 set(CPACK_PACKAGE_CONTACT "ddplaunch maintainers <ddplaunch@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "native torchrun: launch and supervise data-parallel training workers")
-set(CPACK_PACKAGE_DESCRIPTION
-    "ddplaunch starts one worker per GPU or CPU slot with torchrun's environment contract, hosts "
-    "or joins a TCP rendezvous store, and restarts the group when a worker fails or nodes join "
-    "or leave. Includes ddpstore (a standalone store server), the example trainer, and the "
-    "worker runtime library with its headers and CMake package for native trainers.")
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
+       "ddplaunch starts one worker per GPU or CPU slot with torchrun's environment contract, "
+       "hosts or joins a TCP rendezvous store, and restarts the group when a worker fails or "
+       "nodes join or leave. Includes ddpstore (a standalone store server), the example "
+       "trainer, and the worker runtime library with its headers and CMake package for native "
+       "trainers.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
-set(CPACK_STRIP_FILES ON)  # the programs only; static libraries keep their symbols
+set(CPACK_STRIP_FILES ON)  # the programs; the static libraries lose only their debug info:
+set(CPACK_DDP_STRIP ${CMAKE_STRIP})
+set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/CPackStripArchives.cmake)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(_ddp_deb_depends

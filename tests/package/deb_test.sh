@@ -2,17 +2,19 @@
 # process tier: `cpack -G DEB` in the build tree, unpack the package, run its ddplaunch
 # --version, and check its Depends: every shared library the packaged programs load must come
 # from a Debian package the Depends names (directly or through what it Provides). Libraries
-# no package owns (CUDA, NCCL from NVIDIA's installers) are listed, not required.
-#   deb_test.sh BUILD_DIR
+# no package owns (CUDA, NCCL from NVIDIA's installers) are listed, not required. Last, the
+# example trainer is built against the unpacked tree (its static libraries are stripped of
+# debug info) and run under the packaged ddplaunch.
+#   deb_test.sh SOURCE_DIR BUILD_DIR CXX_COMPILER
 set -euo pipefail
-build_dir=$1
+source_dir=$1 build_dir=$2 cxx=$3
 work=$build_dir/tests/package/deb
 rm -rf "$work"
 mkdir -p "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/package/lib.sh
+source "$(dirname "$0")/lib.sh"
 
-(cd "$build_dir" && cpack -G DEB -B "$work" >"$work/cpack.log" 2>&1) ||
-  { cat "$work/cpack.log" >&2; fail "cpack -G DEB"; }
+(cd "$build_dir" && run_logged cpack cpack -G DEB -B "$work")
 debs=("$work"/ddplaunch_*.deb)
 [ -f "${debs[0]}" ] || fail "cpack made no ddplaunch_*.deb in $work: $(ls "$work")"
 deb=${debs[0]}
@@ -55,5 +57,6 @@ for program in "$work"/root/usr/bin/* "$work"/root/usr/libexec/ddplaunch/*; do
   done < <(ldd "$program" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' |
            grep -F -f <(readelf -d "$program" | sed -nE 's/.*NEEDED.*\[(.*)\]/\1/p'))
 done
-echo "ok: $(basename "$deb"), Depends: $depends"
+check_example "$work/root/usr" "$source_dir" "$work/example" "$cxx"
+echo "ok: $(basename "$deb"), Depends: $depends; the example builds against it and runs"
 [ ${#unowned[@]} -eq 0 ] || echo "not from a Debian package (not declared): ${unowned[*]}"

@@ -12,12 +12,8 @@ rm -rf "$work"
 mkdir -p "$work"
 prefix=$work/prefix
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run_logged() {  # runs "$@" quietly, showing its output only when it fails
-  local log=$work/$1.log
-  shift
-  "$@" >"$log" 2>&1 || { cat "$log" >&2; fail "$* (exit $?)"; }
-}
+# shellcheck source=tests/package/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 run_logged install cmake --install "$build_dir" --prefix "$prefix"
 for f in bin/ddplaunch bin/ddpstore libexec/ddplaunch/train \
@@ -39,23 +35,5 @@ if [ "$man_pages" = ON ]; then
     fail "ddplaunch.1 does not describe --nproc_per_node"
 fi
 
-launcher=(-DCMAKE_CXX_COMPILER="$cxx")
-if command -v ccache >/dev/null; then launcher+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-run_logged configure cmake -S "$source_dir/examples/native_trainer" -B "$work/example" \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}"
-run_logged build cmake --build "$work/example"
-
-version=$("$prefix/bin/ddplaunch" --version)
-[[ $version == "ddplaunch "[0-9]*.[0-9]*.[0-9]* ]] ||
-  fail "ddplaunch --version printed '$version', expected 'ddplaunch X.Y.Z'"
-
-nproc=2
-# Gloo whatever GPUs the machine has: the line below names the backend.
-out=$(DDPLAUNCH_BACKEND=gloo "$prefix/bin/ddplaunch" --standalone --nproc_per_node=$nproc "$work/example/native_trainer" 2>&1) ||
-  fail "ddplaunch --nproc_per_node=$nproc native_trainer exited $?:"$'\n'"$out"
-expected_sum=$((nproc * (nproc + 1) / 2))
-for ((rank = 0; rank < nproc; rank++)); do
-  line="rank $rank of $nproc (gloo, ${version}): sum of rank + 1 = $expected_sum"
-  grep -qF -- "$line" <<<"$out" || fail "no line '$line' in the output:"$'\n'"$out"
-done
-echo "ok: installed tree, example built with find_package(ddplaunch), $nproc ranks agree"
+check_example "$prefix" "$source_dir" "$work/example" "$cxx"
+echo "ok: installed tree, example built with find_package(ddplaunch), 2 ranks agree"
