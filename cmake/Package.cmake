@@ -23,7 +23,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(_ddp_deb_depends
     "libc6" "libstdc++6" "libgcc-s1" "libboost-filesystem1.81.0" "libgloo0" "libssl3"
-    "zlib1g" "libblas3 | libblas.so.3")
+    "zlib1g" "libblas3 | libblas.so.3" "libhwloc15")
 if(DDP_HAVE_IO_URING)
   list(APPEND _ddp_deb_depends "liburing2")
 endif()

@@ -66,7 +66,8 @@ _ddplaunch() {
     choices=$(awk -v n="$option" '$1 == n { $1 = ""; $2 = ""; print }' <<<"$table")
     case $option in
       --nproc_per_node | --nproc-per-node) choices="gpu cpu auto" ;;
-      --rdzv_backend | --rdzv-backend) choices="static c10d" ;;
+      --rdzv_backend | --rdzv-backend) choices="static c10d etcd-v3" ;;
+      --numa_binding | --numa-binding) choices="node socket exclusive core-complex" ;;
     esac
     # shellcheck disable=SC2207  # one word per choice
     [[ -n ${choices// /} ]] && COMPREPLY=($(compgen -W "$choices" -- "$cur"))
