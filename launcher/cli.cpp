@@ -9,6 +9,7 @@
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/parse_int.hpp"
+#include "common/version.hpp"
 #include "launcher/cpu_bind_option.hpp"
 #include "launcher/signal_list.hpp"
 
@@ -266,6 +267,7 @@ void add_options(CLI::App& app, RawOptions& raw) {
 void apply_environment(CLI::App& app, const Environment& env) {
   for (CLI::Option* option : app.get_options()) {
     if (option->count() != 0 || option->get_lnames().empty()) continue;
+    if (option == app.get_help_ptr() || option == app.get_version_ptr()) continue;
     for (const auto& long_name : option->get_lnames()) {
       auto it = env.find(pet_name(long_name));
       if (it == env.end()) continue;
@@ -403,6 +405,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
       "ddplaunch"};
   app.prefix_command();  // everything from the program name on belongs to the program
   app.formatter(std::make_shared<HelpFormatter>());
+  app.set_version_flag("--version", std::string("ddplaunch ") + kVersion,
+                       "Print the version (ddplaunch X.Y.Z) and exit");
   app.footer(
       "Then: PROGRAM [ARGS...]. A .py file (or -m MODULE) runs under python3 -u (PYTHON_EXEC "
       "overrides); anything else is executed directly. ${local_rank} in ARGS is replaced.\n"
@@ -417,6 +421,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     return CommandLine{std::nullopt, app.help()};
+  } catch (const CLI::CallForVersion& e) {
+    return CommandLine{std::nullopt, e.what() + std::string("\n")};
   } catch (const CLI::ParseError& e) {
     throw ConfigError(e.what());
   }

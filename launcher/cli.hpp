@@ -11,8 +11,8 @@
 namespace ddp::launcher {
 
 struct CommandLine {
-  std::optional<LaunchConfig> config;  // nullopt: nothing to run (help was asked for)
-  std::string help;                    // the help text when config is nullopt
+  std::optional<LaunchConfig> config;  // nullopt: nothing to run (--help or --version)
+  std::string help;                    // the help or version text when config is nullopt
 };
 
 // Parses args (argv without argv[0]) with env's PET_* defaults into a validated config;

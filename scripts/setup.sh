@@ -17,6 +17,7 @@ PACKAGES=(
   gnuplot-nox               # scripts/plot_metrics
   slurm-wlm munge           # a real single-host SLURM for the srun tests
   hyperfine iproute2 procps psmisc
+  help2man                  # man pages from --help (cmake/ManPages.cmake)
   clang-format clang-tidy   # scripts/lint.sh
   etcd-server etcd-client   # the etcd v3 store's tests start their own members (docs/etcd.md)
   prometheus                # the health endpoint's tests: a real scrape, and promtool's lint

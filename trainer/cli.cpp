@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "common/error.hpp"
+#include "common/version.hpp"
 
 namespace ddp::trainer {
 
@@ -11,6 +12,8 @@ std::optional<TrainOptions> parse_command_line(int argc, const char* const* argv
   TrainOptions o;
   CLI::App app{"train: data-parallel MLP classifier (run it under ddplaunch, or alone)"};
   app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", std::string("train (ddplaunch) ") + kVersion,
+                       "Print the version and exit");
   app.add_option("--data", o.data,
                  "CSV (.csv, .csv.gz) or .npy file, 'synthetic', or 'digits' (data/digits.csv.gz)");
   app.add_option("--label_column", o.label_column, "label column; negative counts from the end");
@@ -60,6 +63,9 @@ std::optional<TrainOptions> parse_command_line(int argc, const char* const* argv
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
+    return std::nullopt;
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << '\n';
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
     throw ConfigError(std::string("train: ") + e.what() + " (see train --help)");

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "common/error.hpp"
+#include "common/version.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace ddp::launcher;
@@ -235,6 +236,27 @@ TEST_CASE("GPUs are counted from device nodes the driver knows, without CUDA", "
   std::filesystem::create_directories(gpus / "0000:86:00.0");
   std::filesystem::create_directories(gpus / "0000:af:00.0");
   CHECK(probe_nvidia_gpus(root.path()) == 3);  // a GPU without a node is not this container's
+}
+
+TEST_CASE("version prints the program name and version and runs nothing", "[cli]") {
+  auto command_line = parse_command_line({"--version"}, kEnv);
+  CHECK_FALSE(command_line.config.has_value());
+  CHECK(command_line.help == std::string("ddplaunch ") + ddp::kVersion + "\n");
+  CHECK(std::regex_match(command_line.help, std::regex("ddplaunch [0-9]+\\.[0-9]+\\.[0-9]+\n")));
+  CHECK_THAT(parse_command_line({"--help"}, kEnv).help, Contains("--version"));
+}
+
+TEST_CASE("version after the program belongs to the program", "[cli]") {
+  auto config = parse({"/bin/echo", "--version"});
+  CHECK(config.program == "/bin/echo");
+  CHECK(config.program_args == std::vector<std::string>{"--version"});
+}
+
+TEST_CASE("PET_VERSION and PET_HELP in the environment do not replace the launch", "[cli]") {
+  Environment env = kEnv;
+  env["PET_VERSION"] = "1";
+  env["PET_HELP"] = "1";
+  CHECK(parse({"/bin/echo"}, env).program == "/bin/echo");
 }
 
 TEST_CASE("help prints the options and runs nothing", "[cli]") {

@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/socket_io.hpp"
+#include "common/version.hpp"
 #include "rendezvous/store/tcp_store.hpp"
 #include "rendezvous/store/wire_codec.hpp"
 #include "tests/support/files.hpp"
@@ -94,6 +95,12 @@ TEST_CASE("ddpstore --host ::1 or [::1] serves IPv6 loopback, by default IPv6 an
   const std::string listening = host.empty() ? "[::]:" + std::to_string(port) + " (IPv6 and IPv4)"
                                              : "[::1]:" + std::to_string(port);
   CHECK_THAT(daemon.out(), Catch::Contains("ddpstore: serving on " + listening + " with "));
+}
+
+TEST_CASE("ddpstore --version prints its name and version and exits 0", "[ddpstore]") {
+  auto result = ddp::test::run_process(std::vector<std::string>{kDdpstore, "--version"}, 10s);
+  CHECK(result.exit_code == 0);
+  CHECK(result.output == std::string("ddpstore ") + ddp::kVersion + "\n");
 }
 
 TEST_CASE("ddpstore rejects a bad port, --io value and an address it cannot bind", "[ddpstore]") {

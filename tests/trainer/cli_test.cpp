@@ -2,8 +2,11 @@
 #include "trainer/cli.hpp"
 
 #include <catch2/catch.hpp>
+#include <iostream>
+#include <sstream>
 
 #include "common/error.hpp"
+#include "common/version.hpp"
 
 using namespace ddp::trainer;
 using Catch::Matchers::Contains;
@@ -15,6 +18,20 @@ std::optional<TrainOptions> parse(std::initializer_list<const char*> flags) {
   args.insert(args.end(), flags.begin(), flags.end());
   return parse_command_line(static_cast<int>(args.size()), args.data());
 }
+
+// Collects what std::cout receives while it lives.
+class CoutCapture {
+ public:
+  CoutCapture() : old_(std::cout.rdbuf(text_.rdbuf())) {}
+  ~CoutCapture() { std::cout.rdbuf(old_); }
+  CoutCapture(const CoutCapture&) = delete;
+  CoutCapture& operator=(const CoutCapture&) = delete;
+  [[nodiscard]] std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::streambuf* old_;
+};
 
 }  // namespace
 
@@ -41,4 +58,10 @@ TEST_CASE("bad flags name the flag and the value", "[cli]") {
 
 TEST_CASE("help (--help) prints and asks the caller to exit", "[cli]") {
   CHECK_FALSE(parse({"--help"}));
+}
+
+TEST_CASE("version (--version) prints the version and asks the caller to exit", "[cli]") {
+  CoutCapture out;
+  CHECK_FALSE(parse({"--version"}));
+  CHECK(out.text() == std::string("train (ddplaunch) ") + ddp::kVersion + "\n");
 }

@@ -4,17 +4,21 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/secret.hpp"
+#include "common/version.hpp"
 #include "rendezvous/store/server/ddpstore/store_daemon.hpp"
 
 int main(int argc, char** argv) {
   ddp::log::init("ddpstore");
   ddp::rendezvous::StoreServerOptions options;
   CLI::App app{"ddpstore: a standalone TCP store server for ddplaunch / torchrun rendezvous"};
+  app.set_version_flag("--version", std::string("ddpstore ") + ddp::kVersion,
+                       "Print the version (ddpstore X.Y.Z) and exit");
   app.add_option("--host,--bind", options.host,
                  "address to listen on: 127.0.0.1, ::1 or [::1], 0.0.0.0 (every IPv4 "
                  "interface), :: (every interface); default: every interface, IPv6 and IPv4 "
