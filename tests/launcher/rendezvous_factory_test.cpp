@@ -115,7 +115,8 @@ TEST_CASE("rendezvous factory: combinations it refuses, naming what was expected
        "/nonexistent/pw"},
       {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "127.0.0.1:99999"},
        "127.0.0.1:99999"},
-      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "ftp://x:1"}, "ftp://x:1"},
+      {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", "ftp://x:1"},
+       "ftp://x:1"},
       {{"--nnodes", "1:2", "--rdzv_backend", "etcd-v3", "--rdzv_endpoint", " , "},
        "expected the etcd members"},
       {{"--nnodes", "1:2", "--rdzv_backend", "c10d"}, "needs --rdzv_endpoint"},
@@ -131,7 +132,8 @@ TEST_CASE("rendezvous factory: combinations it refuses, naming what was expected
 TEST_CASE("rendezvous factory: etcd members from --rdzv_endpoint", "[factory][etcd]") {
   using V = std::vector<std::string>;
   CHECK(etcd_endpoints("10.0.0.1", false) == V{"10.0.0.1:2379"});
-  CHECK(etcd_endpoints("a:1, b ,[::1]:3,::1", false) == V{"a:1", "b:2379", "[::1]:3", "[::1]:2379"});
+  CHECK(etcd_endpoints("a:1, b ,[::1]:3,::1", false) ==
+        V{"a:1", "b:2379", "[::1]:3", "[::1]:2379"});
   CHECK(etcd_endpoints("a:1,http://b:2,https://c:3", false) ==
         V{"a:1", "http://b:2", "https://c:3"});
   // protocol=https: bare members speak TLS; explicit http:// stays plain.
