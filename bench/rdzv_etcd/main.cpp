@@ -3,6 +3,8 @@
 // started by the caller (scripts/bench/rdzv_etcd.sh).
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "../rdzv/server_process.hpp"
@@ -31,7 +33,11 @@ int main(int argc, char** argv) {
   app.add_option("--victim_nodes", victim_nodes, "internal");
   app.add_option("victim_run_id", victim_run_id, "internal");
   CLI11_PARSE(app, argc, argv);
-  const ddp::log::ScopedSink quiet([](ddp::log::Level, std::string_view) {});
+  // Thousands of agents' progress lines would drown the tables (RDZV_BENCH_LOG=1 keeps them).
+  std::optional<ddp::log::ScopedSink> quiet;
+  if (std::getenv("RDZV_BENCH_LOG") == nullptr) {
+    quiet.emplace([](ddp::log::Level, std::string_view) {});
+  }
   const auto lease = std::chrono::milliseconds(lease_ms);
   try {
     if (!victim_target.empty()) {

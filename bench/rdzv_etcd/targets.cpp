@@ -182,6 +182,15 @@ LossResult node_loss(const Target& target, int nodes, int repeats,
     auto argv = victim_argv;
     argv.push_back(run_id);
     Victim victim(argv);
+    // The victim arrives first, so round 0 closes with all N at once (a victim late for the
+    // last call would make the survivors re-form before the kill).
+    {
+      const auto store = target.connect();
+      const std::string arrived = "/ddp_rdzv/" + run_id + "/r0/arrived";
+      while (store->tickets(arrived) < 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
     struct Node {
       std::unique_ptr<DynamicRendezvous> rdzv;
       std::mutex mu;
@@ -236,7 +245,15 @@ LossResult node_loss(const Target& target, int nodes, int repeats,
     }
     result.detect_s.push_back(seconds(told - killed));
     result.reform_s.push_back(seconds(reformed - killed));
-    for (auto& node : survivors) node->rdzv->shutdown();
+    // Leaving joins each node's watcher threads (up to a heartbeat interval): all at once.
+    std::vector<std::thread> leaving;
+    for (auto& node : survivors) {
+      leaving.emplace_back([p = node.get()] {
+        p->rdzv->shutdown();
+        p->rdzv.reset();
+      });
+    }
+    for (auto& t : leaving) t.join();
   }
   return result;
 }
