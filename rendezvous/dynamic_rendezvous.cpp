@@ -460,14 +460,23 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   w.heartbeat_interval = options_.heartbeat_interval;
   w.lease_timeout = options_.lease_timeout;
   bind_presence(info);
-  // Without a presence, heartbeats are the only way the others see this node die.
-  w.heartbeats = options_.heartbeats || !presence_;
+  // Where the store keeps liveness (etcd leases) nobody beats, so beating alone would only
+  // make this node take its silent neighbours for lost: no fallback there.
+  w.heartbeats = options_.heartbeats;
   watcher_ = std::make_unique<RoundWatcher>(
       w, side_connection(), side_connection(),
       [this](MembershipChange change, const std::string& reason) { on_change(change, reason); });
 }
 
 void DynamicRendezvous::bind_presence(const RendezvousInfo& info) {
+  // A presence that broke (an etcd lease that expired during a long pause or a cut link) is
+  // replaced by a new one, once per round: without it the others could not see this node die.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (try_bind_presence(info)) return;
+  }
+}
+
+bool DynamicRendezvous::try_bind_presence(const RendezvousInfo& info) {
   try {
     if (!presence_tried_) {
       presence_tried_ = true;
@@ -478,15 +487,18 @@ void DynamicRendezvous::bind_presence(const RendezvousInfo& info) {
                      "lease_timeout only");
       }
     }
-    if (!presence_) return;
+    if (!presence_) return true;
     presence_->clear();
     // "alive" first: between the two, a claim must not find this node bound but not alive.
     presence_->set_ephemeral(keys::alive(info.round, info.group_rank), node_id_);
     store_->set(keys::bound(info.round, info.group_rank), node_id_);
     presence_->on_close(keys::changed(info.round, 1), "lost " + std::to_string(info.group_rank));
+    return true;
   } catch (const StoreError& e) {
-    presence_.reset();  // the watcher reports a store that is gone
+    presence_.reset();        // the watcher reports a store that is gone
+    presence_tried_ = false;  // the next attempt (or round) opens a new one
     DDP_LOG_WARN("rendezvous '" + options_.run_id + "': no presence in the store: " + e.what());
+    return false;
   }
 }
 
@@ -512,7 +524,9 @@ void DynamicRendezvous::leave(bool succeeded) {
   retiring_.reset();
   if (shut_down_) return;
   shut_down_ = true;
-  presence_.reset();  // an orderly leave: this node is not lost
+  // An orderly leave: this node is not lost. The presence goes after this node is counted
+  // out, so nobody finds it gone while it is still counted in.
+  std::unique_ptr<Presence> presence = std::move(presence_);
   try {
     if (!control_store_) control_store_ = side_connection();
     Store& store = *control_store_;
@@ -527,6 +541,7 @@ void DynamicRendezvous::leave(bool succeeded) {
       job_over =
           barrier.count_out(last_info_->group_rank, succeeded ? "finished" : "failed") || job_over;
     }
+    presence.reset();
     if (!job_over && serves_store(*last_info_)) {
       // Keep watching the others (a loss counts them out) but stop beating: this node is out.
       if (watcher_) watcher_->stop_beating();

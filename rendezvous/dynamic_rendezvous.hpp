@@ -117,6 +117,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   void start_watcher(const RendezvousInfo& info);
   // Binds this node's presence to info's round (conn_mu_ held).
   void bind_presence(const RendezvousInfo& info);
+  // One attempt: false when the store refused (presence_ reset, to be opened again).
+  bool try_bind_presence(const RendezvousInfo& info);
   void stop_watcher();
   // A new connection (prefixed) from connect_: each watcher thread blocks in its own.
   std::shared_ptr<Store> side_connection();

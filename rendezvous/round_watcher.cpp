@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <thread>
 
 #include "common/deadline.hpp"
 #include "common/error.hpp"
@@ -42,8 +43,7 @@ RoundWatcher::RoundWatcher(RoundWatcherOptions options, std::shared_ptr<Store> e
       on_change_(std::move(on_change)) {
   events_thread_ = std::thread([this] { events_loop(); });
   if (!options_.heartbeats) next_beat_ = Clock::time_point::max();
-  if (options_.group_world_size > 1 && options_.heartbeats)
-    monitor_thread_ = std::thread([this] { monitor_loop(); });
+  if (options_.group_world_size > 1) monitor_thread_ = std::thread([this] { monitor_loop(); });
 }
 
 RoundWatcher::~RoundWatcher() {
@@ -113,9 +113,11 @@ void RoundWatcher::events_loop() {
           }
           fire(MembershipChange::kNodeLost,
                "node with group rank " + std::to_string(claim.rank) +
-                   (!gone                 ? " stopped heartbeating"
-                    : options_.heartbeats ? " is gone (its store connection closed)"
-                                          : " is gone (its lease expired)") +
+                   (gone ? (options_.heartbeats ? " is gone (its store connection closed)"
+                                                : " is gone (its lease expired)")
+                    : options_.heartbeats
+                        ? " stopped heartbeating"
+                        : " never bound its presence (it died before the round started)") +
                    in_round(round));
         } else if (claim.kind == ChangeClaim::Kind::kRejoin) {
           fire(MembershipChange::kNodeWaiting, "a member node is re-joining" + in_round(round));
@@ -189,6 +191,8 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
       // Its presence is gone: the store saw its connection close (the agent died).
       if (connection_gone(store, claim.rank)) return "";
       if (!options_.heartbeats) {
+        // The claimer waited twice the lease for it to bind one: it died in between.
+        if (!store.check({keys::bound(round, claim.rank)})) return "";
         return "group rank " + std::to_string(claim.rank) + " still holds its presence";
       }
       if (still_beating(store, claim.rank)) {
@@ -220,7 +224,64 @@ bool RoundWatcher::still_beating(Store& store, int g) {
   return false;
 }
 
+void RoundWatcher::presence_monitor_loop() {
+  Store& store = *monitor_store_;
+  const uint64_t round = options_.round;
+  const int me = options_.group_rank;
+  const int size = options_.group_world_size;
+  const ExitBarrier barrier{store, keys::departed(round), size};
+  // Two reads per period on the next rank of the ring: O(1) store traffic per node.
+  const Duration period = std::max(options_.heartbeat_interval, options_.lease_timeout / 2);
+  // A member that has not bound its presence by then never will: it died between its
+  // arrival and the end of the round, where no lease of it covers this round yet.
+  const auto unbound_limit = Clock::now() + options_.lease_timeout * 2;
+  int watched = me;
+  auto advance = [&] {
+    while (true) {
+      watched = (watched + 1) % size;
+      if (watched == me) return false;
+      if (barrier.out_reason(watched).empty()) return true;
+    }
+  };
+  try {
+    if (!advance()) return;
+    while (!stop_) {
+      const auto wake = Clock::now() + period;
+      while (!stop_ && Clock::now() < wake) {
+        std::this_thread::sleep_for(std::min<Duration>(std::chrono::milliseconds(50), period));
+      }
+      if (stop_) return;
+      if (!barrier.out_reason(watched).empty()) {
+        if (!advance()) return;
+        continue;
+      }
+      const bool bound = store.check({keys::bound(round, watched)});
+      const bool gone =
+          bound ? !store.check({keys::alive(round, watched)}) : Clock::now() >= unbound_limit;
+      // Left on its own meanwhile (its presence goes after it counts itself out)?
+      if (!gone || !barrier.out_reason(watched).empty()) continue;
+      fire(MembershipChange::kNodeLost,
+           "node with group rank " + std::to_string(watched) +
+               (bound ? " is gone (its lease expired)"
+                      : " never bound its presence (it died before the round started)") +
+               in_round(round));
+      post_change(store, round, "lost " + std::to_string(watched));
+      barrier.count_out(watched, bound ? "disconnected" : "lost");
+      return;
+    }
+  } catch (const std::exception& e) {
+    if (!stop_) {
+      fire(MembershipChange::kStoreLost,
+           std::string("lost the rendezvous store: ") + e.what() + in_round(round));
+    }
+  }
+}
+
 void RoundWatcher::monitor_loop() {
+  if (!options_.heartbeats) {
+    presence_monitor_loop();
+    return;
+  }
   Store& store = *monitor_store_;
   const uint64_t round = options_.round;
   const int me = options_.group_rank;

@@ -30,8 +30,9 @@ struct RoundWatcherOptions {
   Duration heartbeat_interval = std::chrono::seconds(1);
   // No beat from the watched node for this long: it is lost.
   Duration lease_timeout = std::chrono::seconds(5);
-  // False: no heartbeats and no monitor thread; a node is lost only when its presence ends
-  // (the store's own liveness: etcd leases). The events thread still listens to claims.
+  // False: no heartbeats; a node is lost when its presence ends (the store's own liveness:
+  // etcd leases, whose expiry posts a claim) or when it never bound one; the monitor thread
+  // checks the next rank of the ring for both every max(heartbeat_interval, lease/2).
   bool heartbeats = true;
 };
 
@@ -59,6 +60,9 @@ class RoundWatcher {
  private:
   void events_loop();
   void monitor_loop();
+  // Without heartbeats: watches the next rank of the ring for a presence that ended, or was
+  // never bound (the store's own liveness covers the rest: on_close records).
+  void presence_monitor_loop();
   void beat(Store& store);
   // Checks a claim against the store; "" when it holds, else why it is false.
   std::string refutation(Store& store, const std::string& value);

@@ -551,3 +551,27 @@ TEST_CASE("dynamic: group rank 0 hosts the workers' store and every node gets it
     CHECK(infos[i].master_port == 5000 + host);
   }
 }
+
+TEST_CASE("dynamic: without heartbeats a member that never bound its presence is lost",
+          "[rdzv][dynamic]") {
+  // A node that died between its arrival and the end of the round holds no lease in it: the
+  // ring's monitor finds it unbound after twice the lease and the others re-form.
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  o.heartbeats = false;
+  o.last_call_timeout = 60s;
+  auto dead = o;
+  dead.watch_membership = false;  // closes the round with the others, never binds
+  auto a = c.node(o), b = c.node(o), d = c.node(dead);
+  const int lost_rank = join_all({a.get(), b.get(), d.get()})[2].group_rank;
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  CHECK_THAT(a->last_change_reason() + b->last_change_reason(),
+             Catch::Contains("group rank " + std::to_string(lost_rank) +
+                             " never bound its presence"));
+  d.reset();
+  check_consistent(join_all({a.get(), b.get()}), {1, 1});
+}

@@ -274,12 +274,19 @@ json count_of(const std::string& prefix) {
 int64_t EtcdStore::take_ticket(const std::string& key) {
   const auto deadline = Deadline::after(timeout());
   const std::string ctx = context("take_ticket", {key});
-  thread_local std::mt19937_64 rng{std::random_device{}()};
+  // 128 random bits: a collision would merge two tickets into one number.
+  thread_local std::random_device device;
+  std::string name;
+  for (int i = 0; i < 4; ++i) name += std::to_string(device()) + "-";
   const std::string dir = ticket_dir(full(key));
-  // Unique, and idempotent: a put sent again keeps the key's first create revision.
-  const json put = {{"key", base64_encode(dir + std::to_string(rng()))}, {"value", ""}};
+  // Sent again after a lost connection, the put finds its key already there: prev_kv then
+  // gives the revision the ticket really has (its create revision), not the re-put's.
+  const json put = {{"key", base64_encode(dir + name)}, {"value", ""}, {"prev_kv", true}};
   const json reply = client_->call("/v3/kv/put", put, deadline, ctx, true);
-  const int64_t revision = json_int(reply.value("header", json::object()), "revision");
+  int64_t revision = json_int(reply.value("header", json::object()), "revision");
+  if (const auto prev = reply.find("prev_kv"); prev != reply.end() && prev->is_object()) {
+    revision = json_int(*prev, "create_revision");
+  }
   // The ticket keys as of that revision (none is ever deleted): those created at or before it.
   // (max_create_revision would not do: etcd applies it after counting.)
   json count = count_of(dir);
