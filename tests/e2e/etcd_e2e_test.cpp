@@ -195,17 +195,19 @@ TEST_CASE("etcd e2e: PyTorch DDP on two nodes, with a job secret", "[e2e][etcd][
       secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   const std::map<std::string, std::string> env{{"PYTHON_EXEC", "/usr/bin/python3"},
                                                {"DDPLAUNCH_SECRET_FILE", secret}};
-  auto& a =
-      job.start("a", etcd.endpoint(0), "2", "127.0.0.1", env, "", kScripts + "torch_allreduce.py");
-  auto& b =
-      job.start("b", etcd.endpoint(0), "2", "127.0.0.2", env, "", kScripts + "torch_allreduce.py");
+  // DistributedDataParallel training (20 SGD steps on gloo), then the parameters of all four
+  // ranks compared; the workers meet on the TCP store group rank 0's agent serves.
+  const std::string ddp = std::string(DDP_SOURCE_DIR) + "/tests/launcher/workers/ddp_train.py";
+  auto& a = job.start("a", etcd.endpoint(0), "2", "127.0.0.1", env, "", ddp);
+  auto& b = job.start("b", etcd.endpoint(0), "2", "127.0.0.2", env, "", ddp);
   REQUIRE(a.wait(kGuard) == 0);
   REQUIRE(b.wait(kGuard) == 0);
   const std::string logs = a.log() + b.log();
   INFO(logs);
   for (int rank = 0; rank < 4; ++rank) {
-    CHECK_THAT(logs, Catch::Contains("TORCH rank=" + std::to_string(rank) + " world=4 sum=6"));
+    CHECK_THAT(logs, Catch::Contains("rank " + std::to_string(rank) + "/4 agent_store=True"));
   }
+  CHECK_THAT(logs, Catch::Contains("params in sync after 20 steps"));
 }
 
 TEST_CASE("etcd e2e: TLS with a CA and client certificates", "[e2e][etcd]") {

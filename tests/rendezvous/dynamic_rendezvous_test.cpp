@@ -569,9 +569,9 @@ TEST_CASE("dynamic: without heartbeats a member that never bound its presence is
   b->watch(std::ref(log_b));
   REQUIRE(log_a.first() == MembershipChange::kNodeLost);
   REQUIRE(log_b.first() == MembershipChange::kNodeLost);
-  CHECK_THAT(a->last_change_reason() + b->last_change_reason(),
-             Catch::Contains("group rank " + std::to_string(lost_rank) +
-                             " never bound its presence"));
+  CHECK_THAT(
+      a->last_change_reason() + b->last_change_reason(),
+      Catch::Contains("group rank " + std::to_string(lost_rank) + " never bound its presence"));
   d.reset();
   check_consistent(join_all({a.get(), b.get()}), {1, 1});
 }
