@@ -150,7 +150,19 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
       continue;
     }
     RendezvousInfo info = make_info(round, parse_assignment(*assignment));
-    if (options_.worker_store) find_worker_store(info, deadline);
+    if (options_.worker_store && !find_worker_store(info)) {
+      // Group rank 0 died between the close and its store: it is out for good, and this
+      // node opens the next round as a member re-joining (every survivor does the same).
+      const ExitBarrier barrier{*store_, keys::departed(round), info.group_world_size};
+      barrier.count_out(0, "disconnected");
+      last_round_ = round;
+      prev_rank_ = info.group_rank;
+      last_info_size_ = info.group_world_size;
+      round = round + 1;
+      open_round(round);
+      admitted = true;
+      continue;
+    }
     last_round_ = round;
     prev_rank_ = info.group_rank;
     last_info_size_ = info.group_world_size;
@@ -378,7 +390,7 @@ RendezvousInfo DynamicRendezvous::make_info(uint64_t round, const NodeAssignment
   return info;
 }
 
-void DynamicRendezvous::find_worker_store(RendezvousInfo& info, const Deadline& deadline) {
+bool DynamicRendezvous::find_worker_store(RendezvousInfo& info) {
   const std::string key = keys::worker_store(info.round);
   Endpoint endpoint;
   if (info.group_rank == 0) {
@@ -386,18 +398,19 @@ void DynamicRendezvous::find_worker_store(RendezvousInfo& info, const Deadline& 
     store_->set(key, format_endpoint(endpoint));
   } else {
     try {
-      store_->wait({key}, std::min(deadline, Deadline::after(options_.close_timeout)).remaining());
+      store_->wait({key}, options_.close_timeout);
     } catch (const StoreTimeout&) {
-      throw RendezvousError("rendezvous '" + options_.run_id + "' round " +
-                            std::to_string(info.round) + ": group rank 0 did not publish the " +
-                            "workers' store within close_timeout (" +
-                            seconds_text(options_.close_timeout) + ")");
+      DDP_LOG_WARN("rendezvous '" + options_.run_id + "' round " + std::to_string(info.round) +
+                   ": group rank 0 did not publish the workers' store within close_timeout (" +
+                   seconds_text(options_.close_timeout) + "): it is gone; re-forming without it");
+      return false;
     }
     endpoint = parse_endpoint(store_->get(key), 0);
   }
   options_.worker_store->use(endpoint);
   info.master_addr = endpoint.host;
   info.master_port = endpoint.port;
+  return true;
 }
 
 bool DynamicRendezvous::serves_store(const RendezvousInfo& info) const {

@@ -107,8 +107,9 @@ class DynamicRendezvous final : public RendezvousHandler {
   // Reads the records, assigns ranks, writes every assignment and "closed" in one MULTI_SET.
   void publish_round(uint64_t round, int64_t count, int64_t closer);
   [[nodiscard]] RendezvousInfo make_info(uint64_t round, const NodeAssignment& a) const;
-  // With options_.worker_store: group rank 0 hosts and publishes, every node reads it.
-  void find_worker_store(RendezvousInfo& info, const Deadline& deadline);
+  // With options_.worker_store: group rank 0 hosts and publishes, every node reads it. False
+  // when rank 0 did not publish within close_timeout (it died after the round closed).
+  bool find_worker_store(RendezvousInfo& info);
   // This node serves a store the others need until they are out (the exit barrier).
   [[nodiscard]] bool serves_store(const RendezvousInfo& info) const;
   void throw_if_closed() const;

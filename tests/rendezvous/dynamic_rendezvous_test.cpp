@@ -575,3 +575,56 @@ TEST_CASE("dynamic: without heartbeats a member that never bound its presence is
   d.reset();
   check_consistent(join_all({a.get(), b.get()}), {1, 1});
 }
+
+namespace {
+
+// The first host() of the job fails, as an agent dying between the close and its store.
+class FailingFirstHost final : public ddp::rendezvous::WorkerStoreHost {
+ public:
+  FailingFirstHost(std::shared_ptr<std::atomic<bool>> failed, uint16_t port)
+      : failed_(std::move(failed)), port_(port) {}
+  ddp::rendezvous::Endpoint host() override {
+    if (!failed_->exchange(true)) throw ddp::StoreError("this agent died before serving");
+    return {"10.0.0.9", port_};
+  }
+  void use(const ddp::rendezvous::Endpoint& /*endpoint*/) override {}
+
+ private:
+  std::shared_ptr<std::atomic<bool>> failed_;
+  uint16_t port_;
+};
+
+}  // namespace
+
+TEST_CASE("dynamic: group rank 0 gone before publishing the workers' store, the rest re-form",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto failed = std::make_shared<std::atomic<bool>>(false);
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (uint16_t i = 0; i < 3; ++i) {
+    auto o = Cluster::options(2, 3);
+    o.close_timeout = 1s;
+    o.worker_store = std::make_shared<FailingFirstHost>(failed, static_cast<uint16_t>(6000 + i));
+    nodes.push_back(c.node(o));
+  }
+  std::vector<std::future<RendezvousInfo>> joins;
+  for (auto& n : nodes) joins.push_back(join_async(*n));
+  std::vector<RendezvousInfo> survivors;
+  int threw = 0;
+  for (auto& j : joins) {
+    REQUIRE(j.wait_for(kGuard) == std::future_status::ready);
+    try {
+      survivors.push_back(j.get());
+    } catch (const ddp::StoreError&) {
+      ++threw;
+    }
+  }
+  CHECK(threw == 1);
+  REQUIRE(survivors.size() == 2);
+  for (const auto& info : survivors) {
+    CHECK(info.round == 1);
+    CHECK(info.group_world_size == 2);
+    CHECK(info.master_addr == "10.0.0.9");
+  }
+  CHECK(survivors[0].master_port == survivors[1].master_port);
+}
