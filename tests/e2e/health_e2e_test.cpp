@@ -82,7 +82,8 @@ TEST_CASE("e2e health: a SIGKILLed node is a node_lost failure on the survivors'
     CHECK(sample(p, "ddplaunch_restarts_total") == "0");
     CHECK_FALSE(sample(p, "ddplaunch_last_restart_phase_seconds{phase=\"total\"}").empty());
   }
-  CHECK_THAT(agents[0]->log(), Catch::Contains("WORLD_SIZE=4"));
+  // The re-formed round's workers print once they run, a moment after the round is reported.
+  CHECK(agents[0]->wait_for_log("WORLD_SIZE=4", kGuard));
   agents.clear();  // SIGKILL + reap
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
