@@ -1,0 +1,92 @@
+#pragma once
+// The in-place recovery channel between an agent and each of its workers (docs/recovery.md).
+// With --in_place_recovery the agent gives every worker one end of a Unix stream socketpair
+// as an inherited descriptor, named by $DDPLAUNCH_RECOVERY_FD; both sides write lines
+//   <type> key=value key=value ...\n
+// (tokens separated by one space; values hold no whitespace; unknown keys are ignored so a
+// later version may add some; a line is at most kMaxLineBytes).
+//
+// worker -> agent
+//   hello   pid=<int> local_rank=<int>                the runtime is listening (once, at init)
+//   aborted round=<int>                               its collectives are aborted for the change
+//   joined  round=<int> rank=<int> step=<int64> source=<int> state_bytes=<int64>
+//           the new group is built and every rank holds the agreed state at step (the last
+//           step every survivor completed); source is the rank whose state was sent (-1:
+//           none was sent, every rank already had it)
+//   stepped round=<int> step=<int64>                  the first step after the change is done
+// agent -> worker
+//   abort   round=<int> reason=<word>                 membership changes: stop collectives now
+//                                                     (round: the round being left)
+//   round   round=<int> rank=<int> world_size=<int> group_rank=<int> group_world_size=<int>
+//           local_world_size=<int> role_rank=<int> role_world_size=<int>
+//           master_addr=<host> master_port=<int> restart_count=<int>
+//           the new round: rebuild the group with these (the env contract's values)
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ddp::recovery {
+
+// The inherited descriptor of the worker's end of the channel (absent: no in-place recovery).
+inline constexpr const char* kEnvFd = "DDPLAUNCH_RECOVERY_FD";
+// The descriptor number the agent gives it (after stdin, stdout, stderr).
+inline constexpr int kChildFd = 3;
+inline constexpr size_t kMaxLineBytes = 4096;
+
+// Message types.
+inline constexpr std::string_view kHello = "hello";
+inline constexpr std::string_view kAborted = "aborted";
+inline constexpr std::string_view kJoined = "joined";
+inline constexpr std::string_view kStepped = "stepped";
+inline constexpr std::string_view kAbort = "abort";
+inline constexpr std::string_view kRound = "round";
+
+// One line: its type and its key=value fields.
+struct Message {
+  std::string type;
+  std::map<std::string, std::string> fields;
+
+  // The field as text; ProtocolError naming the type and key when it is missing.
+  [[nodiscard]] const std::string& text(const std::string& key) const;
+  // The field as an integer in [min, max]; ProtocolError naming the key, the value and what
+  // was expected.
+  [[nodiscard]] int64_t integer(const std::string& key, int64_t min = 0,
+                                int64_t max = INT64_MAX) const;
+  Message& set(const std::string& key, std::string value);
+  Message& set(const std::string& key, int64_t value);
+
+  bool operator==(const Message&) const = default;
+};
+
+// The message as one line, '\n' included. ProtocolError when the type or a key is not a word
+// ([A-Za-z0-9_]+) or a value is empty, holds whitespace or '=' is in a key, or the line would
+// be longer than kMaxLineBytes.
+std::string format(const Message& message);
+// Parses one line (a trailing "\n" is allowed). nullopt on a bad line and, when error is not
+// null, a sentence naming the bad token and what was expected.
+std::optional<Message> parse(std::string_view line, std::string* error);
+
+// The new round, as the agent sends it (type "round").
+struct RoundNotice {
+  int64_t round = 0;
+  int rank = 0;
+  int world_size = 1;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int local_world_size = 1;
+  int role_rank = 0;
+  int role_world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  int restart_count = 0;
+
+  [[nodiscard]] Message to_message() const;
+  // ProtocolError naming the field when one is missing or out of range.
+  static RoundNotice from_message(const Message& message);
+  bool operator==(const RoundNotice&) const = default;
+};
+
+}  // namespace ddp::recovery
