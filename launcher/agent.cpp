@@ -65,7 +65,8 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       events_(events),
       record_timer_(io),
       kill_timer_(io),
-      hang_timer_(io) {}
+      hang_timer_(io),
+      recovery_timer_(io) {}
 
 Agent::~Agent() {
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
@@ -138,6 +139,10 @@ void Agent::handle_signal(int sig) {
     case State::kInit:
     case State::kRendezvous:
       DDP_LOG_INFO("received " + signal_name(sig) + " during rendezvous; shutting down");
+      // An in-place re-form keeps workers running through the rendezvous: they go too.
+      for (auto& slot : workers_) {
+        if (slot.running) spawner_.signal_group(slot.pid, sig);
+      }
       // The rendezvous thread returns (RendezvousClosed) and on_rendezvous* finishes.
       rendezvous_.shutdown_after_failure();
       break;
@@ -194,7 +199,7 @@ void Agent::start_rendezvous() {
 
 void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
   if (agent_signal_) {
-    finish(128 + *agent_signal_);
+    stop_then_finish(128 + *agent_signal_);
     return;
   }
   const bool same_members = reforming_ && !info.members.empty() && info.members == members_;
@@ -217,6 +222,10 @@ void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
   rendezvous_.watch([this](rendezvous::MembershipChange change) {
     asio::post(io_, [this, change] { on_membership_change(change); });
   });
+  if (recovering_) {
+    resume_workers(info);
+    return;
+  }
   spawn_workers(info);
 }
 
@@ -240,12 +249,12 @@ bool Agent::spend_restart_for_same_members() {
 
 void Agent::on_rendezvous_error(const std::string& message) {
   if (agent_signal_) {
-    finish(128 + *agent_signal_);
+    stop_then_finish(128 + *agent_signal_);
     return;
   }
   DDP_LOG_ERROR("rendezvous failed: " + message);
   events_.record("rendezvous_failed", {{"message", message}});
-  finish(1);
+  stop_then_finish(1);
 }
 
 void Agent::on_membership_change(rendezvous::MembershipChange change) {
@@ -256,6 +265,10 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
   }
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
   if (change == rendezvous::MembershipChange::kNodeLost) note_failure("node_lost", -1);
+  if (can_recover_in_place()) {
+    recover_in_place(change_name(change));
+    return;
+  }
   DDP_LOG_INFO(std::string("membership changed (") + change_name(change) +
                "); restarting the workers without spending a restart (pids " + running_pids() +
                ")");
@@ -273,86 +286,115 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   failure_noted_ = false;
   stop_signal_sent_ = 0;
   const auto& config = options_.config;
+  declare_worker_namespace();
+  auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_));
+  logs_.begin_attempt(config.nproc_per_node, info.rank_offset,
+                      options_.write_log_files ? std::optional(attempt_dir) : std::nullopt);
+  workers_.clear();
+  workers_.resize(static_cast<size_t>(config.nproc_per_node));
+  running_ = 0;
+  state_ = State::kHealthy;
+  for (size_t index = 0; index < workers_.size(); ++index) {
+    workers_[index].local_rank = static_cast<int>(index);
+    if (!spawn_slot(index)) return;
+  }
+  events_.record("workers_started",
+                 {{"count", workers_.size()}, {"restart_count", attempt_}, {"round", info.round}});
+  watch_hangs();
+}
+
+void Agent::watch_hangs() {
+  if (!hang_) return;
+  std::vector<std::pair<int, int>> rank_pids;
+  for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, slot.pid);
+  hang_->begin_attempt([this] { return rendezvous_.connect_job_store(); }, info_.round,
+                       info_.group_rank, info_.group_world_size, rank_pids);
+}
+
+void Agent::declare_worker_namespace() {
   // The attempt number workers see is the rendezvous round, not restarts spent: every node
   // of a round agrees on it (a membership change re-forms the group on all nodes while only
   // the failing node spends a restart), so /worker/attempt_<n> keys are never shared by two
   // different groups. On one node it equals the restarts spent.
-  const int attempt_number = attempt_;
-  if (options_.set_worker_namespace) {
-    try {
-      options_.set_worker_namespace(env::kWorkerPrefixBase + std::to_string(attempt_number) + "/");
-    } catch (const Error& e) {
-      // The workers' PyTorch clients will be refused; they fail and the job restarts.
-      DDP_LOG_WARN(std::string("could not declare the workers' store namespace: ") + e.what());
-    }
+  if (!options_.set_worker_namespace) return;
+  try {
+    options_.set_worker_namespace(env::kWorkerPrefixBase + std::to_string(attempt_) + "/");
+  } catch (const Error& e) {
+    // The workers' PyTorch clients will be refused; they fail and the job restarts.
+    DDP_LOG_WARN(std::string("could not declare the workers' store namespace: ") + e.what());
   }
-  auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_number));
-  AttemptInfo attempt{info, attempt_number, rendezvous_.run_id(), options_.use_agent_store};
+}
 
-  logs_.begin_attempt(config.nproc_per_node, info.rank_offset,
-                      options_.write_log_files ? std::optional(attempt_dir) : std::nullopt);
-  workers_.assign(static_cast<size_t>(config.nproc_per_node), WorkerSlot{});
-  running_ = 0;
-  state_ = State::kHealthy;
-  for (size_t index = 0; index < workers_.size(); ++index) {
-    auto& slot = workers_[index];
-    slot.local_rank = static_cast<int>(index);
-    slot.rank = info.rank_offset + slot.local_rank;
-    auto rank_dir = attempt_dir / std::to_string(slot.local_rank);
-    std::filesystem::create_directories(rank_dir);
-    slot.error_file = (rank_dir / "error.json").string();
-    std::filesystem::remove(slot.error_file);
+bool Agent::spawn_slot(size_t index) {
+  const auto& config = options_.config;
+  auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_));
+  AttemptInfo attempt{info_, attempt_, rendezvous_.run_id(), options_.use_agent_store};
+  auto& slot = workers_[index];
+  slot.rank = info_.rank_offset + slot.local_rank;
+  slot.running = false;
+  slot.hello = false;
+  slot.respawn_on_exit = false;
+  slot.hang.clear();
+  slot.culprit = false;
+  slot.dumping = false;
+  auto rank_dir = attempt_dir / std::to_string(slot.local_rank);
+  std::filesystem::create_directories(rank_dir);
+  slot.error_file = (rank_dir / "error.json").string();
+  std::filesystem::remove(slot.error_file);
 
-    WorkerProcessSpec spec;
-    spec.local_rank = slot.local_rank;
-    spec.argv = build_worker_argv(config, options_.env, slot.local_rank);
-    spec.env = build_worker_env(config, options_.env, attempt, slot.local_rank, slot.error_file);
-    if (index < options_.bindings.size()) spec.binding = options_.bindings[index];
-    if (hang_) {
-      for (auto& var : hang_->worker_env()) spec.env.push_back(var);
-    }
-    WorkerCallbacks callbacks;
-    int local_rank = slot.local_rank;
-    callbacks.on_output = [this, local_rank](int stream, std::string_view bytes) {
-      logs_.write(local_rank, stream, bytes);
-    };
-    callbacks.on_exit = [this, generation = generation_, index](ExitStatus status) {
-      on_worker_exit(generation, index, status);
-    };
-    try {
-      slot.pid = spawner_.spawn(spec, std::move(callbacks));
-    } catch (const Error& e) {
-      DDP_LOG_ERROR(e.what());
-      events_.record("spawn_failed", {{"local_rank", slot.local_rank}, {"message", e.what()}});
-      rendezvous::FailureRecord record;
-      record.rank = slot.rank;
-      record.local_rank = slot.local_rank;
-      record.exit_code = 127;
-      record.message = e.what();
-      record.final = true;  // this node ends here: the others must not wait for it
-      publish_failure(record);
-      note_failure("spawn", slot.rank);
-      // 127: what a shell reports for a command it could not run.
-      begin_stop(SIGTERM, StopReason::kFailure, [this] { finish(127); });
-      return;
-    }
-    slot.running = true;
-    ++running_;
-    events_.record("worker_start", {{"rank", slot.rank},
-                                    {"local_rank", slot.local_rank},
-                                    {"pid", slot.pid},
-                                    {"restart_count", attempt_}});
-    DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
-                  std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
-  }
-  events_.record("workers_started",
-                 {{"count", workers_.size()}, {"restart_count", attempt_}, {"round", info.round}});
+  WorkerProcessSpec spec;
+  spec.local_rank = slot.local_rank;
+  spec.argv = build_worker_argv(config, options_.env, slot.local_rank);
+  spec.env = build_worker_env(config, options_.env, attempt, slot.local_rank, slot.error_file);
+  if (index < options_.bindings.size()) spec.binding = options_.bindings[index];
   if (hang_) {
-    std::vector<std::pair<int, int>> rank_pids;
-    for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, slot.pid);
-    hang_->begin_attempt([this] { return rendezvous_.connect_job_store(); }, info.round,
-                         info.group_rank, info.group_world_size, rank_pids);
+    for (auto& var : hang_->worker_env()) spec.env.push_back(var);
   }
+  slot.link.reset();
+  if (config.in_place_recovery) {
+    slot.link = std::make_unique<RecoveryLink>(
+        io_, [this, index, generation = generation_](const recovery::Message& message) {
+          if (generation != generation_ || index >= workers_.size()) return;
+          on_worker_message(index, workers_[index].pid, message);
+        });
+    spec.channel_fd = slot.link->child_fd();
+    spec.env.push_back(std::string(recovery::kEnvFd) + "=" + std::to_string(recovery::kChildFd));
+  }
+  WorkerCallbacks callbacks;
+  int local_rank = slot.local_rank;
+  callbacks.on_output = [this, local_rank](int stream, std::string_view bytes) {
+    logs_.write(local_rank, stream, bytes);
+  };
+  callbacks.on_exit = [this, generation = generation_, index](ExitStatus status) {
+    on_worker_exit(generation, index, status);
+  };
+  try {
+    slot.pid = spawner_.spawn(spec, std::move(callbacks));
+  } catch (const Error& e) {
+    DDP_LOG_ERROR(e.what());
+    events_.record("spawn_failed", {{"local_rank", slot.local_rank}, {"message", e.what()}});
+    rendezvous::FailureRecord record;
+    record.rank = slot.rank;
+    record.local_rank = slot.local_rank;
+    record.exit_code = 127;
+    record.message = e.what();
+    record.final = true;  // this node ends here: the others must not wait for it
+    publish_failure(record);
+    note_failure("spawn", slot.rank);
+    // 127: what a shell reports for a command it could not run.
+    begin_stop(SIGTERM, StopReason::kFailure, [this] { finish(127); });
+    return false;
+  }
+  if (slot.link) slot.link->close_child_end();
+  slot.running = true;
+  ++running_;
+  events_.record("worker_start", {{"rank", slot.rank},
+                                  {"local_rank", slot.local_rank},
+                                  {"pid", slot.pid},
+                                  {"restart_count", attempt_}});
+  DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
+                std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
+  return true;
 }
 
 void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status) {
@@ -370,6 +412,7 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
                                  {"restart_count", attempt_}});
   DDP_LOG_DEBUG("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
                 ") exited: " + status.describe());
+  if (replace_in_new_round(index, status)) return;
   if (state_ == State::kHealthy) {
     if (!status.success()) {
       note_failure(!slot.hang.empty() ? "hang" : status.signal != 0 ? "signal" : "exit", slot.rank);
@@ -601,6 +644,11 @@ void Agent::finish(int exit_status) {
 
 void Agent::done() {
   state_ = State::kDone;
+  if (!recoveries_.empty()) {
+    DDP_LOG_INFO(std::to_string(recoveries_.size()) + " in-place recover" +
+                 (recoveries_.size() == 1 ? "y" : "ies") + " (phase times since noticed):\n" +
+                 recovery_summary());
+  }
   events_.record("finish", {{"exit_code", exit_status_}, {"restarts_spent", restart_count_}});
   if (signals_) signals_->cancel();
   busy_.reset();

@@ -24,6 +24,7 @@
 #include "launcher/hang_watch.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/log_router.hpp"
+#include "launcher/recovery_link.hpp"
 #include "launcher/worker_command.hpp"
 #include "launcher/worker_spawner.hpp"
 #include "rendezvous/failure_watch.hpp"
@@ -89,6 +90,28 @@ class Agent {
     std::string hang;      // what hang detection said of this rank (for the summary)
     bool culprit = false;  // named as the culprit of the hang
     bool dumping = false;  // sent SIGABRT for its stack; the group waits for it to exit
+    // --- in-place recovery (agent_recovery.cpp) ---
+    std::unique_ptr<RecoveryLink> link;  // null without --in_place_recovery
+    bool hello = false;                  // the worker's runtime listens on its link
+    bool respawn_on_exit = false;        // killed for the new round: start a fresh one
+    int64_t aborted_round = -1;          // the last round it aborted collectives of
+    int64_t answered_round = -1;         // the last round it re-formed in ("joined")
+    int64_t stepped_round = -1;          // ... and made its first step in ("stepped")
+  };
+
+  // The in-place recovery under way (or the last one): its phase times for the events file.
+  struct Recovery {
+    std::string reason;  // node_lost, node_waiting, job_failure
+    int64_t from_round = 0;
+    int64_t round = -1;  // the round re-formed into (-1: not yet)
+    std::chrono::steady_clock::time_point noticed;
+    std::optional<std::chrono::steady_clock::time_point> aborted, reformed, state_sent, first_step;
+    int kept = 0;       // workers that re-formed in place
+    int restarted = 0;  // workers started afresh for the round
+    int64_t step = -1;  // the step the group resumed from
+    int source = -1;    // the rank whose state was sent (-1: none)
+    int64_t state_bytes = 0;
+    bool reported = false;
   };
 
   // Why the workers are being stopped: decides what a job-wide failure arriving meanwhile
@@ -100,6 +123,32 @@ class Agent {
   void on_rendezvous_error(const std::string& message);
   void on_membership_change(rendezvous::MembershipChange change);
   void spawn_workers(const rendezvous::RendezvousInfo& info);
+  // Starts the worker of workers_[index] for the current round (info_, attempt_); false
+  // (after publishing the failure and stopping the group) when it cannot be started.
+  bool spawn_slot(size_t index);
+  // With a job secret: confines the workers' store clients to /worker/attempt_<attempt_>/.
+  void declare_worker_namespace();
+  // Hang detection for the current workers of round info_ (no-op without it).
+  void watch_hangs();
+  // --- in-place recovery (agent_recovery.cpp) ---
+  // True when the change can keep the workers: --in_place_recovery, HEALTHY, workers running.
+  [[nodiscard]] bool can_recover_in_place() const;
+  // Tells the workers to abort their collectives, keeps them, and re-joins the rendezvous.
+  void recover_in_place(const std::string& reason);
+  // The new round: tells kept workers their new rank, starts fresh ones where needed.
+  void resume_workers(const rendezvous::RendezvousInfo& info);
+  void on_worker_message(size_t index, int pid, const recovery::Message& message);
+  // Kept workers that did not re-form within --recovery_timeout are restarted.
+  void on_recovery_timeout();
+  // A worker that ended while an in-place re-form needs it: true when it is (or will be)
+  // replaced by a fresh one in the new round rather than counted as a failure.
+  bool replace_in_new_round(size_t index, ExitStatus status);
+  void report_recovery();
+  // One line per completed in-place recovery with its phase times (for the end of the run).
+  [[nodiscard]] std::string recovery_summary() const;
+  [[nodiscard]] recovery::RoundNotice round_notice(const WorkerSlot& slot) const;
+  // Stops the workers still running (a signal during an in-place re-form), then finish().
+  void stop_then_finish(int exit_status);
   void on_worker_exit(uint64_t generation, size_t index, ExitStatus status);
   void record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report);
   // Records the "failure" event (kind: exit, signal, hang, node_lost...) once per attempt:
@@ -174,6 +223,10 @@ class Agent {
   std::unique_ptr<HangWatch> hang_;       // null when no hang detection was asked for
   boost::asio::steady_timer hang_timer_;  // a dumped culprit that does not die
   std::optional<boost::asio::signal_set> signals_;
+  bool recovering_ = false;  // an in-place re-form: RENDEZVOUS with the workers kept running
+  Recovery recovery_;
+  std::vector<Recovery> recoveries_;  // completed ones, for the summary
+  boost::asio::steady_timer recovery_timer_;
   std::thread rendezvous_thread_;
   std::thread exit_thread_;
   // Keeps run() going while the only pending work is a rendezvous on its thread.

@@ -148,6 +148,20 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
   }
   switch (state_) {
     case State::kHealthy:
+      if (can_recover_in_place() && record.restartable() &&
+          restart_count_ < options_.config.max_restarts) {
+        // The same count every node keeps (decide_after_failure), without stopping anything.
+        ++restart_count_;
+        events_.record("restart", {{"restarts_spent", restart_count_},
+                                   {"failed_rank", record.rank},
+                                   {"failed_node", record.group_rank},
+                                   {"in_place", true}});
+        DDP_LOG_WARN("the job failed on another node (" + record.describe() +
+                     "); re-forming in place, restart " + std::to_string(restart_count_) + " of " +
+                     std::to_string(options_.config.max_restarts));
+        recover_in_place("job_failure");
+        break;
+      }
       DDP_LOG_ERROR("the job failed on another node: " + record.describe() +
                     "; stopping this node's workers (pids " + running_pids() + ")");
       begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });

@@ -162,6 +162,8 @@ struct RawOptions {
   std::string logs_specs;
   std::string event_log_handler = "null";
   double hang_timeout = 0.0;
+  bool in_place_recovery = false;
+  double recovery_timeout = 60.0;
   std::string prefix_template = "[${role_name}${local_rank}]:";
   std::string pass_local_rank_arg;
   bool no_agent_store = false;
@@ -237,6 +239,13 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_option("--hang_timeout,--hang-timeout", raw.hang_timeout,
                  "Seconds without progress after which a rank is hung: its stack is dumped, "
                  "it is killed and the group restarts (default 0: off; docs/hangs.md)");
+  app.add_flag("--in_place_recovery,--in-place-recovery", raw.in_place_recovery,
+               "A lost, joining or failed node does not restart healthy workers elsewhere: they "
+               "are told their new rank and re-form in place (workers on the ddplaunch runtime "
+               "only; docs/recovery.md)");
+  app.add_option("--recovery_timeout,--recovery-timeout", raw.recovery_timeout,
+                 "Seconds a kept worker has to re-form after a change before it is restarted "
+                 "(default 60)");
   app.add_option("--log_line_prefix_template,--log-line-prefix-template", raw.prefix_template,
                  "Console line prefix; ${role_name}, ${rank}, ${local_rank} are replaced");
   app.add_flag("--pass_local_rank_arg{local_rank},--pass-local-rank-arg{local_rank}",
@@ -357,6 +366,13 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
                       ": expected a non-negative number of seconds (0 turns hang detection off)");
   }
   config.hang_timeout = std::chrono::milliseconds(static_cast<int64_t>(raw.hang_timeout * 1000));
+  if (!std::isfinite(raw.recovery_timeout) || raw.recovery_timeout <= 0) {
+    throw ConfigError("--recovery_timeout=" + std::to_string(raw.recovery_timeout) +
+                      ": expected a positive number of seconds");
+  }
+  config.recovery_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(raw.recovery_timeout * 1000));
+  config.in_place_recovery = raw.in_place_recovery;
   config.log_line_prefix_template = raw.prefix_template;
   // torchrun 2.x has no flag, only this variable; as there, an empty value means the default.
   if (auto it = env.find(env::kLogLinePrefixTemplate);

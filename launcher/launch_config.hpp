@@ -46,6 +46,12 @@ struct LaunchConfig {
   bool virtual_local_rank = false;
   // A rank whose progress has not moved this long is hung (docs/hangs.md); 0 = off.
   std::chrono::milliseconds hang_timeout{0};
+  // --in_place_recovery (docs/recovery.md): a membership change keeps healthy workers running
+  // and tells them their new rank over the recovery channel instead of restarting them.
+  bool in_place_recovery = false;
+  // How long a worker has to answer the new round (build its group and agree on the state)
+  // before it is restarted as without in-place recovery (--recovery_timeout).
+  std::chrono::milliseconds recovery_timeout{60000};
 
   // --- rendezvous (nullopt = not given; the factory applies defaults) ---
   std::optional<std::string> nnodes;  // "N" or "MIN:MAX"

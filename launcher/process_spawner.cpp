@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "common/error.hpp"
+#include "common/recovery_protocol.hpp"
 #include "launcher/orphan_guardian.hpp"
 
 namespace ddp::launcher {
@@ -51,7 +52,7 @@ void report_child_failure(const char* what, const char* detail, int err) {
 }
 
 pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int in_fd, int out_fd,
-                  int err_fd, pid_t agent_pid, const PreparedBinding& binding) {
+                  int err_fd, int channel_fd, pid_t agent_pid, const PreparedBinding& binding) {
   // Until exec, the child carries the agent's Asio signal handlers, which would report a
   // signal sent to the young worker (a stop racing its start) as a signal to the agent.
   // So every signal stays blocked across fork() until the child has reset its handlers.
@@ -85,8 +86,15 @@ pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int 
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Nothing but stdin/stdout/stderr crosses exec (store sockets, other workers' pipes).
-  ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  // Nothing but stdin/stdout/stderr (and the recovery channel, as descriptor 3) crosses exec:
+  // not the store sockets, not other workers' pipes.
+  unsigned first_closed = 3U;
+  if (channel_fd >= 0) {
+    if (channel_fd != recovery::kChildFd) ::dup2(channel_fd, recovery::kChildFd);
+    ::fcntl(recovery::kChildFd, F_SETFD, 0);  // dup2 onto itself keeps FD_CLOEXEC
+    first_closed = recovery::kChildFd + 1U;
+  }
+  ::syscall(SYS_close_range, first_closed, ~0U, CLOSE_RANGE_CLOEXEC);
   // Bound before exec, so the program (and every thread it starts) never runs unbound.
   const char* call = "";
   if (int err = binding.apply(&call); err != 0) {
@@ -162,9 +170,9 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
   PreparedBinding binding(spec.binding);
-  pid_t pid =
-      fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(), stdin_fd_.get(),
-                  out_write.native_handle(), err_write.native_handle(), ::getpid(), binding);
+  pid_t pid = fork_worker(argv_strings.front().c_str(), argv.data(), envp.data(), stdin_fd_.get(),
+                          out_write.native_handle(), err_write.native_handle(), spec.channel_fd,
+                          ::getpid(), binding);
   if (pid < 0) {
     throw Error("could not start worker " + std::to_string(spec.local_rank) + " ('" +
                 spec.argv.front() + "'): fork() failed: " + errno_text(errno));

@@ -16,6 +16,9 @@ struct WorkerProcessSpec {
   std::vector<std::string> argv;  // argv[0] is the resolved executable
   std::vector<std::string> env;   // full environment, "NAME=value"
   CpuBinding binding;             // applied in the child before exec; empty: none
+  // The worker's end of its recovery channel (recovery_link.hpp), given to it as descriptor
+  // recovery::kChildFd; -1: none.
+  int channel_fd = -1;
 };
 
 struct WorkerCallbacks {

@@ -1,6 +1,8 @@
 #pragma once
 // Test doubles for the agent: a WorkerSpawner whose "processes" are scripted by the test,
 // and a RendezvousHandler that counts calls and can fail or report membership changes.
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -27,6 +29,8 @@ class FakeSpawner final : public WorkerSpawner {
     bool exited = false;
     bool released = false;
     std::vector<int> signals;
+    // The worker's end of its recovery channel (a dup of spec.channel_fd), or -1.
+    std::shared_ptr<int> channel;
   };
 
   explicit FakeSpawner(boost::asio::io_context& io) : io_(io) {}
@@ -44,7 +48,14 @@ class FakeSpawner final : public WorkerSpawner {
 
   int spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbacks) override {
     if (fail_spawn && fail_spawn(spawn_calls++)) throw Error("fake spawn: cannot run the program");
-    workers.push_back(Worker{spec, std::move(callbacks), next_pid_++, false, false, {}});
+    workers.push_back(Worker{spec, std::move(callbacks), next_pid_++, false, false, {}, nullptr});
+    if (spec.channel_fd >= 0) {
+      // Kept open as a real worker would: the agent closes its copy after spawn().
+      workers.back().channel = std::shared_ptr<int>(new int(::dup(spec.channel_fd)), [](int* fd) {
+        if (*fd >= 0) ::close(*fd);
+        delete fd;
+      });
+    }
     size_t index = workers.size() - 1;
     if (on_spawn) boost::asio::post(io_, [this, index] { on_spawn(index); });
     return workers.back().pid;
