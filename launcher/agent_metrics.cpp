@@ -75,7 +75,8 @@ void AgentMetrics::observe(const nlohmann::json& event) {
   if (name == "rendezvous") {
     round_ = field<int64_t>(event, "round", round_);
     ++rendezvous_rounds_;
-    workers_.clear();
+    // Workers kept running through an in-place re-form stay; ended ones belong to the past.
+    std::erase_if(workers_, [](const WorkerHealth& w) { return w.state != "RUNNING"; });
     stopping_ = false;
     if (pending_.failure_detected != 0) pending_.rendezvous_done = time;
   } else if (name == "worker_start") {
@@ -83,6 +84,8 @@ void AgentMetrics::observe(const nlohmann::json& event) {
     worker.rank = field<int>(event, "rank", 0);
     worker.local_rank = field<int>(event, "local_rank", 0);
     worker.pid = field<int>(event, "pid", 0);
+    std::erase_if(workers_,
+                  [&](const WorkerHealth& w) { return w.local_rank == worker.local_rank; });
     workers_.push_back(worker);
   } else if (name == "worker_exit") {
     if (auto* worker = worker_by_pid(field<int>(event, "pid", 0))) {
@@ -111,6 +114,15 @@ void AgentMetrics::observe(const nlohmann::json& event) {
     pending_ = RestartPhases{};
   } else if (name == "restart") {
     restarts_ = field<int>(event, "restarts_spent", restarts_);
+  } else if (name == "workers_resumed") {
+    pending_ = RestartPhases{};  // re-formed in place: no restart to time
+    stopping_ = false;
+  } else if (name == "in_place_recovery") {
+    ++in_place_recoveries_;
+    for (const char* phase : {"aborted", "reformed", "state_sent", "first_step"}) {
+      const std::string key = std::string(phase) + "_ms";
+      last_in_place_[phase] = field<double>(event, key.c_str(), -1);
+    }
   }
 }
 
@@ -172,6 +184,20 @@ std::string render_prometheus(const std::string& agent_state, const AgentMetrics
     auto it = metrics.failures().find(kind);
     out.sample("ddplaunch_failures_total", "kind", kind,
                static_cast<double>(it == metrics.failures().end() ? 0 : it->second));
+  }
+  out.family("ddplaunch_in_place_recoveries_total", "counter",
+             "Membership changes survived without restarting this node's workers "
+             "(--in_place_recovery).");
+  out.sample("ddplaunch_in_place_recoveries_total",
+             static_cast<double>(metrics.in_place_recoveries()));
+  if (!metrics.last_in_place().empty()) {
+    out.family("ddplaunch_last_in_place_recovery_seconds", "gauge",
+               "The last in-place recovery: seconds from the change noticed to each phase "
+               "(-1: not reached).");
+    for (const auto& [phase, ms] : metrics.last_in_place()) {
+      out.sample("ddplaunch_last_in_place_recovery_seconds", "phase", phase,
+                 ms < 0 ? -1.0 : ms / 1000.0);
+    }
   }
   const auto& last = metrics.last_restart();
   if (last.workers_started != 0) {

@@ -58,6 +58,12 @@ class AgentMetrics {
   [[nodiscard]] const std::map<std::string, int64_t>& failures() const { return failures_; }
   // The last restart whose new workers have started; nullopt-like (all 0) before one.
   [[nodiscard]] const RestartPhases& last_restart() const { return last_restart_; }
+  // In-place recoveries completed (docs/recovery.md), and the last one's phase times in ms
+  // since the change was noticed ("aborted", "reformed", "state_sent", "first_step").
+  [[nodiscard]] int64_t in_place_recoveries() const { return in_place_recoveries_; }
+  [[nodiscard]] const std::map<std::string, double>& last_in_place() const {
+    return last_in_place_;
+  }
 
  private:
   WorkerHealth* worker_by_pid(int pid);
@@ -72,6 +78,8 @@ class AgentMetrics {
   bool stopping_ = false;  // the group is being stopped: exits now are STOPPED
   RestartPhases pending_;  // the restart in progress (failure_detected != 0)
   RestartPhases last_restart_;
+  int64_t in_place_recoveries_ = 0;
+  std::map<std::string, double> last_in_place_;
 };
 
 // True for the one state in which /health answers 200.

@@ -49,7 +49,7 @@ struct Nodes {
   AgentProcess& start(const std::string& tag, const std::string& addr, const std::string& nnodes,
                       const std::vector<std::string>& agent_flags,
                       const std::vector<std::string>& train_flags) {
-    std::vector<std::string> args{"--nnodes",        nnodes,
+    std::vector<std::string> args{"--nnodes",         nnodes,
                                   "--nproc_per_node", "1",
                                   "--rdzv_backend",   "c10d",
                                   "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(port),
@@ -147,11 +147,14 @@ std::vector<StepSamples> read_sample_logs(const std::string& dir) {
     for (std::string line; std::getline(in, line);) {
       std::smatch m;
       REQUIRE(std::regex_match(line, m, line_re));
-      StepSamples s{std::stoll(m[1]), std::stoll(m[2]), std::stoll(m[3]),
+      StepSamples s{std::stoll(m[1]),
+                    std::stoll(m[2]),
+                    std::stoll(m[3]),
                     static_cast<int>(std::stoll(m[4])),
                     {}};
       std::stringstream list(m[5]);
-      for (std::string index; std::getline(list, index, ',');) s.indices.push_back(std::stoll(index));
+      for (std::string index; std::getline(list, index, ',');)
+        s.indices.push_back(std::stoll(index));
       all.push_back(std::move(s));
     }
   }

@@ -158,6 +158,29 @@ TEST_CASE("metrics: a membership re-form is timed like a restart", "[metrics]") 
   CHECK(s["ddplaunch_failures_total{kind=\"exit\"}"] == "0");
 }
 
+TEST_CASE("metrics: in-place recoveries are counted with their phases, not timed as restarts",
+          "[metrics][recovery]") {
+  AgentMetrics m("job", 0);
+  m.observe(event("rendezvous", 100, {{"round", 0}}));
+  m.observe(event("worker_start", 100.1, {{"rank", 0}, {"local_rank", 0}, {"pid", 11}}));
+  m.observe(event("workers_started", 100.5, {{"count", 1}}));
+  CHECK_THAT(render_prometheus("HEALTHY", m), Contains("ddplaunch_in_place_recoveries_total 0"));
+  m.observe(event("membership_change", 110, {{"change", "node_lost"}}));
+  m.observe(event("rendezvous", 110.3, {{"round", 1}}));
+  m.observe(event("workers_resumed", 110.3, {{"kept", 1}, {"restarted", 0}}));
+  m.observe(event(
+      "in_place_recovery", 110.4,
+      {{"aborted_ms", 2}, {"reformed_ms", 300}, {"state_sent_ms", 320}, {"first_step_ms", 350}}));
+  CHECK(m.in_place_recoveries() == 1);
+  CHECK(m.last_restart().workers_started == 0);  // nothing was restarted
+  CHECK(m.workers().size() == 1);
+  CHECK(m.workers()[0].state == "RUNNING");
+  const auto text = render_prometheus("HEALTHY", m);
+  CHECK_THAT(text, Contains("ddplaunch_in_place_recoveries_total 1"));
+  CHECK_THAT(text, Contains("ddplaunch_last_in_place_recovery_seconds{phase=\"first_step\"} 0.35"));
+  CHECK_THAT(text, Contains("ddplaunch_last_in_place_recovery_seconds{phase=\"reformed\"} 0.3"));
+}
+
 TEST_CASE("metrics text: HELP and TYPE before every family, counters end in _total", "[metrics]") {
   AgentMetrics m("a \"quoted\\\" id\nwith a newline", 1);
   feed_failed_attempt(m);
