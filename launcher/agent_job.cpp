@@ -106,6 +106,9 @@ bool Agent::is_mine(const rendezvous::FailureRecord& record) const {
 
 void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record) {
   if (generation != generation_ || job_failure_) return;
+  // Kept workers keep the generation through an in-place re-form; the round tells a record
+  // of the round left behind (posted just before its watch stopped) from a current one.
+  if (options_.config.in_place_recovery && record.attempt != info_.round) return;
   if (!record.is_failure()) {
     // The store host finished and leaves: this node's workers run on, on their own.
     store_leaving_ = true;
