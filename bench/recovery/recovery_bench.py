@@ -291,12 +291,48 @@ def analyse(args, variant, n, run_dir, seen, t_kill, victim):
         res["error"] = "no step without the lost node after the kill"
         return res
     res["lost_ms"] = round(1e3 * (first[0] - t_kill), 1)
+    if variant != "torch":
+        res.update(agent_events(run_dir, n, victim, t_kill))
     res["first_step_after"] = first[2]
     res["in_flight_steps"] = sum(1 for r in pre if r[0] > t_kill)
     last_pre = max(r[3] for r in pre) if pre else 0
     started_at = first[3] - args.batch_size * (n - 1)
     res["steps_redone"] = round((last_pre - started_at) / (args.batch_size * n), 2)
     return res
+
+
+def agent_events(run_dir, n, victim, t_kill):
+    """Where the survivors' time went, from their agents' --events_file (ms after the kill):
+    told_ms, the last survivor told of the loss (membership_change or failure); respawn_ms,
+    the last survivor's new worker started (absent when the workers were kept)."""
+    told, respawn = [], []
+    for i in range(n):
+        if i == victim:
+            continue
+        path = os.path.join(run_dir, f"events.{i}")
+        t_told = t_start = None
+        if os.path.exists(path):
+            with open(path) as f:
+                for raw in f:
+                    try:
+                        e = json.loads(raw)
+                    except ValueError:
+                        continue
+                    t = e.get("time", 0)
+                    if t <= t_kill:
+                        continue
+                    if t_told is None and e.get("event") in ("membership_change", "failure"):
+                        t_told = t
+                    if t_start is None and e.get("event") == "worker_start":
+                        t_start = t
+        told.append(t_told)
+        respawn.append(t_start)
+    out = {}
+    if told and None not in told:
+        out["told_ms"] = round(1e3 * (max(told) - t_kill), 1)
+    if respawn and None not in respawn:
+        out["respawn_ms"] = round(1e3 * (max(respawn) - t_kill), 1)
+    return out
 
 
 def in_place_supported(build):
@@ -323,8 +359,9 @@ def table(results, variants, node_counts):
               "restart": "(b) ddplaunch, process restart + checkpoint reload",
               "inplace": "(c) ddplaunch --in_place_recovery"}
     rows = ["| way | nodes | runs ok | time lost, ms: median (min to max) | steps redone (median) "
-            "| in-flight steps (median) | step ms before | (b) / this | (a) / this |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+            "| in-flight steps (median) | step ms before | survivors told, ms | new workers "
+            "started, ms | (b) / this | (a) / this |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     med = {}
     for v in variants:
         for n in node_counts:
@@ -339,8 +376,10 @@ def table(results, variants, node_counts):
             inflight = statistics.median([r["in_flight_steps"] for r in ok]) if ok else "-"
             steps = [r["step_ms"] for r in ok if "step_ms" in r]
             step_ms = f"{statistics.median(steps):.2f}" if steps else "-"
+            told = median_range([r["told_ms"] for r in ok if "told_ms" in r])[1]
+            respawn = median_range([r["respawn_ms"] for r in ok if "respawn_ms" in r])[1]
             rows.append(f"| {labels[v]} | {n} | {len(ok)}/{len(all_runs)} | {lost} | {redone} | "
-                        f"{inflight} | {step_ms} | {ratio(med.get(('restart', n)), med[(v, n)])} | "
+                        f"{inflight} | {step_ms} | {told} | {respawn} | {ratio(med.get(('restart', n)), med[(v, n)])} | "
                         f"{ratio(med.get(('torch', n)), med[(v, n)])} |")
     return "\n".join(rows)
 
@@ -349,7 +388,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default="build")
     p.add_argument("--variants", default="torch,restart,inplace")
-    p.add_argument("--nodes", default="2,3", help="node counts, e.g. 2,3,4")
+    p.add_argument("--nodes", default="2,3,4", help="node counts")
     p.add_argument("--repeats", type=int, default=5, help="runs per ddplaunch row")
     p.add_argument("--torch_repeats", type=int, default=3,
                    help="runs per torchrun row (each waits ~45 s for its re-rendezvous)")

@@ -10,8 +10,11 @@
 #  (b) build/ddplaunch + build/train: process restart + checkpoint reload (the reference);
 #  (c) the same with ddplaunch --in_place_recovery (skipped, with a message, while the
 #      binary refuses the flag).
-# Both trainers checkpoint every step. About 8 minutes with the defaults (torchrun's
-# re-rendezvous alone takes ~45 s a run); --quick: 2 nodes, one run of each (~1 minute).
+# Then (b) and (c) again with build/train's default data size (4,096 rows), since a
+# restarted worker's data set-up is part of what (b) loses.
+# Both trainers checkpoint every step. About 8 minutes with the defaults (2, 3 and 4 nodes;
+# 5 ddplaunch runs and 3 torchrun runs per row: torchrun's re-rendezvous alone takes ~45 s a
+# run); --quick: 2 nodes, one run of each (~1 minute).
 #   scripts/bench/recovery.sh [--quick] [recovery_bench.py flags: --nodes 2,3,4 --repeats 5
 #                             --torch_repeats 3 --variants torch,restart,inplace --keep ...]
 #   env: BUILD_DIR=build
@@ -22,4 +25,12 @@ for bin in ddplaunch train; do
   [ -x "$BUILD_DIR/$bin" ] || { echo "recovery bench: build $BUILD_DIR/$bin first (cmake --build $BUILD_DIR --target ddplaunch train)" >&2; exit 2; }
 done
 echo "# Training time lost per node loss ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD))"
-exec /usr/bin/python3 bench/recovery/recovery_bench.py --build "$BUILD_DIR" "$@"
+echo
+echo "## 140,000 synthetic rows (as scripts/bench/train.sh), all three ways"
+/usr/bin/python3 bench/recovery/recovery_bench.py --build "$BUILD_DIR" "$@"
+# A restarted worker regenerates its data (about 270 ms of a solo start at 140,000 rows,
+# 80 ms at 4,096): the ddplaunch rows again at build/train's default data size.
+echo
+echo "## 4,096 synthetic rows (build/train's default), ddplaunch only"
+/usr/bin/python3 bench/recovery/recovery_bench.py --build "$BUILD_DIR" "$@" \
+  --variants restart,inplace --rows 4096
