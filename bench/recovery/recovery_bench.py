@@ -3,9 +3,8 @@
 N simulated nodes on loopback (one agent each, --nproc_per_node 1, a c10d rendezvous with
 --nnodes N-1:N), the same MLP and data; once the step lines show step --kill_step, one node
 (not node 0, the store's host, and not the rank printing the steps where N > 2 leaves a
-choice) is SIGKILLed whole: its agent's
-process group and every process under the agent (ddplaunch puts workers in process groups
-of their own). Three ways:
+choice) is SIGKILLed whole: its agent's process group and every process under the agent
+(ddplaunch puts workers in process groups of their own). Three ways:
   torch    PyTorch 1.13 DDP (gloo) under Debian's torchrun, worker restart (--max_restarts)
            and checkpoint resume (bench/recovery/torch_ddp_recovery.py)
   restart  ddplaunch + build/train, default mode: process restart + checkpoint reload
