@@ -185,6 +185,15 @@ def one_run(args, variant, n, rep, work):
                 if now > deadline:
                     result["error"] = f"no step {args.kill_step} within {startup} s"
                     break
+                gone = [node for node in nodes if node.proc.poll() is not None]
+                if gone and lines.empty():
+                    # An agent ended before the kill: a refused flag, a bad build, a port taken.
+                    last = [x[2].strip() for x in seen if x[1] == gone[0].index][-1:]
+                    result["error"] = (f"node {gone[0].index}'s agent exited with "
+                                       f"{gone[0].proc.returncode} before step {args.kill_step}"
+                                       f": {last[0] if last else '(no output)'}")
+                    result["agent_exited"] = True
+                    break
                 if step is None:
                     continue
                 if step >= args.kill_step:
@@ -277,10 +286,15 @@ def main():
     print(f"recovery bench: load before {load()}", file=sys.stderr)
     for n in node_counts:
         for rep in range(1, max(args.repeats, args.torch_repeats) + 1):
-            for v in variants:  # interleaved, so machine noise hits every way alike
-                if rep > (args.torch_repeats if v == "torch" else args.repeats):
+            for v in list(variants):  # interleaved, so machine noise hits every way alike
+                if v not in variants or rep > (args.torch_repeats if v == "torch" else
+                                               args.repeats):
                     continue
                 r = one_run(args, v, n, rep, work)
+                if v == "inplace" and r.get("agent_exited"):
+                    print(f"recovery bench: (c) skipped: ddplaunch --in_place_recovery did not "
+                          f"run: {r['error']}", file=sys.stderr)
+                    variants.remove(v)
                 results.append(r)
                 print(json.dumps(r), flush=True)
                 if args.results:
