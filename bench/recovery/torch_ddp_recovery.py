@@ -43,7 +43,8 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
 
     g = torch.Generator().manual_seed(0)
-    centres = torch.randn(args.classes, args.features, generator=g) * 6.0 / (2 * args.features) ** 0.5
+    centres = (torch.randn(args.classes, args.features, generator=g) * 6.0
+               / (2 * args.features) ** 0.5)
     labels = torch.randint(0, args.classes, (args.rows,), generator=g)
     feats = centres[labels] + torch.randn(args.rows, args.features, generator=g)
     n_train = args.rows - int(round(0.2 * args.rows))
