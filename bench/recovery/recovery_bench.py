@@ -1,0 +1,313 @@
+"""Training time lost per node loss (issue 18), driven by scripts/bench/recovery.sh.
+
+N simulated nodes on loopback (one agent each, --nproc_per_node 1, a c10d rendezvous with
+--nnodes N-1:N), the same MLP and data; once the step lines show step --kill_step, one node
+(not node 0, the store's host, and not the rank printing the steps where N > 2 leaves a
+choice) is SIGKILLed whole: its agent's process group and every process under the agent
+(ddplaunch puts workers in process groups of their own). Three ways:
+  torch    PyTorch 1.13 DDP (gloo) under Debian's torchrun, worker restart (--max_restarts)
+           and checkpoint resume (bench/recovery/torch_ddp_recovery.py)
+  restart  ddplaunch + build/train, default mode: process restart + checkpoint reload
+  inplace  ddplaunch --in_place_recovery + build/train: the survivors re-form in place
+Both trainers checkpoint every --checkpoint_every steps (default 1) and print one line per
+step on rank 0.
+
+Times are taken on this driver: each agent's stdout is a pipe read by a thread of its own,
+and a line's time is time.time() when readline returns it (arrival). Lost time = arrival of
+the first step completed by a survivor after the loss - the time just before the kill
+syscall. A step "after the loss" is one trained without the dead node: torch's lines carry
+the world size; build/train's do not, so each progress line is matched (in order) with its
+--metrics record, whose samples_seen grows by batch * world per step. Steps still completing
+with the dead node's gradients (in flight when the kill landed) are pre-loss steps.
+Steps redone = (samples of the last pre-loss step - samples at which the first post-loss
+step started) / (batch * N): old-world steps trained twice.
+
+This file runs the jobs; recovery_analysis.py turns a run's lines into its numbers.
+Prints one JSON line per run (--results FILE appends them too) and, at the end, a markdown
+table of medians with ratios to 'restart' and to 'torch' measured in the same run.
+"""
+import argparse
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from recovery_analysis import analyse, step_of, table
+
+PY = "/usr/bin/python3"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def descendants(pid):
+    """Every process under pid (children first found through /proc/<pid>/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            out.extend(kids)
+            todo.extend(kids)
+    return out
+
+
+class Node:
+    """One agent in a session of its own; a thread stamps its stdout lines on arrival."""
+
+    def __init__(self, index, cmd, log_path, lines, env):
+        self.index = index
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+        self.thread = threading.Thread(target=self._read, args=(lines,), daemon=True)
+        self.thread.start()
+
+    def _read(self, lines):
+        for raw in iter(self.proc.stdout.readline, b""):
+            t = time.time()
+            self.log.write(raw)
+            lines.put((t, self.index, raw.decode(errors="replace")))
+        self.log.close()
+
+    def kill(self, pids=None):
+        """SIGKILL the agent's process group and the processes under it now (pids: listed
+        just before; only processes this driver started, never a pid it merely saw once)."""
+        pids = descendants(self.proc.pid) if pids is None else pids
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        own = os.getpgrp()
+        for p in pids:
+            try:
+                pgid = os.getpgid(p)
+                if pgid != own:
+                    os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def commands(args, variant, n, i, port, run_dir):
+    """The agent command line of node i of n."""
+    ckpt = os.path.join(run_dir, "ckpt")
+    nnodes = f"{n - 1}:{n}"
+    run_id = os.path.basename(run_dir)
+    if variant == "torch":
+        return [PY, "-m", "torch.distributed.run", "-r", "1", "-t", "1",
+                "--log_dir", os.path.join(run_dir, f"tlogs.{i}"), "--nnodes", nnodes,
+                "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+                "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
+                "--max_restarts", str(args.max_restarts), args.torch_script,
+                "--batch_size", str(args.batch_size), "--rows", str(args.rows),
+                "--checkpoint_dir", ckpt, "--checkpoint_every", str(args.checkpoint_every)]
+    cmd = [os.path.join(args.build, "ddplaunch"), "--nnodes", nnodes, "--rdzv_backend", "c10d",
+           "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
+           "--local_addr", f"127.0.0.{i + 1}", "--nproc_per_node", "1",
+           "--max_restarts", str(args.max_restarts),
+           "--events_file", os.path.join(run_dir, f"events.{i}")]
+    if variant == "inplace":
+        cmd.append("--in_place_recovery")
+    return cmd + [os.path.join(args.build, "train"), "--data", "synthetic",
+                  "--synthetic_rows", str(args.rows), "--batch_size", str(args.batch_size),
+                  "--max_steps", "1000000", "--epochs", "1000", "--log_every", "1",
+                  "--blas_threads", "1", "--checkpoint_dir", ckpt,
+                  "--checkpoint_every", str(args.checkpoint_every),
+                  "--metrics", os.path.join(run_dir, f"metrics.{i}.jsonl")]
+
+
+def one_run(args, variant, n, rep, work):
+    run_dir = os.path.join(work, f"{variant}_{n}_{rep}")
+    os.makedirs(os.path.join(run_dir, "ckpt"))
+    port = free_port()
+    lines = queue.Queue()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    nodes = []
+    seen = []  # (arrival, node, text) of every line
+    result = {"variant": variant, "nodes": n, "run": rep}
+    startup = args.torch_startup_s if variant == "torch" else args.startup_s
+    try:
+        # Node 0 first, so it hosts the store (torchrun 1.13: the first agent up) and joins
+        # first (so it is likely group rank 0 and prints the steps).
+        nodes.append(Node(0, commands(args, variant, n, 0, port, run_dir),
+                          os.path.join(run_dir, "log.0"), lines, env))
+        deadline = time.time() + startup
+        while not port_open(port) and time.time() < deadline and nodes[0].proc.poll() is None:
+            time.sleep(0.02)
+        for i in range(1, n):
+            nodes.append(Node(i, commands(args, variant, n, i, port, run_dir),
+                              os.path.join(run_dir, f"log.{i}"), lines, env))
+
+        t_kill, victim, after = None, None, 0
+        # Enough survivors' steps to redo what the checkpoint lacked and pass it (the redone
+        # old-world steps take n / (n - 1) new ones each).
+        need_after = args.steps_after + n * (args.checkpoint_every if args.checkpoint_every > 0
+                                             else args.kill_step)
+        deadline = time.time() + startup
+        while True:
+            try:
+                t, idx, text = lines.get(timeout=0.05)
+                seen.append((t, idx, text))
+            except queue.Empty:
+                t, idx, text = None, None, None
+            now = time.time()
+            step = step_of(variant, text) if text else None
+            if t_kill is None:
+                if now > deadline:
+                    result["error"] = f"no step {args.kill_step} within {startup} s"
+                    break
+                gone = [node for node in nodes if node.proc.poll() is not None]
+                if gone and lines.empty():
+                    # An agent ended before the kill: a refused flag, a bad build, a port taken.
+                    last = [x[2].strip() for x in seen if x[1] == gone[0].index][-1:]
+                    result["error"] = (f"node {gone[0].index}'s agent exited with "
+                                       f"{gone[0].proc.returncode} before step {args.kill_step}"
+                                       f": {last[0] if last else '(no output)'}")
+                    result["agent_exited"] = True
+                    break
+                if step is None:
+                    continue
+                if step >= args.kill_step:
+                    # The node to lose: not the store's host, not the printing rank where
+                    # there is a choice. Its processes are listed before the clock starts.
+                    others = [k for k in range(n - 1, 0, -1) if k != idx] or [n - 1]
+                    victim = others[0]
+                    victim_pids = descendants(nodes[victim].proc.pid)
+                    t_kill = time.time()
+                    nodes[victim].kill(victim_pids)
+                    result["victim"] = victim
+                    result["printer_before"] = idx
+                    deadline = t_kill + (args.torch_recover_s if variant == "torch"
+                                         else args.recover_s)
+                continue
+            if step is not None and idx != victim and t > t_kill:
+                after += 1
+                if after >= need_after:
+                    break
+            if now > deadline:
+                result["error"] = f"fewer than {need_after} steps within the bound after the kill"
+                break
+    finally:
+        for node in nodes:
+            node.kill()
+        for node in nodes:
+            try:
+                node.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            node.thread.join(timeout=5)
+    while not lines.empty():
+        seen.append(lines.get())
+    if t_kill is None:
+        return result
+    result.update(analyse(args, variant, n, run_dir, seen, t_kill, victim))
+    return result
+
+
+def in_place_supported(build):
+    try:
+        out = subprocess.run([os.path.join(build, "ddplaunch"), "--help"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--in_place_recovery" in out
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build", default="build")
+    p.add_argument("--variants", default="torch,restart,inplace")
+    p.add_argument("--nodes", default="2,3,4", help="node counts")
+    p.add_argument("--repeats", type=int, default=5, help="runs per ddplaunch row")
+    p.add_argument("--torch_repeats", type=int, default=3,
+                   help="runs per torchrun row (each waits ~45 s for its re-rendezvous)")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 nodes, one run each")
+    p.add_argument("--kill_step", type=int, default=40)
+    p.add_argument("--steps_after", type=int, default=20,
+                   help="survivors' step lines to wait for after the kill")
+    p.add_argument("--checkpoint_every", type=int, default=1)
+    p.add_argument("--batch_size", type=int, default=64)
+    p.add_argument("--rows", type=int, default=140000)
+    p.add_argument("--max_restarts", type=int, default=3)
+    p.add_argument("--startup_s", type=float, default=60)
+    p.add_argument("--torch_startup_s", type=float, default=120)
+    p.add_argument("--recover_s", type=float, default=60)
+    p.add_argument("--torch_recover_s", type=float, default=120)
+    p.add_argument("--torch_script", default=os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "torch_ddp_recovery.py"))
+    p.add_argument("--results", help="append each run's JSON line here too")
+    p.add_argument("--keep", action="store_true", help="keep the runs' logs and metrics")
+    args = p.parse_args()
+    variants = [v for v in args.variants.split(",") if v]
+    node_counts = [int(x) for x in args.nodes.split(",")]
+    if args.quick:
+        node_counts, args.repeats, args.torch_repeats = [2], 1, 1
+    if "inplace" in variants and not in_place_supported(args.build):
+        print(f"recovery bench: (c) skipped: {args.build}/ddplaunch has no --in_place_recovery "
+              "(the flag is not on this branch yet); run again once it lands", file=sys.stderr)
+        variants.remove("inplace")
+
+    work = tempfile.mkdtemp(prefix="recoverybench.")
+    results = []
+    print(f"recovery bench: load before {load()}", file=sys.stderr)
+    for n in node_counts:
+        for rep in range(1, max(args.repeats, args.torch_repeats) + 1):
+            for v in list(variants):  # interleaved, so machine noise hits every way alike
+                if v not in variants or rep > (args.torch_repeats if v == "torch" else
+                                               args.repeats):
+                    continue
+                r = one_run(args, v, n, rep, work)
+                if v == "inplace" and r.get("agent_exited"):
+                    print(f"recovery bench: (c) skipped: ddplaunch --in_place_recovery did not "
+                          f"run: {r['error']}", file=sys.stderr)
+                    variants.remove(v)
+                results.append(r)
+                print(json.dumps(r), flush=True)
+                if args.results:
+                    with open(args.results, "a") as f:
+                        f.write(json.dumps(r) + "\n")
+    print(f"recovery bench: load after {load()}", file=sys.stderr)
+    print()
+    print(table(results, variants, node_counts))
+    if args.keep:
+        print(f"recovery bench: kept {work}", file=sys.stderr)
+    else:
+        subprocess.run(["rm", "-rf", work], check=False)
+
+
+if __name__ == "__main__":
+    main()
