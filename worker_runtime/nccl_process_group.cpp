@@ -92,6 +92,7 @@ struct NcclProcessGroup::Impl {
   std::list<std::shared_ptr<Pending>> pending;
   std::atomic<bool> broken{false};
   std::string broken_reason;
+  std::mutex abort_mu;  // one ncclCommAbort, whoever asks
   std::atomic<bool> stopping{false};
   std::thread watchdog;
 
@@ -107,12 +108,21 @@ struct NcclProcessGroup::Impl {
         throw CollectiveError("nccl " + what + " on " + endpoint + " timed out");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (broken.load()) {
+        // Aborted meanwhile (recovery or watchdog): the communicator is gone.
+        throw CollectiveError("nccl " + what + " on " + endpoint + " aborted");
+      }
       ncclCommGetAsyncError(comm, &rc);
     }
     if (rc != ncclSuccess) {
       throw CollectiveError("nccl " + what + " on " + endpoint + " failed: " +
                             ncclGetErrorString(rc) + " (" + ncclGetLastError(comm) + ")");
     }
+  }
+
+  std::string reason() {
+    std::lock_guard lock(mu);
+    return broken_reason;
   }
 
   void refuse_if_broken(const std::string& what) {
@@ -144,17 +154,28 @@ struct NcclProcessGroup::Impl {
     return p;
   }
 
-  // Abort, record, exit: a collective stuck on the GPU cannot be cancelled any other way.
-  void fatal(const std::string& reason) {
+  // Marks the group broken and aborts the communicator, once: the first caller (watchdog,
+  // a waiter past its deadline, or abort() from the recovery thread) wins, so ncclCommAbort
+  // never runs twice. False when someone else already did.
+  bool abort_once(const std::string& reason) {
+    std::lock_guard abort_lock(abort_mu);
     bool expected = false;
     if (!broken.compare_exchange_strong(expected, true)) {
-      return;
+      return false;
     }
     {
       std::lock_guard lock(mu);
       broken_reason = reason;
     }
     ncclCommAbort(comm);  // comm stays set: everyone checks `broken` before using it
+    return true;
+  }
+
+  // Abort, record, exit: a collective stuck on the GPU cannot be cancelled any other way.
+  void fatal(const std::string& reason) {
+    if (!abort_once(reason)) {
+      return;
+    }
     const std::string message = "NCCL watchdog on " + endpoint + ": " + reason;
     if (options.on_fatal) {
       options.on_fatal(message);
@@ -221,7 +242,7 @@ class NcclWork final : public Work {
       }
       if (impl_->broken.load()) {
         throw CollectiveError("nccl " + pending_->what + " on " + impl_->endpoint +
-                              " aborted by the watchdog");
+                              " aborted: " + impl_->reason());
       }
       if (Clock::now() > pending_->deadline) {
         impl_->fatal(pending_->what + " passed its deadline while waited for");
@@ -287,6 +308,10 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<rendezvous::Store> store,
     throw;
   }
   impl_->watchdog = std::thread([impl = impl_.get()] { impl->watch(); });
+}
+
+void NcclProcessGroup::abort(const std::string& why) {
+  impl_->abort_once("aborted: " + why);
 }
 
 NcclProcessGroup::~NcclProcessGroup() {
