@@ -78,6 +78,7 @@ class ProcessGroup {
   // async one leaves when its Work was waited for); null: nothing is reported.
   void set_progress(std::shared_ptr<ProgressReporter> progress) { progress_ = std::move(progress); }
   [[nodiscard]] ProgressReporter* progress() const { return progress_.get(); }
+  [[nodiscard]] std::shared_ptr<ProgressReporter> progress_shared() const { return progress_; }
 
   // In place: data[0..count) becomes the reduction over ranks. kAvg divides by size()
   // (integer division for int64). Throws CollectiveError (names op, rank, timeout) on failure.

@@ -1,0 +1,179 @@
+// In-place recovery in one process: the worker's channel client against a fake agent on a
+// socketpair, and the state agreement (pure decision, then over a Gloo group in threads).
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "common/error.hpp"
+#include "common/fd.hpp"
+#include "rendezvous/store/memory_store.hpp"
+#include "test_support.hpp"
+#include "worker_runtime/recovery_client.hpp"
+#include "worker_runtime/state_agreement.hpp"
+
+using namespace ddp::worker_runtime;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+namespace recovery = ddp::recovery;
+
+namespace {
+
+// Counts abort() calls; every collective would be the identity (never called here).
+class CountingGroup final : public ProcessGroup {
+ public:
+  CountingGroup() : ProcessGroup(0, 1) {}
+  std::atomic<int> aborts{0};
+  [[nodiscard]] std::string backend() const override { return "counting"; }
+  void abort(const std::string& /*why*/) override { ++aborts; }
+
+ protected:
+  std::unique_ptr<Work> do_all_reduce(void*, size_t, DataType, ReduceOp, Duration) override {
+    return nullptr;
+  }
+  std::unique_ptr<Work> do_all_reduce_coalesced(std::vector<std::span<float>>, ReduceOp,
+                                                Duration) override {
+    return nullptr;
+  }
+  void do_broadcast(void*, size_t, DataType, int, Duration) override {}
+  void do_all_gather(const void*, void*, size_t, DataType, Duration) override {}
+  void do_barrier(Duration) override {}
+};
+
+// The fake agent's end: whole lines in, parsed lines out (10 s deadline per line).
+struct FakeAgent {
+  ddp::Fd fd;
+  std::string buffer;
+
+  void send(const recovery::Message& m) const {
+    const std::string line = recovery::format(m);
+    REQUIRE(::write(fd.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  }
+  void send_raw(const std::string& line) const {
+    REQUIRE(::write(fd.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+  }
+  recovery::Message read() {
+    for (;;) {
+      if (const size_t nl = buffer.find('\n'); nl != std::string::npos) {
+        auto m = recovery::parse(buffer.substr(0, nl + 1), nullptr);
+        buffer.erase(0, nl + 1);
+        REQUIRE(m);
+        return *m;
+      }
+      pollfd p{fd.get(), POLLIN, 0};
+      REQUIRE(::poll(&p, 1, 10000) == 1);
+      char chunk[256];
+      const ssize_t n = ::read(fd.get(), chunk, sizeof(chunk));
+      REQUIRE(n > 0);
+      buffer.append(chunk, static_cast<size_t>(n));
+    }
+  }
+};
+
+recovery::RoundNotice notice_of(int64_t round, int rank, int world) {
+  recovery::RoundNotice n;
+  n.round = round;
+  n.rank = rank;
+  n.world_size = world;
+  n.group_world_size = world;
+  n.master_addr = "127.0.0.1";
+  n.master_port = 29400;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("recovery client: hello, abort, round, bad lines, EOF", "[recovery]") {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  FakeAgent agent{ddp::Fd(fds[0]), {}};
+  auto client = std::make_unique<RecoveryClient>(ddp::Fd(fds[1]), 2);
+  CountingGroup group;
+  client->set_group(&group);
+
+  const auto hello = agent.read();
+  CHECK(hello.type == "hello");
+  CHECK(hello.integer("pid") == ::getpid());
+  CHECK(hello.integer("local_rank") == 2);
+
+  agent.send_raw("this is not a line\n");  // warned about and ignored
+  agent.send(recovery::Message{"abort", {{"round", "0"}, {"reason", "node_lost"}}});
+  const auto aborted = agent.read();
+  CHECK(aborted.type == "aborted");
+  CHECK(aborted.integer("round") == 0);
+  CHECK(group.aborts == 1);
+  CHECK(client->change_pending());
+
+  agent.send(notice_of(1, 0, 2).to_message());
+  CHECK(client->wait_round(10s) == notice_of(1, 0, 2));
+  CHECK_FALSE(client->change_pending());
+  CHECK(group.aborts == 1);  // the round after an abort does not abort twice
+
+  // A round with no abort before it still ends the current group.
+  agent.send(notice_of(2, 1, 3).to_message());
+  CHECK(client->wait_round(10s).round == 2);
+  CHECK(group.aborts == 2);
+
+  client->send_joined(2, 1, 40, 0, 1234);
+  const auto joined = agent.read();
+  CHECK(joined.type == "joined");
+  CHECK(joined.integer("step") == 40);
+  CHECK(joined.integer("state_bytes") == 1234);
+  client->send_stepped(2, 41);
+  CHECK(agent.read().integer("step") == 41);
+
+  CHECK_THROWS_WITH(client->wait_round(1ms), Contains("no round notice"));
+  agent.fd.reset();  // the agent is gone
+  CHECK_THROWS_WITH(client->wait_round(10s), Contains("closed the recovery channel"));
+  CHECK_FALSE(client->connected());
+}
+
+TEST_CASE("recovery client: a group built after a change is aborted at once", "[recovery]") {
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  FakeAgent agent{ddp::Fd(fds[0]), {}};
+  RecoveryClient client(ddp::Fd(fds[1]), 0);
+  CHECK(agent.read().type == "hello");
+  agent.send(recovery::Message{"abort", {{"round", "3"}}});
+  CHECK(agent.read().type == "aborted");
+  CountingGroup late;
+  client.set_group(&late);  // built for round 3, which is already over
+  CHECK(late.aborts == 1);
+  client.set_group(nullptr);
+}
+
+TEST_CASE("make_recovery_client: unset, bad and closed descriptors", "[recovery]") {
+  CHECK(make_recovery_client({}, 0) == nullptr);
+  CHECK(make_recovery_client({{recovery::kEnvFd, ""}}, 0) == nullptr);
+  CHECK_THROWS_WITH(make_recovery_client({{recovery::kEnvFd, "three"}}, 0),
+                    Contains("DDPLAUNCH_RECOVERY_FD='three'"));
+  CHECK_THROWS_AS(make_recovery_client({{recovery::kEnvFd, "-1"}}, 0), ddp::ConfigError);
+  CHECK_THROWS_AS(make_recovery_client({{recovery::kEnvFd, "999999"}}, 0), ddp::ConfigError);
+}
+
+TEST_CASE("state agreement: the last step every survivor completed, from the lowest rank",
+          "[recovery]") {
+  using V = std::vector<int64_t>;
+  auto decide = [](V live, V step) { return decide_state(live, step); };
+  // Nobody live: everyone loads the checkpoint.
+  CHECK(decide({0, 0, 0}, {0, 0, 0}) == StateAgreement{false, 0, -1, false});
+  // All live at one step: nothing to send.
+  CHECK(decide({1, 1}, {7, 7}) == StateAgreement{true, 7, 0, false});
+  // A fresh rank joins: state comes from rank 0.
+  CHECK(decide({1, 1, 0}, {7, 7, 0}) == StateAgreement{true, 7, 0, true});
+  // Rank 0 got one step further: rank 1 (the lowest at the minimum) sends step 7.
+  CHECK(decide({1, 1, 0}, {8, 7, 0}) == StateAgreement{true, 7, 1, true});
+  CHECK(decide({0, 1, 1}, {0, 5, 5}) == StateAgreement{true, 5, 1, true});
+}
+
+TEST_CASE("state agreement over a Gloo group", "[recovery][gloo]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  test::run_ranks(3, [&](int rank) {
+    auto pg = test::make_group(store, rank, 3);
+    const StateAgreement got = agree_on_state(*pg, rank != 1, rank == 0 ? 12 : 11);
+    RT_LOCKED(CHECK(got == StateAgreement{true, 11, 2, true}));
+  });
+}
