@@ -96,18 +96,18 @@ std::vector<int64_t> DistributedSampler::indices() const {
       std::swap(all[i], all[bounded(rng, i + 1)]);
     }
   }
-  // Only the rest of the epoch after the global start is split; pad by wrapping around it
-  // (the whole shuffled list when the start is 0); drop_last truncates instead.
-  const int64_t rest = n - global_start_;
+  // Only the rest of the epoch after the global start is split; padding wraps around to the
+  // permutation's beginning as PyTorch's does, so a resume at the same world size picks
+  // exactly the indices the uninterrupted run would have; drop_last truncates instead.
   std::vector<int64_t> out;
-  if (rest == 0) {
+  if (global_start_ == n) {
     return out;
   }
   out.reserve(static_cast<size_t>(num_samples_ - start_));
   int64_t taken = 0;
   for (int64_t i = options_.rank; i < total; i += options_.world_size, ++taken) {
     if (taken >= start_) {
-      out.push_back(all[static_cast<size_t>(global_start_ + i % rest)]);
+      out.push_back(all[static_cast<size_t>((global_start_ + i) % n)]);
     }
   }
   return out;

@@ -33,9 +33,9 @@ class DistributedSampler {
   // Skips the first `position` of this rank's indices in the current epoch (resume).
   // ConfigError when position > num_samples().
   void set_start(int64_t position);
-  // Splits only perm[position..N) of the current epoch over the ranks (num_samples() and
-  // padding follow the remaining count); resets the start offset. position counts samples
-  // taken by all ranks so far in this epoch (see global_position). ConfigError when outside
+  // Splits only perm[position..N) of the current epoch over the ranks (num_samples() follows
+  // the remaining count; padding wraps to perm[0..)); resets the start offset. position counts
+  // samples taken by all ranks so far in this epoch (see global_position). ConfigError when outside
   // [0, N].
   void set_global_start(int64_t position);
   // The epoch position once every rank took `taken` indices from the current split:
