@@ -62,9 +62,8 @@ recovery::RoundNotice RecoveryClient::wait_round(Duration timeout) {
     return notice;
   }
   if (!ready) {
-    throw CollectiveError("no round notice from the agent within " +
-                          std::to_string(timeout.count()) +
-                          " ms on the recovery channel (waited after a failed collective)");
+    throw RecoveryError("no round notice from the agent within " + std::to_string(timeout.count()) +
+                        " ms on the recovery channel (waited after a failed collective)");
   }
   throw CollectiveError(
       "the agent closed the recovery channel while this worker waited for the "

@@ -12,12 +12,20 @@
 #include <string>
 #include <thread>
 
+#include "common/error.hpp"
 #include "common/fd.hpp"
 #include "common/recovery_protocol.hpp"
 #include "worker_runtime/env_contract.hpp"
 #include "worker_runtime/process_group.hpp"
 
 namespace ddp::worker_runtime {
+
+// The agent is gone or sent no round notice in time: recovery cannot go on (the worker exits
+// with the error; the agent restarts it, or the job ends).
+class RecoveryError : public CollectiveError {
+ public:
+  using CollectiveError::CollectiveError;
+};
 
 class RecoveryClient {
  public:
@@ -34,7 +42,7 @@ class RecoveryClient {
   // round that is already over.
   void set_group(ProcessGroup* group);
 
-  // The round notice not yet taken, waiting up to timeout for one. CollectiveError naming
+  // The round notice not yet taken, waiting up to timeout for one. RecoveryError naming
   // what it waited for when the timeout passes or the agent closed the channel.
   recovery::RoundNotice wait_round(Duration timeout);
   // True when a membership change was announced (abort or round) since the last notice was
