@@ -1,7 +1,5 @@
 // In-place recovery in one process: the worker's channel client against a fake agent on a
 // socketpair, and the state agreement (pure decision, then over a Gloo group in threads).
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -43,36 +41,6 @@ class CountingGroup final : public ProcessGroup {
   void do_barrier(Duration) override {}
 };
 
-// The fake agent's end: whole lines in, parsed lines out (10 s deadline per line).
-struct FakeAgent {
-  ddp::Fd fd;
-  std::string buffer;
-
-  void send(const recovery::Message& m) const {
-    const std::string line = recovery::format(m);
-    REQUIRE(::write(fd.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size()));
-  }
-  void send_raw(const std::string& line) const {
-    REQUIRE(::write(fd.get(), line.data(), line.size()) == static_cast<ssize_t>(line.size()));
-  }
-  recovery::Message read() {
-    for (;;) {
-      if (const size_t nl = buffer.find('\n'); nl != std::string::npos) {
-        auto m = recovery::parse(buffer.substr(0, nl + 1), nullptr);
-        buffer.erase(0, nl + 1);
-        REQUIRE(m);
-        return *m;
-      }
-      pollfd p{fd.get(), POLLIN, 0};
-      REQUIRE(::poll(&p, 1, 10000) == 1);
-      char chunk[256];
-      const ssize_t n = ::read(fd.get(), chunk, sizeof(chunk));
-      REQUIRE(n > 0);
-      buffer.append(chunk, static_cast<size_t>(n));
-    }
-  }
-};
-
 recovery::RoundNotice notice_of(int64_t round, int rank, int world) {
   recovery::RoundNotice n;
   n.round = round;
@@ -87,10 +55,9 @@ recovery::RoundNotice notice_of(int64_t round, int rank, int world) {
 }  // namespace
 
 TEST_CASE("recovery client: hello, abort, round, bad lines, EOF", "[recovery]") {
-  int fds[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-  FakeAgent agent{ddp::Fd(fds[0]), {}};
-  auto client = std::make_unique<RecoveryClient>(ddp::Fd(fds[1]), 2);
+  ddp::Fd worker_end;
+  auto agent = test::AgentChannel::make(worker_end);
+  auto client = std::make_unique<RecoveryClient>(std::move(worker_end), 2);
   CountingGroup group;
   client->set_group(&group);
 
@@ -132,10 +99,9 @@ TEST_CASE("recovery client: hello, abort, round, bad lines, EOF", "[recovery]") 
 }
 
 TEST_CASE("recovery client: a group built after a change is aborted at once", "[recovery]") {
-  int fds[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
-  FakeAgent agent{ddp::Fd(fds[0]), {}};
-  RecoveryClient client(ddp::Fd(fds[1]), 0);
+  ddp::Fd worker_end;
+  auto agent = test::AgentChannel::make(worker_end);
+  RecoveryClient client(std::move(worker_end), 0);
   CHECK(agent.read().type == "hello");
   agent.send(recovery::Message{"abort", {{"round", "3"}}});
   CHECK(agent.read().type == "aborted");
