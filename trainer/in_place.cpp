@@ -31,10 +31,10 @@ int64_t broadcast_text(wr::ProcessGroup& group, std::string& text, int root) {
 }
 
 int64_t send_state(wr::ProcessGroup& group, Model& model, TrainingPosition& position, int root) {
-  std::array<int64_t, 4> scalars = {position.epoch, position.global_position, position.step,
-                                    position.samples_seen};
+  std::array<int64_t, 5> scalars = {position.epoch, position.global_position, position.step,
+                                    position.samples_seen, position.schedule_steps};
   group.broadcast(std::span<int64_t>(scalars), root);
-  position = {scalars[0], scalars[1], scalars[2], scalars[3]};
+  position = {scalars[0], scalars[1], scalars[2], scalars[3], scalars[4]};
   int64_t bytes = static_cast<int64_t>(sizeof(scalars));
   const auto params = model.host_parameters();
   group.broadcast(params, root);
@@ -79,6 +79,8 @@ void Trainer::recover_in_place(const std::string& why) {
       return;
     } catch (const wr::RecoveryError&) {
       throw;
+    } catch (const wr::ConsistencyError&) {
+      throw;  // ranks disagree on their state: a bug, not a membership change
     } catch (const CollectiveError& e) {
       // The membership changed again while the group was built or the state synced.
       DDP_LOG_WARN(std::string("in-place recovery interrupted (waiting for the next round): ") +
@@ -88,7 +90,7 @@ void Trainer::recover_in_place(const std::string& why) {
 }
 
 wr::StateAgreement Trainer::sync_state(bool announce) {
-  TrainingPosition position{epoch_, global_position_, step_, samples_seen_};
+  TrainingPosition position{epoch_, global_position_, step_, samples_seen_, schedule_.total_steps};
   const SyncOutcome outcome = sync_training_state(*group_, *model_, position, live_);
   const wr::StateAgreement& agreed = outcome.agreement;
   if (!agreed.any_live) return agreed;  // nobody holds state: the checkpoint decides
@@ -96,6 +98,7 @@ wr::StateAgreement Trainer::sync_state(bool announce) {
   global_position_ = position.global_position;
   step_ = position.step;
   samples_seen_ = position.samples_seen;
+  schedule_.total_steps = position.schedule_steps;
   live_ = true;
   // Metrics of the interrupted interval are dropped: each rank saw a different part of it.
   loss_sum_ = 0;

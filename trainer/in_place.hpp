@@ -18,6 +18,9 @@ struct TrainingPosition {
   int64_t global_position = 0;  // samples all ranks consumed in epoch's permutation
   int64_t step = 0;
   int64_t samples_seen = 0;
+  // The LR schedule's length: fixed at the job's first start (a fresh worker at another
+  // world size would compute another one), so it travels with the state.
+  int64_t schedule_steps = 1;
 
   bool operator==(const TrainingPosition&) const = default;
 };

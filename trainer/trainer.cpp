@@ -168,6 +168,8 @@ TrainResult Trainer::run() {
     try {
       train_all(result);
       break;
+    } catch (const wr::ConsistencyError&) {
+      throw;  // ranks disagree on their state: a bug, not a membership change
     } catch (const CollectiveError& e) {
       if (!in_place()) throw;
       recover_in_place(e.what());  // then train_all continues from the agreed state
