@@ -166,6 +166,9 @@ std::unique_ptr<DistContext> init(const InitOptions& options) {
   const std::string backend =
       resolve_backend(options.backend, env.backend, env.local_world_size, cuda_device_count());
   std::unique_ptr<rendezvous::StoreServer> server;
+  // The agent hears `hello` before the group is built (that waits for every rank); an
+  // `abort` arriving meanwhile aborts the group as soon as it exists (set_group).
+  auto recovery = make_recovery_client(vars, env.local_rank);
   auto base = connect_store(env, options, server);
   auto store = std::make_shared<rendezvous::PrefixStore>(env.store_prefix, base);
 
@@ -176,7 +179,6 @@ std::unique_ptr<DistContext> init(const InitOptions& options) {
       file != vars.end() && !file->second.empty()) {
     group->set_progress(std::make_shared<ProgressReporter>(file->second, env.rank));
   }
-  auto recovery = make_recovery_client(vars, env.local_rank);
   auto context = std::make_unique<DistContext>(std::move(env), std::move(store), std::move(group),
                                                std::move(server), std::move(base));
   if (recovery) {
