@@ -9,7 +9,10 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <sstream>
+#include <tuple>
 
 #include "rendezvous/store/server/store_server.hpp"
 #include "tests/support/files.hpp"
@@ -114,6 +117,35 @@ size_t sample_lines(const TempDir& dir) {
   return lines;
 }
 
+// dataset index -> times trained in `epoch`, from every rank's --sample_log lines; for each
+// (epoch, step) only the lines of the highest round count (a step redone after a recovery).
+std::map<int64_t, int> trained_in_epoch(const TempDir& dir, int64_t epoch) {
+  std::map<std::pair<int64_t, int64_t>, int64_t> newest_round;            // (epoch, step) -> round
+  std::vector<std::tuple<int64_t, int64_t, int64_t, std::string>> lines;  // round, epoch, step, idx
+  for (const auto& f : std::filesystem::directory_iterator(dir.file("samples"))) {
+    std::ifstream in(f.path());
+    for (std::string line; std::getline(in, line);) {
+      int64_t round = 0;
+      int64_t e = 0;
+      int64_t step = 0;
+      int rank = 0;
+      char idx[4096] = {};
+      REQUIRE(std::sscanf(line.c_str(), "round=%ld epoch=%ld step=%ld rank=%d idx=%4095s", &round,
+                          &e, &step, &rank, idx) == 5);
+      lines.emplace_back(round, e, step, idx);
+      auto& newest = newest_round[{e, step}];
+      newest = std::max(newest, round);
+    }
+  }
+  std::map<int64_t, int> seen;
+  for (const auto& [round, e, step, idx] : lines) {
+    if (e != epoch || round != newest_round[{e, step}]) continue;
+    std::stringstream list(idx);
+    for (std::string item; std::getline(list, item, ',');) ++seen[std::stoll(item)];
+  }
+  return seen;
+}
+
 void abort_and_announce(std::vector<Worker*> workers, int64_t old_round, int world, uint16_t port) {
   for (Worker* w : workers) {
     w->channel.send(
@@ -173,6 +205,13 @@ TEST_CASE("in place: a rank is lost, the two survivors continue in the same proc
   CHECK_THAT(out, Catch::Matchers::Contains("in-place recovery: round 1, world 2, resumed at "
                                             "step 20"));
   CHECK_THAT(out, Catch::Matchers::Contains("done: 120 steps"));
+  // Epoch 0: 20 steps x 3 ranks x 4, then 100 steps x 2 ranks x 4, no index twice.
+  const auto seen = trained_in_epoch(dir, 0);
+  CHECK(seen.size() == 20 * 3 * 4 + 100 * 2 * 4);
+  for (const auto& [index, count] : seen) {
+    INFO("index " << index);
+    CHECK(count == 1);
+  }
 }
 
 TEST_CASE("in place: a node joins, the fresh worker receives the state", "[in_place]") {
@@ -206,4 +245,11 @@ TEST_CASE("in place: a node joins, the fresh worker receives the state", "[in_pl
     INFO(w.process->out());
     CHECK(w.process->wait(120s) == 0);  // with a consistency check after every step
   }
+  // Epoch 0 (world 2, then 3 from mid-epoch): every one of the 4096 training rows once,
+  // except the last partial batch per rank (dropped) and at most 2 padding repeats.
+  const auto seen = trained_in_epoch(dir, 0);
+  int repeats = 0;
+  for (const auto& [index, count] : seen) repeats += count - 1;
+  CHECK(repeats <= 2);
+  CHECK(seen.size() + 3 * 4 >= 4096);
 }
