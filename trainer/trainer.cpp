@@ -144,6 +144,9 @@ bool Trainer::resume() {
                                             ckpt.state.position_in_epoch * ckpt.state.world_size);
   // The step as saved: samples_seen / (batch x world) is wrong once the world changed.
   step_ = ckpt.state.global_step;
+  // The schedule of the job's first start (a resume at another world size would compute
+  // another length), as an in-place recovery keeps it; older checkpoints: this run's.
+  schedule_.total_steps = ckpt.state.extra.value("schedule_steps", schedule_.total_steps);
   last_log_samples_ = samples_seen_;
   return true;
 }
@@ -364,6 +367,7 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t gl
   std::vector<std::size_t> sizes{model_->layers().front().in};
   for (const LayerSlot& slot : model_->layers()) sizes.push_back(slot.out);
   state.extra["layer_sizes"] = sizes;
+  state.extra["schedule_steps"] = schedule_.total_steps;
   if (with_state) {
     for (const StateBuffer& b : model_->host_optimizer_buffers()) {
       tensors.push_back({b.name, {static_cast<int64_t>(b.data.size())}, b.data});

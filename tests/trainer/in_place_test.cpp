@@ -20,6 +20,7 @@
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/wait_until.hpp"
 #include "tests/worker_runtime/test_support.hpp"
+#include "worker_runtime/checkpoint.hpp"
 
 using namespace ddp::test;
 using ddp::worker_runtime::test::AgentChannel;
@@ -70,7 +71,7 @@ struct Worker {
 // Starts `train` as rank of world in round (store prefix /worker/attempt_<round>), with a
 // recovery channel it inherits as DDPLAUNCH_RECOVERY_FD.
 Worker start_worker(int rank, int world, int round, uint16_t port,
-                    const std::vector<std::string>& argv) {
+                    const std::vector<std::string>& argv, bool in_place = true) {
   ddp::Fd worker_end;
   Worker w{AgentChannel::make(worker_end), nullptr};
   ::fcntl(worker_end.get(), F_SETFD, 0);  // this child inherits it (started one at a time)
@@ -86,6 +87,7 @@ Worker start_worker(int rank, int world, int round, uint16_t port,
                  {"TORCHELASTIC_RESTART_COUNT", std::to_string(round)},
                  {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                  {recovery::kEnvFd, std::to_string(worker_end.get())}};
+  if (!in_place) options.env.erase(recovery::kEnvFd);
   options.merge_stderr = true;
   w.process = std::make_unique<ChildProcess>(options);
   return w;  // worker_end closes here: only the child holds it now
@@ -252,4 +254,57 @@ TEST_CASE("in place: a node joins, the fresh worker receives the state", "[in_pl
   for (const auto& [index, count] : seen) repeats += count - 1;
   CHECK(repeats <= 2);
   CHECK(seen.size() + 3 * 4 >= 4096);
+}
+
+// Steps 1-20 at world 3, then 21-120 at world 2: once with an in-place recovery after step
+// 20, once the classic way (a checkpoint at step 20, a new job of 2 resuming from it). Same
+// data order, optimizer state and LR schedule, and the direct mesh reduces in rank order, so
+// the parameters are expected bit for bit equal.
+TEST_CASE("in place: the same parameters as a restart from a checkpoint at that step",
+          "[in_place]") {
+  TempDir dir;
+  ddp::rendezvous::StoreServerOptions so;
+  so.host = "127.0.0.1";
+  ddp::rendezvous::StoreServer server(so);
+  const std::string in_place_out = dir.file("in_place.safetensors");
+  const std::string restart_out = dir.file("restart.safetensors");
+  {
+    const auto argv = train_args(dir, {"--max_steps", "120", "--fault_kill_at_step", "20",
+                                       "--fault_rank", "2", "--out", in_place_out});
+    std::vector<Worker> workers;
+    for (int r = 0; r < 3; ++r) workers.push_back(start_worker(r, 3, 0, server.port(), argv));
+    for (auto& w : workers) REQUIRE(w.channel.read().type == "hello");
+    CHECK(workers[2].process->wait(60s) == 128 + SIGKILL);
+    abort_and_announce({&workers[0], &workers[1]}, 0, 2, server.port());
+    for (int r = 0; r < 2; ++r) {
+      INFO(workers[static_cast<size_t>(r)].process->out());
+      CHECK(workers[static_cast<size_t>(r)].process->wait(120s) == 0);
+    }
+  }
+  // The reference: rounds 10 and 9 of the same store (fresh prefixes), no recovery channel.
+  const std::string checkpoints = dir.file("checkpoints");
+  const std::vector<std::string> common = {"--checkpoint_dir", checkpoints};
+  for (const auto& [world, extra] : std::vector<std::pair<int, std::vector<std::string>>>{
+           {3, {"--max_steps", "20", "--checkpoint_every", "20"}},
+           {2, {"--max_steps", "120", "--out", restart_out}}}) {
+    auto args = extra;
+    args.insert(args.end(), common.begin(), common.end());
+    const auto argv = train_args(dir, args);
+    std::vector<Worker> workers;
+    for (int r = 0; r < world; ++r) {
+      workers.push_back(start_worker(r, world, 7 + world, server.port(), argv, false));
+    }
+    for (auto& w : workers) {
+      INFO(w.process->out());
+      CHECK(w.process->wait(120s) == 0);
+    }
+  }
+  const auto a = ddp::worker_runtime::load_checkpoint(in_place_out);
+  const auto b = ddp::worker_runtime::load_checkpoint(restart_out);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (const auto& [name, tensor] : a.tensors) {
+    INFO(name);
+    REQUIRE(b.tensors.contains(name));
+    CHECK(tensor.data == b.tensors.at(name).data);
+  }
 }
