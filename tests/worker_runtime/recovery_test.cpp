@@ -5,11 +5,14 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <future>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/fd.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "test_support.hpp"
+#include "worker_runtime/dist_context.hpp"
 #include "worker_runtime/recovery_client.hpp"
 #include "worker_runtime/state_agreement.hpp"
 
@@ -142,4 +145,65 @@ TEST_CASE("state agreement over a Gloo group", "[recovery][gloo]") {
     const StateAgreement got = agree_on_state(*pg, rank != 1, rank == 0 ? 12 : 11);
     RT_LOCKED(CHECK(got == StateAgreement{true, 11, 2, true}));
   });
+}
+
+TEST_CASE("DistContext::recover: survivors of a world of 3 rebuild a group of 2 in place",
+          "[recovery][gloo]") {
+  auto base = std::make_shared<ddp::rendezvous::MemoryStore>();
+  std::vector<test::AgentChannel> agents(3);
+  std::vector<ddp::Fd> worker_ends(3);
+  for (size_t r = 0; r < 3; ++r) agents[r] = test::AgentChannel::make(worker_ends[r]);
+  std::promise<void> lost;  // rank 2 is gone once 0 and 1 have seen their all-reduce fail
+  auto lost_future = lost.get_future().share();
+  std::atomic<int> failed{0};
+  // The agent: every hello, then abort and a round of world 2 to ranks 0 and 1.
+  std::thread agent([&] {
+    try {
+      auto expect = [](const recovery::Message& m, const char* type) {
+        if (m.type != type) throw std::runtime_error("expected " + std::string(type));
+      };
+      for (auto& a : agents) expect(a.read(), "hello");
+      for (size_t r = 0; r < 2; ++r) agents[r].send({"abort", {{"round", "0"}}});
+      for (size_t r = 0; r < 2; ++r) expect(agents[r].read(), "aborted");
+      for (size_t r = 0; r < 2; ++r) {
+        agents[r].send(notice_of(1, static_cast<int>(r), 2).to_message());
+      }
+    } catch (const std::exception& e) {
+      RT_LOCKED(FAIL(e.what()));
+    }
+  });
+  test::run_ranks(3, [&](int rank) {
+    InitOptions o;
+    o.store = base;
+    o.env = {{"RANK", std::to_string(rank)},
+             {"WORLD_SIZE", "3"},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", "1"},
+             {"DDPLAUNCH_BACKEND", "gloo"},
+             {recovery::kEnvFd, std::to_string(worker_ends[static_cast<size_t>(rank)].get())}};
+    auto ctx = init(o);
+    (void)worker_ends[static_cast<size_t>(rank)].release();  // the client owns it now
+    RT_LOCKED(CHECK(ctx->in_place()));
+    RT_LOCKED(CHECK(ctx->round() == 0));
+    if (rank == 2) {
+      lost_future.wait();
+      return;  // the lost node: never takes part again
+    }
+    std::vector<int64_t> v = {1};
+    const std::string error =
+        test::error_of([&] { ctx->process_group().all_reduce(std::span<int64_t>(v)); });
+    RT_LOCKED(CHECK_THAT(error, Contains("abort")));
+    if (++failed == 2) lost.set_value();
+    const auto notice = ctx->recover(30s);
+    RT_LOCKED(CHECK(notice.round == 1));
+    RT_LOCKED(CHECK(ctx->rank() == rank));
+    RT_LOCKED(CHECK(ctx->world_size() == 2));
+    RT_LOCKED(CHECK(ctx->round() == 1));
+    v = {10};
+    ctx->process_group().all_reduce(std::span<int64_t>(v));
+    RT_LOCKED(CHECK(v[0] == 20));
+    ctx->store().set("survivor/" + std::to_string(rank), "x");
+  });
+  agent.join();
+  CHECK(base->check({"/worker/attempt_1/survivor/0", "/worker/attempt_1/survivor/1"}));
 }
