@@ -308,3 +308,18 @@ TEST_CASE("in place: the same parameters as a restart from a checkpoint at that 
     CHECK(tensor.data == b.tensors.at(name).data);
   }
 }
+
+TEST_CASE("--fault_kill_node_at_step kills the parent (the agent) and then the worker",
+          "[in_place]") {
+  TempDir dir;
+  std::string command;
+  for (const auto& a : train_args(dir, {"--fault_kill_node_at_step", "3", "--max_steps", "50"})) {
+    command += "'" + a + "' ";
+  }
+  // A shell stands in for the agent; `; echo` keeps it from exec'ing train in its place.
+  const ProcessResult r = run_process({"/bin/sh", "-c", command + "; echo agent survived"}, 60s);
+  INFO(r.output);
+  CHECK(r.exit_code == 128 + SIGKILL);
+  CHECK_THAT(r.output, Catch::Matchers::Contains("--fault_kill_node_at_step 3 reached"));
+  CHECK_THAT(r.output, !Catch::Matchers::Contains("agent survived"));
+}
