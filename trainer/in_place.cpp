@@ -113,14 +113,14 @@ wr::StateAgreement Trainer::sync_state(bool announce) {
     std::cout << "[train] in-place recovery: round " << context_->round() << ", world " << world_
               << ", resumed at step " << step_ << " (state from rank " << source << ")"
               << std::endl;
-    log_.write({{"kind", "recovery"},
-                {"round", context_->round()},
-                {"world_size", world_},
-                {"step", step_},
-                {"epoch", epoch_},
-                {"global_position", global_position_},
-                {"source", source},
-                {"state_bytes", outcome.state_bytes}});
+    log_->write({{"kind", "recovery"},
+                 {"round", context_->round()},
+                 {"world_size", world_},
+                 {"step", step_},
+                 {"epoch", epoch_},
+                 {"global_position", global_position_},
+                 {"source", source},
+                 {"state_bytes", outcome.state_bytes}});
   }
   return agreed;
 }

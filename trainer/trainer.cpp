@@ -64,8 +64,7 @@ Trainer::Trainer(const TrainOptions& options, wr::ProcessGroup& group, const Wor
       restart_count_(worker.restart_count),
       data_(std::move(data)),
       model_(make_model(worker.use_cuda, worker.local_rank, model_sizes(options, data_.train),
-                        options.optimizer)),
-      log_(group.rank() == 0 ? options.metrics : std::string()) {
+                        options.optimizer)) {
   attach(group);
   const int64_t per_rank = sampler_->num_samples();
   if (per_rank < options_.batch_size) {
@@ -106,6 +105,8 @@ void Trainer::attach(wr::ProcessGroup& group) {
   sampler_ = std::make_unique<wr::DistributedSampler>(
       sampler_options(options_, data_.train, rank_, world_));
   consistency_ = std::make_unique<wr::ConsistencyChecker>(group, options_.consistency_every);
+  // Rank 0 writes the metrics file; after a recovery that may be another process.
+  if (!log_ || rank_ == 0) log_ = std::make_unique<MetricsLog>(rank_ == 0 ? options_.metrics : "");
 }
 
 std::string Trainer::checkpoint_path() const {
@@ -162,7 +163,7 @@ TrainResult Trainer::run() {
     if (result.resumed) {
       std::cout << "[train] resumed from " << checkpoint_path() << " at epoch " << epoch_
                 << " step " << step_ << " (restart " << restart_count_ << ")" << std::endl;
-      log_.write(
+      log_->write(
           {{"kind", "resume"}, {"epoch", epoch_}, {"step", step_}, {"restart", restart_count_}});
     }
   }
@@ -289,14 +290,14 @@ void Trainer::log_progress() {
   std::cout << "[train] epoch " << epoch_ << " step " << step_ << " loss " << fmt(loss, 4)
             << " acc " << fmt(accuracy, 4) << " lr " << fmt(lr_, 3, true) << " samples/s "
             << fmt(rate, 0) << " allreduce_wait_ms " << fmt(wait_ms, 3) << std::endl;
-  log_.write({{"kind", "train"},
-              {"epoch", epoch_},
-              {"step", step_},
-              {"loss", loss},
-              {"accuracy", accuracy},
-              {"lr", lr_},
-              {"samples_per_s", rate},
-              {"samples_seen", samples_seen_}});
+  log_->write({{"kind", "train"},
+               {"epoch", epoch_},
+               {"step", step_},
+               {"loss", loss},
+               {"accuracy", accuracy},
+               {"lr", lr_},
+               {"samples_per_s", rate},
+               {"samples_seen", samples_seen_}});
 }
 
 EvalResult Trainer::evaluate(int64_t epoch) {
@@ -335,12 +336,12 @@ EvalResult Trainer::evaluate(int64_t epoch) {
             << fmt(result.accuracy, 4) << " loss " << fmt(result.loss, 4) << " (" << result.count
             << " samples)" << std::endl;
   if (rank_ == 0) {
-    log_.write({{"kind", "val"},
-                {"epoch", epoch},
-                {"step", step_},
-                {"loss", result.loss},
-                {"accuracy", result.accuracy},
-                {"count", result.count}});
+    log_->write({{"kind", "val"},
+                 {"epoch", epoch},
+                 {"step", step_},
+                 {"loss", result.loss},
+                 {"accuracy", result.accuracy},
+                 {"count", result.count}});
   }
   return result;
 }

@@ -114,7 +114,7 @@ class Trainer {
   std::unique_ptr<worker_runtime::DistributedSampler> sampler_;
   std::unique_ptr<worker_runtime::ConsistencyChecker> consistency_;
   LrSchedule schedule_;
-  MetricsLog log_;
+  std::unique_ptr<MetricsLog> log_;  // rank 0's; reopened when another rank becomes rank 0
   std::ofstream sample_log_;
 
   int64_t epoch_ = 0;

@@ -309,7 +309,7 @@ TEST_CASE("in place: the same parameters as a restart from a checkpoint at that 
   }
 }
 
-TEST_CASE("--fault_kill_node_at_step kills the parent (the agent) and then the worker",
+TEST_CASE("the node-loss hook (fault_kill_node_at_step) kills the parent, then the worker",
           "[in_place]") {
   TempDir dir;
   std::string command;
