@@ -168,12 +168,16 @@ void abort_and_announce(std::vector<Worker*> workers, int64_t old_round, int wor
 
 TEST_CASE("in place: a rank is lost, the two survivors continue in the same processes",
           "[in_place]") {
+  // The last rank, or rank 0 (then the survivors are renumbered and old rank 1 writes the
+  // metrics file).
+  const int lost = GENERATE(2, 0);
   TempDir dir;
   ddp::rendezvous::StoreServerOptions so;
   so.host = "127.0.0.1";
   ddp::rendezvous::StoreServer server(so);
-  const auto argv =
-      train_args(dir, {"--max_steps", "120", "--fault_kill_at_step", "20", "--fault_rank", "2"});
+  const std::string metrics = dir.file("metrics.jsonl");
+  const auto argv = train_args(dir, {"--max_steps", "120", "--fault_kill_at_step", "20",
+                                     "--fault_rank", std::to_string(lost), "--metrics", metrics});
   std::vector<Worker> workers;
   for (int r = 0; r < 3; ++r) workers.push_back(start_worker(r, 3, 0, server.port(), argv));
   std::vector<pid_t> pids;
@@ -182,31 +186,39 @@ TEST_CASE("in place: a rank is lost, the two survivors continue in the same proc
     REQUIRE(hello.type == "hello");
     pids.push_back(static_cast<pid_t>(hello.integer("pid")));
   }
-  // Rank 2 kills itself after step 20; the survivors block in step 21's all-reduce.
-  CHECK(workers[2].process->wait(60s) == 128 + SIGKILL);
-  abort_and_announce({&workers[0], &workers[1]}, 0, 2, server.port());
+  // The lost rank kills itself after step 20; the survivors block in step 21's all-reduce.
+  CHECK(workers[static_cast<size_t>(lost)].process->wait(60s) == 128 + SIGKILL);
+  std::vector<Worker*> survivors;
+  for (int r = 0; r < 3; ++r) {
+    if (r != lost) survivors.push_back(&workers[static_cast<size_t>(r)]);
+  }
+  abort_and_announce(survivors, 0, 2, server.port());  // new ranks in the old order
   for (int r = 0; r < 2; ++r) {
-    INFO("rank " << r);
-    const auto joined = workers[static_cast<size_t>(r)].channel.read();
+    INFO("new rank " << r);
+    const auto joined = survivors[static_cast<size_t>(r)]->channel.read();
     CHECK(joined.type == "joined");
     CHECK(joined.integer("round") == 1);
     CHECK(joined.integer("rank") == r);
     CHECK(joined.integer("step") == 20);        // the last step every survivor completed
     CHECK(joined.integer("source", -1) == -1);  // both held it: nothing sent
-    const auto stepped = workers[static_cast<size_t>(r)].channel.read();
+    const auto stepped = survivors[static_cast<size_t>(r)]->channel.read();
     CHECK(stepped.type == "stepped");
     CHECK(stepped.integer("step") == 21);
   }
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < 3; ++r) {
+    if (r == lost) continue;
     auto& p = *workers[static_cast<size_t>(r)].process;
     INFO(p.out());
     CHECK(p.wait(120s) == 0);
     CHECK(p.pid() == pids[static_cast<size_t>(r)]);  // never restarted
   }
-  const std::string out = workers[0].process->out();
+  const std::string out = survivors[0]->process->out();
   CHECK_THAT(out, Catch::Matchers::Contains("in-place recovery: round 1, world 2, resumed at "
                                             "step 20"));
   CHECK_THAT(out, Catch::Matchers::Contains("done: 120 steps"));
+  const std::string log = read_file(metrics);
+  CHECK_THAT(log, Catch::Matchers::Contains(R"("kind":"recovery")"));
+  CHECK_THAT(log, Catch::Matchers::Contains(R"("step":120)"));  // the new rank 0 logs on
   // Epoch 0: 20 steps x 3 ranks x 4, then 100 steps x 2 ranks x 4, no index twice.
   const auto seen = trained_in_epoch(dir, 0);
   CHECK(seen.size() == 20 * 3 * 4 + 100 * 2 * 4);
