@@ -20,6 +20,12 @@ find_library(GLOO_LIBRARY gloo REQUIRED)
 add_library(ddp_gloo INTERFACE)
 target_include_directories(ddp_gloo SYSTEM INTERFACE ${GLOO_INCLUDE_DIR})
 target_link_libraries(ddp_gloo INTERFACE ${GLOO_LIBRARY} Threads::Threads)
+# Debian's package leaves out gloo/common/memory.h, which tcp/pair.h includes (needed by
+# ProcessGroup::abort); a stand-in fills the gap only when it is missing.
+if(NOT EXISTS ${GLOO_INCLUDE_DIR}/gloo/common/memory.h)
+  target_include_directories(ddp_gloo SYSTEM INTERFACE
+                             ${PROJECT_SOURCE_DIR}/worker_runtime/gloo_compat)
+endif()
 
 add_library(ddp_boost INTERFACE)
 target_link_libraries(ddp_boost INTERFACE Boost::boost Boost::system Threads::Threads)

@@ -56,8 +56,17 @@ std::optional<TrainOptions> parse_command_line(int argc, const char* const* argv
                  "TEST: one rank stops making progress (sleeps) after this step on the first "
                  "attempt")
       ->group("Testing");
+  app.add_option("--fault_kill_node_at_step", o.fault_kill_node_at_step,
+                 "TEST: one rank SIGKILLs its agent (parent) and itself after this step on the "
+                 "first attempt (a lost node)")
+      ->group("Testing");
   app.add_option("--fault_rank", o.fault_rank,
-                 "TEST: rank killed by --fault_kill_at_step or hung by --fault_hang_at_step")
+                 "TEST: rank killed by --fault_kill_at_step / --fault_kill_node_at_step or hung "
+                 "by --fault_hang_at_step")
+      ->group("Testing");
+  app.add_option("--sample_log", o.sample_log,
+                 "TEST: directory; each rank appends the indices of every step to "
+                 "samples-<pid>.txt")
       ->group("Testing");
   try {
     app.parse(argc, argv);

@@ -29,6 +29,7 @@ int run_training(const TrainOptions& options) {
     group = &context->process_group();
     worker.restart_count = context->restart_count();
     worker.local_rank = context->local_rank();
+    worker.context = context.get();
     // NCCL reduces device buffers, so the model lives on the GPU exactly when NCCL is used.
     worker.use_cuda = context->backend() == "nccl";
   } else {

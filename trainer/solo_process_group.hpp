@@ -9,6 +9,8 @@ class SoloProcessGroup final : public worker_runtime::ProcessGroup {
  public:
   SoloProcessGroup() : ProcessGroup(0, 1) {}
   [[nodiscard]] std::string backend() const override { return "solo"; }
+  // Nothing to wake: a group of one never waits for a peer.
+  void abort(const std::string& /*why*/) override {}
 
  protected:
   std::unique_ptr<worker_runtime::Work> do_all_reduce(void* data, size_t count,

@@ -55,6 +55,12 @@ struct TrainOptions {
   int64_t fault_kill_at_step = 0;  // SIGKILL self after this step, first attempt only
   int64_t fault_hang_at_step = 0;  // stop making progress after this step, first attempt only
   int fault_rank = -1;             // which rank dies or hangs (-1 = the last rank)
+  // SIGKILL the parent (the agent) and then self after this step, first attempt only: a node
+  // lost at once (in-place recovery tests).
+  int64_t fault_kill_node_at_step = 0;
+  // Directory where each rank appends the dataset indices of every completed step to
+  // samples-<pid>.txt ("" = none): end-to-end tests check no sample is skipped or repeated.
+  std::string sample_log;
 };
 
 // ConfigError naming the flag and value for anything out of range.

@@ -59,18 +59,14 @@ std::string fmt(double v, int digits, bool scientific = false) {
 Trainer::Trainer(const TrainOptions& options, wr::ProcessGroup& group, const WorkerInfo& worker,
                  Split data)
     : options_(options),
-      group_(group),
-      rank_(group.rank()),
-      world_(group.size()),
+      group_(&group),
+      context_(worker.context),
       restart_count_(worker.restart_count),
       data_(std::move(data)),
       model_(make_model(worker.use_cuda, worker.local_rank, model_sizes(options, data_.train),
-                        options.optimizer)),
-      bucketer_(group, bucketer_options(options)),
-      sampler_(sampler_options(options, data_.train, group.rank(), group.size())),
-      consistency_(group, options.consistency_every),
-      log_(group.rank() == 0 ? options.metrics : std::string()) {
-  const int64_t per_rank = sampler_.num_samples();
+                        options.optimizer)) {
+  attach(group);
+  const int64_t per_rank = sampler_->num_samples();
   if (per_rank < options_.batch_size) {
     throw ConfigError("--batch_size " + std::to_string(options_.batch_size) + " with " +
                       std::to_string(world_) + " rank(s) and " +
@@ -79,23 +75,47 @@ Trainer::Trainer(const TrainOptions& options, wr::ProcessGroup& group, const Wor
   }
   const int64_t steps_per_epoch = per_rank / options_.batch_size;
   // The schedule spans --epochs even when --max_steps stops early, so a run cut short (or
-  // resumed) follows the same learning rates as the full one.
+  // resumed) follows the same learning rates as the full one. It is built once: after an
+  // in-place recovery step_ keeps counting on the same schedule.
   schedule_ = LrSchedule{options_.lr, options_.warmup_steps, steps_per_epoch * options_.epochs,
                          options_.min_lr_ratio};
+  model_->init(options_.seed);
+  if (!options_.sample_log.empty()) {
+    std::filesystem::create_directories(options_.sample_log);
+    const auto file = std::filesystem::path(options_.sample_log) /
+                      ("samples-" + std::to_string(::getpid()) + ".txt");
+    sample_log_.open(file, std::ios::app);
+    if (!sample_log_) throw ConfigError("--sample_log: cannot open " + file.string());
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::attach(wr::ProcessGroup& group) {
+  bucketer_.reset();  // waits for (failed) in-flight buckets of the old group
+  consistency_.reset();
+  group_ = &group;
+  rank_ = group.rank();
+  world_ = group.size();
+  bucketer_ = std::make_unique<wr::GradientBucketer>(group, bucketer_options(options_));
   // Backward finishes the last layer first, so it is registered (and bucketed) first.
   for (std::size_t l = model_->layers().size(); l-- > 0;) {
-    bucketer_.add_gradient(model_->layer_gradients(l));
+    bucketer_->add_gradient(model_->layer_gradients(l));
   }
-  model_->init(options_.seed);
+  sampler_ = std::make_unique<wr::DistributedSampler>(
+      sampler_options(options_, data_.train, rank_, world_));
+  consistency_ = std::make_unique<wr::ConsistencyChecker>(group, options_.consistency_every);
+  // Rank 0 writes the metrics file; after a recovery that may be another process.
+  if (!log_ || rank_ == 0) log_ = std::make_unique<MetricsLog>(rank_ == 0 ? options_.metrics : "");
 }
 
 std::string Trainer::checkpoint_path() const {
   return (std::filesystem::path(options_.checkpoint_dir) / "checkpoint.safetensors").string();
 }
 
-std::optional<int64_t> Trainer::resume() {
+bool Trainer::resume() {
   if (options_.checkpoint_dir.empty() || !std::filesystem::exists(checkpoint_path())) {
-    return std::nullopt;
+    return false;
   }
   const wr::Checkpoint ckpt = wr::load_checkpoint(checkpoint_path());
   if (ckpt.state.seed != options_.seed) {
@@ -120,66 +140,102 @@ std::optional<int64_t> Trainer::resume() {
   epoch_ = ckpt.state.epoch;
   samples_seen_ = ckpt.state.extra.value("samples_seen", int64_t{0});
   // Positions are kept as global samples so a resume at another world size continues at the
-  // same point of the epoch's permutation.
-  const int64_t global_position = ckpt.state.position_in_epoch * ckpt.state.world_size;
-  step_ = samples_seen_ / (options_.batch_size * world_);
+  // same point of the epoch's permutation (older checkpoints: per-rank position x world).
+  global_position_ = ckpt.state.extra.value("global_position",
+                                            ckpt.state.position_in_epoch * ckpt.state.world_size);
+  // The step as saved: samples_seen / (batch x world) is wrong once the world changed.
+  step_ = ckpt.state.global_step;
+  // The schedule of the job's first start (a resume at another world size would compute
+  // another length), as an in-place recovery keeps it; older checkpoints: this run's.
+  schedule_.total_steps = ckpt.state.extra.value("schedule_steps", schedule_.total_steps);
   last_log_samples_ = samples_seen_;
-  return global_position / world_;
+  return true;
 }
 
 TrainResult Trainer::run() {
   TrainResult result;
-  std::optional<int64_t> start = resume();
-  result.resumed = start.has_value();
-  // Identical init from the seed, or the same checkpoint: verify before spending any compute.
-  consistency_.check(step_, {model_->host_parameters()});
+  result.resumed = start();
   if (rank_ == 0) {
-    std::cout << "[train] " << world_ << " rank(s), backend " << group_.backend() << ", model "
+    std::cout << "[train] " << world_ << " rank(s), backend " << group_->backend() << ", model "
               << model_->num_parameters() << " parameters, " << data_.train.rows() << " train / "
               << data_.validation.rows() << " validation rows, "
-              << sampler_.num_samples() / options_.batch_size << " steps/epoch" << std::endl;
+              << sampler_->num_samples() / options_.batch_size << " steps/epoch" << std::endl;
     if (result.resumed) {
       std::cout << "[train] resumed from " << checkpoint_path() << " at epoch " << epoch_
                 << " step " << step_ << " (restart " << restart_count_ << ")" << std::endl;
-      log_.write(
+      log_->write(
           {{"kind", "resume"}, {"epoch", epoch_}, {"step", step_}, {"restart", restart_count_}});
     }
   }
   last_log_time_ = now_seconds();
+  for (;;) {
+    try {
+      train_all(result);
+      break;
+    } catch (const wr::ConsistencyError&) {
+      throw;  // ranks disagree on their state: a bug, not a membership change
+    } catch (const CollectiveError& e) {
+      if (!in_place()) throw;
+      recover_in_place(e.what());  // then train_all continues from the agreed state
+    }
+  }
+  result.steps = step_;
+  return result;
+}
+
+bool Trainer::start() {
+  // In place, a fresh worker asks the group first: survivors' state wins over the checkpoint
+  // (when nobody is live, e.g. the job's first start, every rank loads the checkpoint).
+  if (in_place()) {
+    try {
+      sync_state(/*announce=*/false);
+    } catch (const wr::RecoveryError&) {
+      throw;
+    } catch (const CollectiveError& e) {
+      recover_in_place(e.what());
+    }
+    if (live_) return true;
+  }
+  const bool resumed = resume();
+  live_ = true;
+  // Identical init from the seed, or the same checkpoint: verify before spending any compute.
+  consistency_->check(step_, {model_->host_parameters()});
+  return resumed;
+}
+
+void Trainer::train_all(TrainResult& result) {
   bool have_eval = false;
-  bool stopped = false;
-  for (; epoch_ < options_.epochs && !stopped; ++epoch_) {
-    stopped = !train_epoch(start.value_or(0));
-    start.reset();
-    if (stopped) break;
+  for (; epoch_ < options_.epochs; ++epoch_, global_position_ = 0) {
+    if (!train_epoch()) break;
     result.validation = evaluate(epoch_);
     have_eval = true;
     if (!options_.checkpoint_dir.empty()) save_checkpoint(checkpoint_path(), epoch_ + 1, 0, true);
   }
   if (!have_eval) result.validation = evaluate(epoch_);
   if (!options_.out.empty()) save_checkpoint(options_.out, epoch_, 0, /*with_state=*/false);
-  result.steps = step_;
-  return result;
 }
 
-bool Trainer::train_epoch(int64_t start) {
-  sampler_.set_epoch(epoch_);
-  sampler_.set_start(start);
-  const std::vector<int64_t> indices = sampler_.indices();
+bool Trainer::train_epoch() {
+  sampler_->set_epoch(epoch_);
+  sampler_->set_global_start(global_position_);
+  const std::vector<int64_t> indices = sampler_->indices();
   const auto batch = static_cast<std::size_t>(options_.batch_size);
-  const auto end = static_cast<std::size_t>(sampler_.num_samples() - start);
+  const auto end = static_cast<std::size_t>(sampler_->num_samples());
   for (std::size_t off = 0; off + batch <= end; off += batch) {
     if (options_.max_steps > 0 && step_ >= options_.max_steps) return false;
-    if (auto* progress = group_.progress()) progress->step(step_ + 1);  // the step it works on
-    train_step(std::span<const int64_t>(indices).subspan(off, batch));
-    const int64_t position = start + static_cast<int64_t>(off + batch);
+    if (auto* progress = group_->progress()) progress->step(step_ + 1);  // the step it works on
+    const auto taken = std::span<const int64_t>(indices).subspan(off, batch);
+    train_step(taken);
+    global_position_ = sampler_->global_position(static_cast<int64_t>(off + batch));
+    log_samples(taken);
+    report_first_step();
     if (step_ % options_.log_every == 0) log_progress();
     if (options_.consistency_every > 0 && step_ % options_.consistency_every == 0) {
-      consistency_.check(step_, {model_->host_parameters()});  // a device copy on a GPU
+      consistency_->check(step_, {model_->host_parameters()});  // a device copy on a GPU
     }
     if (!options_.checkpoint_dir.empty() && options_.checkpoint_every > 0 &&
         step_ % options_.checkpoint_every == 0) {
-      save_checkpoint(checkpoint_path(), epoch_, position, true);
+      save_checkpoint(checkpoint_path(), epoch_, global_position_, true);
     }
     maybe_inject_fault();
   }
@@ -198,9 +254,9 @@ void Trainer::train_step(std::span<const int64_t> indices) {
   }
   const std::size_t last = model_->layers().size() - 1;
   const BatchResult r = model_->train_batch(
-      batch_x_, batch_y_, [this, last](std::size_t layer) { bucketer_.mark_ready(last - layer); });
+      batch_x_, batch_y_, [this, last](std::size_t layer) { bucketer_->mark_ready(last - layer); });
   const double wait_start = now_seconds();
-  bucketer_.wait();  // gradients now averaged over ranks
+  bucketer_->wait();  // gradients now averaged over ranks
   wait_seconds_ += now_seconds() - wait_start;
   lr_ = schedule_.at(step_);
   model_->step(lr_);
@@ -215,7 +271,7 @@ void Trainer::log_progress() {
   wr::MetricAccumulator acc;
   acc.add("loss", loss_sum_, static_cast<double>(count_));
   acc.add("accuracy", static_cast<double>(correct_), static_cast<double>(count_));
-  const auto global = acc.reduce(group_);
+  const auto global = acc.reduce(*group_);
   loss_sum_ = 0;
   correct_ = 0;
   count_ = 0;
@@ -234,14 +290,14 @@ void Trainer::log_progress() {
   std::cout << "[train] epoch " << epoch_ << " step " << step_ << " loss " << fmt(loss, 4)
             << " acc " << fmt(accuracy, 4) << " lr " << fmt(lr_, 3, true) << " samples/s "
             << fmt(rate, 0) << " allreduce_wait_ms " << fmt(wait_ms, 3) << std::endl;
-  log_.write({{"kind", "train"},
-              {"epoch", epoch_},
-              {"step", step_},
-              {"loss", loss},
-              {"accuracy", accuracy},
-              {"lr", lr_},
-              {"samples_per_s", rate},
-              {"samples_seen", samples_seen_}});
+  log_->write({{"kind", "train"},
+               {"epoch", epoch_},
+               {"step", step_},
+               {"loss", loss},
+               {"accuracy", accuracy},
+               {"lr", lr_},
+               {"samples_per_s", rate},
+               {"samples_seen", samples_seen_}});
 }
 
 EvalResult Trainer::evaluate(int64_t epoch) {
@@ -272,7 +328,7 @@ EvalResult Trainer::evaluate(int64_t epoch) {
   wr::MetricAccumulator acc;
   acc.add("loss", local.loss_sum, static_cast<double>(local.count));
   acc.add("accuracy", static_cast<double>(local.correct), static_cast<double>(local.count));
-  const auto global = acc.reduce(group_);
+  const auto global = acc.reduce(*group_);
   EvalResult result{global.at("accuracy").mean(), global.at("loss").mean(),
                     static_cast<int64_t>(global.at("accuracy").count)};
   // Every rank prints: the reduced numbers are the same everywhere, which is the point.
@@ -280,17 +336,17 @@ EvalResult Trainer::evaluate(int64_t epoch) {
             << fmt(result.accuracy, 4) << " loss " << fmt(result.loss, 4) << " (" << result.count
             << " samples)" << std::endl;
   if (rank_ == 0) {
-    log_.write({{"kind", "val"},
-                {"epoch", epoch},
-                {"step", step_},
-                {"loss", result.loss},
-                {"accuracy", result.accuracy},
-                {"count", result.count}});
+    log_->write({{"kind", "val"},
+                 {"epoch", epoch},
+                 {"step", step_},
+                 {"loss", result.loss},
+                 {"accuracy", result.accuracy},
+                 {"count", result.count}});
   }
   return result;
 }
 
-void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t position,
+void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t global_position,
                               bool with_state) {
   std::vector<wr::TensorRef> tensors;
   const auto params = std::span<const float>(model_->host_parameters());
@@ -303,14 +359,16 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t po
   }
   wr::TrainingState state;
   state.epoch = epoch;
-  state.position_in_epoch = position;
+  // Per-rank position for older readers; global_position is what a resume uses.
+  state.position_in_epoch = global_position / world_;
   state.global_step = step_;
   state.world_size = world_;
   state.seed = options_.seed;
-  state.extra = {{"samples_seen", samples_seen_}};
+  state.extra = {{"samples_seen", samples_seen_}, {"global_position", global_position}};
   std::vector<std::size_t> sizes{model_->layers().front().in};
   for (const LayerSlot& slot : model_->layers()) sizes.push_back(slot.out);
   state.extra["layer_sizes"] = sizes;
+  state.extra["schedule_steps"] = schedule_.total_steps;
   if (with_state) {
     for (const StateBuffer& b : model_->host_optimizer_buffers()) {
       tensors.push_back({b.name, {static_cast<int64_t>(b.data.size())}, b.data});
@@ -322,7 +380,7 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t po
     const auto parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
   }
-  wr::save_checkpoint_on_rank0(group_, path, tensors, state);
+  wr::save_checkpoint_on_rank0(*group_, path, tensors, state);
 }
 
 void Trainer::maybe_inject_fault() const {
@@ -332,7 +390,7 @@ void Trainer::maybe_inject_fault() const {
   if (options_.fault_hang_at_step > 0 && step_ == options_.fault_hang_at_step) {
     std::cout << "[train] rank " << rank_ << ": --fault_hang_at_step " << step_
               << " reached, sleeping without progress" << std::endl;
-    if (auto* progress = group_.progress()) progress->step(step_ + 1);
+    if (auto* progress = group_->progress()) progress->step(step_ + 1);
     while (true) ::pause();  // the others wait in the next all-reduce; the agent must act
   }
   if (options_.fault_kill_at_step > 0 && step_ == options_.fault_kill_at_step) {
@@ -340,6 +398,24 @@ void Trainer::maybe_inject_fault() const {
               << " reached, sending myself SIGKILL" << std::endl;
     std::raise(SIGKILL);
   }
+  if (options_.fault_kill_node_at_step > 0 && step_ == options_.fault_kill_node_at_step) {
+    std::cout << "[train] rank " << rank_ << ": --fault_kill_node_at_step " << step_
+              << " reached, SIGKILL to the agent (pid " << ::getppid() << ") and myself"
+              << std::endl;
+    ::kill(::getppid(), SIGKILL);  // the whole node is lost: its agent first, then us
+    std::raise(SIGKILL);
+  }
+}
+
+void Trainer::log_samples(std::span<const int64_t> indices) {
+  if (!sample_log_.is_open()) return;
+  const int64_t round = context_ != nullptr ? context_->round() : 0;
+  sample_log_ << "round=" << round << " epoch=" << epoch_ << " step=" << step_ << " rank=" << rank_
+              << " idx=";
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    sample_log_ << (i == 0 ? "" : ",") << indices[i];
+  }
+  sample_log_ << '\n' << std::flush;  // a SIGKILL must not lose completed steps
 }
 
 }  // namespace ddp::trainer

@@ -211,6 +211,12 @@ void DirectMesh::all_gather(const void* send, void* recv, size_t count, DataType
   std::memcpy(slices[static_cast<size_t>(rank_)].data(), send, bytes);
 }
 
+void DirectMesh::abort() noexcept {
+  for (const auto& peer : peers_) {
+    if (peer.fd() >= 0) ::shutdown(peer.fd(), SHUT_RDWR);
+  }
+}
+
 void DirectMesh::barrier(const CollectiveCall& call) {
   exchange({}, std::vector<std::span<std::byte>>(static_cast<size_t>(size_)), call.timeout,
            call.what);

@@ -44,6 +44,11 @@ class DirectMesh final : public CollectiveBackend {
                   const CollectiveCall& call) override;
   void barrier(const CollectiveCall& call) override;
 
+  // Shuts down (never closes: another thread may be polling them) every peer socket, so a
+  // collective blocked in exchange() fails at once and later ones fail on their first send.
+  // Thread-safe: the descriptors never change after construction.
+  void abort() noexcept;
+
  private:
   // Sends `send` to every peer and receives peer r's payload into recv[r] (recv has size_
   // entries; the own entry is ignored; each span's size is the exact length expected).

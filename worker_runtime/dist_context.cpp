@@ -52,6 +52,34 @@ std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const I
   return std::make_shared<rendezvous::TcpStore>(tcp);
 }
 
+// The process group of env's rank and world over store (already prefixed).
+std::unique_ptr<ProcessGroup> make_group(const EnvContract& env,
+                                         const std::shared_ptr<rendezvous::Store>& store,
+                                         const InitOptions& options, const std::string& backend) {
+  std::unique_ptr<ProcessGroup> group;
+  if (backend == "gloo") {
+    GlooOptions gloo;
+    gloo.rank = env.rank;
+    gloo.size = env.world_size;
+    gloo.timeout = options.timeout;
+    gloo.connect_timeout = options.store_timeout;
+    gloo.route_to = env.master_addr;
+    gloo.direct_max_bytes = options.gloo_direct_max_bytes;
+    group = std::make_unique<GlooProcessGroup>(store, gloo);
+  } else {
+#ifdef DDP_HAVE_CUDA
+    NcclOptions nccl;
+    nccl.rank = env.rank;
+    nccl.size = env.world_size;
+    nccl.device = env.local_rank;
+    nccl.timeout = options.timeout;
+    nccl.connect_timeout = options.store_timeout;
+    group = std::make_unique<NcclProcessGroup>(store, nccl);
+#endif
+  }
+  return group;
+}
+
 }  // namespace
 
 int cuda_device_count() {
@@ -106,13 +134,17 @@ std::string resolve_backend(const std::string& requested, const std::string& env
 
 DistContext::DistContext(EnvContract env, std::shared_ptr<rendezvous::Store> store,
                          std::unique_ptr<ProcessGroup> group,
-                         std::unique_ptr<rendezvous::StoreServer> server)
+                         std::unique_ptr<rendezvous::StoreServer> server,
+                         std::shared_ptr<rendezvous::Store> base_store)
     : server_(std::move(server)),
       env_(std::move(env)),
       store_(std::move(store)),
-      group_(std::move(group)) {}
+      base_store_(base_store ? std::move(base_store) : store_),
+      group_(std::move(group)),
+      round_(env_.restart_count) {}
 
 DistContext::~DistContext() {
+  if (recovery_) recovery_->set_group(nullptr);  // the reader must not abort a dead group
   group_.reset();
   if (env_.world_size == 1) {
     return;
@@ -134,38 +166,70 @@ std::unique_ptr<DistContext> init(const InitOptions& options) {
   const std::string backend =
       resolve_backend(options.backend, env.backend, env.local_world_size, cuda_device_count());
   std::unique_ptr<rendezvous::StoreServer> server;
+  // The agent hears `hello` before the group is built (that waits for every rank); an
+  // `abort` arriving meanwhile aborts the group as soon as it exists (set_group).
+  auto recovery = make_recovery_client(vars, env.local_rank);
   auto base = connect_store(env, options, server);
   auto store = std::make_shared<rendezvous::PrefixStore>(env.store_prefix, base);
 
-  std::unique_ptr<ProcessGroup> group;
-  if (backend == "gloo") {
-    GlooOptions gloo;
-    gloo.rank = env.rank;
-    gloo.size = env.world_size;
-    gloo.timeout = options.timeout;
-    gloo.connect_timeout = options.store_timeout;
-    gloo.route_to = env.master_addr;
-    gloo.direct_max_bytes = options.gloo_direct_max_bytes;
-    group = std::make_unique<GlooProcessGroup>(store, gloo);
-  } else {
-#ifdef DDP_HAVE_CUDA
-    NcclOptions nccl;
-    nccl.rank = env.rank;
-    nccl.size = env.world_size;
-    nccl.device = env.local_rank;
-    nccl.timeout = options.timeout;
-    nccl.connect_timeout = options.store_timeout;
-    group = std::make_unique<NcclProcessGroup>(store, nccl);
-#endif
-  }
+  auto group = make_group(env, store, options, backend);
   install_crash_backtrace(env.rank);
   // The agent asked for progress (--hang_timeout): report steps and collectives to it.
   if (auto file = vars.find(progress::kEnvProgressFile);
       file != vars.end() && !file->second.empty()) {
     group->set_progress(std::make_shared<ProgressReporter>(file->second, env.rank));
   }
-  return std::make_unique<DistContext>(std::move(env), std::move(store), std::move(group),
-                                       std::move(server));
+  auto context = std::make_unique<DistContext>(std::move(env), std::move(store), std::move(group),
+                                               std::move(server), std::move(base));
+  if (recovery) {
+    InitOptions kept = options;
+    kept.env = vars;
+    kept.backend = backend;
+    context->enable_recovery(std::move(recovery), std::move(kept));
+  }
+  return context;
+}
+
+void DistContext::enable_recovery(std::unique_ptr<RecoveryClient> client, InitOptions options) {
+  recovery_ = std::move(client);
+  options_ = std::move(options);
+  recovery_->set_group(group_.get());
+}
+
+recovery::RoundNotice DistContext::recover(Duration timeout) {
+  if (!recovery_) {
+    throw ConfigError("recover() needs in-place recovery (DDPLAUNCH_RECOVERY_FD is not set)");
+  }
+  recovery::RoundNotice notice = recovery_->wait_round(timeout);
+  // The old group goes first: its comm thread joins (its collectives fail at once: aborted).
+  auto progress = group_ ? group_->progress_shared() : nullptr;
+  recovery_->set_group(nullptr);
+  group_.reset();
+  apply(notice);
+  if (!options_.store && (notice.master_addr != env_.master_addr ||
+                          notice.master_port != static_cast<int>(env_.master_port))) {
+    env_.master_addr = notice.master_addr;
+    env_.master_port = static_cast<uint16_t>(notice.master_port);
+    std::unique_ptr<rendezvous::StoreServer> no_server;  // the agent hosts the store in place
+    EnvContract agent_store = env_;
+    agent_store.use_agent_store = true;
+    base_store_ = connect_store(agent_store, options_, no_server);
+  }
+  store_ = std::make_shared<rendezvous::PrefixStore>(env_.store_prefix, base_store_);
+  group_ = make_group(env_, store_, options_, options_.backend);
+  if (progress) group_->set_progress(progress);
+  recovery_->set_group(group_.get());
+  return notice;
+}
+
+void DistContext::apply(const recovery::RoundNotice& notice) {
+  env_.rank = notice.rank;
+  env_.world_size = notice.world_size;
+  env_.group_rank = notice.group_rank;
+  env_.local_world_size = notice.local_world_size;
+  env_.restart_count = notice.restart_count;
+  env_.store_prefix = attempt_store_prefix(notice.round);
+  round_ = notice.round;
 }
 
 }  // namespace ddp::worker_runtime

@@ -8,6 +8,7 @@
 #include "rendezvous/store/store.hpp"
 #include "worker_runtime/env_contract.hpp"
 #include "worker_runtime/process_group.hpp"
+#include "worker_runtime/recovery_client.hpp"
 
 namespace ddp::worker_runtime {
 
@@ -30,9 +31,11 @@ struct InitOptions {
 class DistContext {
  public:
   // server: the store server this rank hosts (rank 0 without an agent store), or null.
+  // base_store: the unprefixed store (null: store's own; recover() needs it).
   DistContext(EnvContract env, std::shared_ptr<rendezvous::Store> store,
               std::unique_ptr<ProcessGroup> group,
-              std::unique_ptr<rendezvous::StoreServer> server = nullptr);
+              std::unique_ptr<rendezvous::StoreServer> server = nullptr,
+              std::shared_ptr<rendezvous::Store> base_store = nullptr);
   // Tears down the group; a hosting rank 0 first waits (bounded) for every rank to finish
   // with the store so nobody loses its server mid-call.
   ~DistContext();
@@ -54,11 +57,33 @@ class DistContext {
   [[nodiscard]] std::shared_ptr<rendezvous::Store> store_ptr() { return store_; }
   [[nodiscard]] ProcessGroup& process_group() { return *group_; }
 
+  // In-place recovery (docs/worker_runtime.md): the agent's channel, and the options the
+  // group is rebuilt with. Set by init() when DDPLAUNCH_RECOVERY_FD is set.
+  void enable_recovery(std::unique_ptr<RecoveryClient> client, InitOptions options);
+  // True when the agent recovers this worker in place (a recovery channel exists).
+  [[nodiscard]] bool in_place() const { return recovery_ != nullptr; }
+  // The channel (null when not in place).
+  [[nodiscard]] RecoveryClient* recovery() { return recovery_.get(); }
+  // The rendezvous round the current group belongs to (TORCHELASTIC_RESTART_COUNT at start).
+  [[nodiscard]] int64_t round() const { return round_; }
+  // After a collective failed in place: waits up to timeout for the agent's round notice
+  // (CollectiveError naming it on timeout or when the agent is gone), destroys the old
+  // group, reconnects the store when the master moved, builds the group of the new round
+  // (store prefix /worker/attempt_<round>) and updates the env values. Returns the notice.
+  // Throws ConfigError when not in place.
+  recovery::RoundNotice recover(Duration timeout);
+
  private:
+  void apply(const recovery::RoundNotice& notice);
+
   std::unique_ptr<rendezvous::StoreServer> server_;  // first: destroyed last
   EnvContract env_;
   std::shared_ptr<rendezvous::Store> store_;
+  std::shared_ptr<rendezvous::Store> base_store_;  // unprefixed (recover() re-prefixes it)
   std::unique_ptr<ProcessGroup> group_;
+  InitOptions options_;  // what init() was given (recover() builds groups with it)
+  int64_t round_ = 0;
+  std::unique_ptr<RecoveryClient> recovery_;  // last: its reader stops before the group goes
 };
 
 // Reads the env contract, connects to the store and builds the process group.

@@ -1,5 +1,6 @@
 #include "worker_runtime/distributed_sampler.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <string>
@@ -33,23 +34,43 @@ DistributedSampler::DistributedSampler(const SamplerOptions& options) : options_
     throw ConfigError("sampler dataset size " + std::to_string(options.dataset_size) +
                       " is negative");
   }
-  const int64_t n = options.dataset_size;
-  const int64_t w = options.world_size;
-  if (options.drop_last && n % w != 0) {
-    num_samples_ = n / w;  // PyTorch: ceil((N - W) / W), i.e. floor(N / W) here
-    if (num_samples_ == 0) {
+  num_samples_ = samples_per_rank(options.dataset_size);
+}
+
+int64_t DistributedSampler::samples_per_rank(int64_t n) const {
+  const int64_t w = options_.world_size;
+  if (options_.drop_last && n % w != 0) {
+    const int64_t floor = n / w;  // PyTorch: ceil((N - W) / W), i.e. floor(N / W) here
+    if (floor == 0 && global_start_ == 0) {
       throw ConfigError("sampler with drop_last: dataset size " + std::to_string(n) +
                         " is smaller than world size " + std::to_string(w) +
                         ", no rank would get a sample");
     }
-  } else {
-    num_samples_ = (n + w - 1) / w;
+    return floor;
   }
+  return (n + w - 1) / w;
 }
 
 void DistributedSampler::set_epoch(int64_t epoch) {
   epoch_ = epoch;
   start_ = 0;
+  global_start_ = 0;
+  num_samples_ = samples_per_rank(options_.dataset_size);
+}
+
+void DistributedSampler::set_global_start(int64_t position) {
+  if (position < 0 || position > options_.dataset_size) {
+    throw ConfigError("sampler global start " + std::to_string(position) +
+                      " is outside this epoch (expected 0.." +
+                      std::to_string(options_.dataset_size) + ")");
+  }
+  global_start_ = position;
+  start_ = 0;
+  num_samples_ = samples_per_rank(options_.dataset_size - position);
+}
+
+int64_t DistributedSampler::global_position(int64_t taken) const {
+  return std::min(options_.dataset_size, global_start_ + taken * options_.world_size);
 }
 
 void DistributedSampler::set_start(int64_t position) {
@@ -75,13 +96,18 @@ std::vector<int64_t> DistributedSampler::indices() const {
       std::swap(all[i], all[bounded(rng, i + 1)]);
     }
   }
-  // Pad by wrapping around the (shuffled) list; drop_last truncates instead.
+  // Only the rest of the epoch after the global start is split; padding wraps around to the
+  // permutation's beginning as PyTorch's does, so a resume at the same world size picks
+  // exactly the indices the uninterrupted run would have; drop_last truncates instead.
   std::vector<int64_t> out;
+  if (global_start_ == n) {
+    return out;
+  }
   out.reserve(static_cast<size_t>(num_samples_ - start_));
   int64_t taken = 0;
   for (int64_t i = options_.rank; i < total; i += options_.world_size, ++taken) {
     if (taken >= start_) {
-      out.push_back(all[static_cast<size_t>(i % n)]);
+      out.push_back(all[static_cast<size_t>((global_start_ + i) % n)]);
     }
   }
   return out;

@@ -120,11 +120,16 @@ EnvContract parse_env(const EnvMap& env) {
   out.use_agent_store = agent_store == "True" || agent_store == "true" || agent_store == "1";
   out.error_file = lookup(env, env::kErrorFile).value_or("");
   out.backend = lookup(env, env::kBackend).value_or("");
-  out.store_prefix = lookup(env, env::kStorePrefix)
-                         .value_or(env::kWorkerPrefixBase + std::to_string(out.restart_count));
+  out.store_prefix =
+      lookup(env, env::kStorePrefix).value_or(attempt_store_prefix(out.restart_count));
+  out.group_rank = static_cast<int>(optional_int(env, env::kGroupRank, 0, kMaxInt, 0));
   out.secret =
       secret_from_env([&](const char* name) { return lookup(env, name); }).value_or(std::string());
   return out;
+}
+
+std::string attempt_store_prefix(int64_t attempt) {
+  return env::kWorkerPrefixBase + std::to_string(attempt);
 }
 
 EnvMap current_env() {

@@ -17,6 +17,7 @@ struct EnvContract {
   int local_rank = 0;
   int world_size = 1;
   int local_world_size = 1;
+  int group_rank = 0;  // GROUP_RANK (0 when unset): this node's rank among the nodes
   std::string master_addr = "127.0.0.1";  // bare: MASTER_ADDR=[::1] gives ::1
   uint16_t master_port = 29500;
   int restart_count = 0;
@@ -36,6 +37,10 @@ struct EnvContract {
 // SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS and the first host of SLURM_JOB_NODELIST when RANK
 // is unset. Throws ConfigError naming the variable, its value and what was expected.
 EnvContract parse_env(const EnvMap& env);
+
+// The store prefix of one attempt (and, with in-place recovery, of one rendezvous round):
+// "/worker/attempt_<attempt>", the default of EnvContract::store_prefix.
+std::string attempt_store_prefix(int64_t attempt);
 
 // The current process environment as an EnvMap.
 EnvMap current_env();

@@ -7,12 +7,15 @@
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/pair.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -148,6 +151,26 @@ class GlooCollectives final : public CollectiveBackend {
   }
 };
 
+// tcp::Pair::signalExceptionExternal is protected; a pointer to it, taken inside a class
+// derived from Pair (never instantiated), calls it on any Pair. It is the one Gloo call that
+// wakes this process's waiters: close() only closes the socket and leaves them blocked.
+struct PairAbort : gloo::transport::tcp::Pair {
+  static constexpr auto kSignal = &PairAbort::signalExceptionExternal;
+};
+
+void signal_pairs(gloo::Context& context, const std::string& why) {
+  for (int r = 0; r < context.size; ++r) {
+    if (r == context.rank) continue;
+    auto* pair = dynamic_cast<gloo::transport::tcp::Pair*>(context.getPair(r).get());
+    if (pair == nullptr) continue;
+    try {
+      (pair->*PairAbort::kSignal)(why);
+    } catch (const std::exception&) {
+      // Already in an error state: its waiters were woken then.
+    }
+  }
+}
+
 }  // namespace
 
 struct GlooProcessGroup::Impl {
@@ -162,7 +185,11 @@ struct GlooProcessGroup::Impl {
   uint32_t next_tag = 0;
   std::string broken;    // first failure; later collectives refuse to run
   std::string endpoint;  // "rank R/W" for messages
-  CommQueue queue;       // last: destroyed (joined) before the context
+  // Set once by abort() from any thread; every collective checks it before it starts.
+  std::atomic<bool> aborted{false};
+  std::mutex abort_mu;
+  std::string abort_reason;  // guarded by abort_mu
+  CommQueue queue;           // last: destroyed (joined) before the context
 
   // The one routing decision: a collective whose payload, sent to each of the size-1 peers,
   // is at most direct_max_bytes in all runs on the direct mesh and never touches Gloo.
@@ -207,6 +234,10 @@ struct GlooProcessGroup::Impl {
   // marks the group broken (the pairs are unusable after a timeout or a lost peer).
   std::function<void()> guarded(std::string what, Duration timeout, Job job) {
     return [this, what = std::move(what), timeout, job = std::move(job)] {
+      if (aborted.load()) {
+        std::lock_guard lock(abort_mu);
+        throw CollectiveError("gloo " + what + " on " + endpoint + " aborted: " + abort_reason);
+      }
       if (!broken.empty()) {
         throw CollectiveError("gloo " + what + " on " + endpoint +
                               " refused: the group failed earlier (" + broken + ")");
@@ -215,6 +246,11 @@ struct GlooProcessGroup::Impl {
         job(CollectiveCall{timeout, next_tag++, what});
       } catch (const std::exception& e) {
         broken = what + ": " + e.what();
+        if (aborted.load()) {
+          std::lock_guard lock(abort_mu);
+          throw CollectiveError("gloo " + what + " on " + endpoint + " aborted: " + abort_reason +
+                                " (" + e.what() + ")");
+        }
         throw CollectiveError("gloo " + what + " on " + endpoint + " failed (timeout " +
                               std::to_string(timeout.count()) + " ms): " + e.what());
       }
@@ -266,6 +302,17 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<rendezvous::Store> store,
 }
 
 GlooProcessGroup::~GlooProcessGroup() = default;
+
+void GlooProcessGroup::abort(const std::string& why) {
+  {
+    std::lock_guard lock(impl_->abort_mu);
+    if (impl_->aborted.load()) return;
+    impl_->abort_reason = why;
+    impl_->aborted.store(true);
+  }
+  if (impl_->mesh) impl_->mesh->abort();
+  if (impl_->gloo.context) signal_pairs(*impl_->gloo.context, "aborted: " + why);
+}
 
 namespace {
 

@@ -44,6 +44,9 @@ class GlooProcessGroup final : public ProcessGroup {
   ~GlooProcessGroup() override;
 
   [[nodiscard]] std::string backend() const override { return "gloo"; }
+  // Signals an error on every Gloo pair (waking local waiters, which close() alone does not)
+  // and shuts down every direct-mesh socket; later collectives are refused.
+  void abort(const std::string& why) override;
 
  protected:
   std::unique_ptr<Work> do_all_reduce(void* data, size_t count, DataType type, ReduceOp op,

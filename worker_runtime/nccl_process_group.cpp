@@ -92,6 +92,8 @@ struct NcclProcessGroup::Impl {
   std::list<std::shared_ptr<Pending>> pending;
   std::atomic<bool> broken{false};
   std::string broken_reason;
+  std::mutex abort_mu;  // one ncclCommAbort, whoever asks
+  std::mutex comm_mu;   // held around every use of comm after init, and around its abort
   std::atomic<bool> stopping{false};
   std::thread watchdog;
 
@@ -107,12 +109,35 @@ struct NcclProcessGroup::Impl {
         throw CollectiveError("nccl " + what + " on " + endpoint + " timed out");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
-      ncclCommGetAsyncError(comm, &rc);
+      on_comm(what, [&] { return ncclCommGetAsyncError(comm, &rc); });
     }
     if (rc != ncclSuccess) {
-      throw CollectiveError("nccl " + what + " on " + endpoint + " failed: " +
-                            ncclGetErrorString(rc) + " (" + ncclGetLastError(comm) + ")");
+      std::string last;
+      {
+        std::lock_guard lock(comm_mu);
+        last = broken.load() ? "aborted" : ncclGetLastError(comm);
+      }
+      throw CollectiveError("nccl " + what + " on " + endpoint +
+                            " failed: " + ncclGetErrorString(rc) + " (" + last + ")");
     }
+  }
+
+  // Runs one NCCL call on comm unless the group was aborted (CollectiveError then).
+  // abort_once() takes the same lock, so ncclCommAbort never frees comm under a call made
+  // from the training thread; the calls are non-blocking (they return ncclInProgress), so
+  // neither side waits long for the other.
+  template <class Call>
+  ncclResult_t on_comm(const std::string& what, Call&& call) {
+    std::lock_guard lock(comm_mu);
+    if (broken.load()) {
+      throw CollectiveError("nccl " + what + " on " + endpoint + " aborted: " + reason());
+    }
+    return call();
+  }
+
+  std::string reason() {
+    std::lock_guard lock(mu);
+    return broken_reason;
   }
 
   void refuse_if_broken(const std::string& what) {
@@ -144,17 +169,29 @@ struct NcclProcessGroup::Impl {
     return p;
   }
 
-  // Abort, record, exit: a collective stuck on the GPU cannot be cancelled any other way.
-  void fatal(const std::string& reason) {
+  // Marks the group broken and aborts the communicator, once: the first caller (watchdog,
+  // a waiter past its deadline, or abort() from the recovery thread) wins, so ncclCommAbort
+  // never runs twice. False when someone else already did.
+  bool abort_once(const std::string& reason) {
+    std::lock_guard abort_lock(abort_mu);
     bool expected = false;
     if (!broken.compare_exchange_strong(expected, true)) {
-      return;
+      return false;
     }
     {
       std::lock_guard lock(mu);
       broken_reason = reason;
     }
-    ncclCommAbort(comm);  // comm stays set: everyone checks `broken` before using it
+    std::lock_guard comm_lock(comm_mu);
+    ncclCommAbort(comm);  // comm stays set: everyone checks `broken` (under comm_mu) first
+    return true;
+  }
+
+  // Abort, record, exit: a collective stuck on the GPU cannot be cancelled any other way.
+  void fatal(const std::string& reason) {
+    if (!abort_once(reason)) {
+      return;
+    }
     const std::string message = "NCCL watchdog on " + endpoint + ": " + reason;
     if (options.on_fatal) {
       options.on_fatal(message);
@@ -175,8 +212,13 @@ struct NcclProcessGroup::Impl {
         continue;
       }
       ncclResult_t async_err = ncclSuccess;
-      if (ncclCommGetAsyncError(comm, &async_err) == ncclSuccess && async_err != ncclSuccess &&
-          async_err != ncclInProgress) {
+      ncclResult_t queried = ncclSuccess;
+      {
+        std::lock_guard lock(comm_mu);
+        if (broken.load()) continue;
+        queried = ncclCommGetAsyncError(comm, &async_err);
+      }
+      if (queried == ncclSuccess && async_err != ncclSuccess && async_err != ncclInProgress) {
         fatal(std::string("asynchronous NCCL error: ") + ncclGetErrorString(async_err));
         continue;
       }
@@ -221,7 +263,7 @@ class NcclWork final : public Work {
       }
       if (impl_->broken.load()) {
         throw CollectiveError("nccl " + pending_->what + " on " + impl_->endpoint +
-                              " aborted by the watchdog");
+                              " aborted: " + impl_->reason());
       }
       if (Clock::now() > pending_->deadline) {
         impl_->fatal(pending_->what + " passed its deadline while waited for");
@@ -289,6 +331,10 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<rendezvous::Store> store,
   impl_->watchdog = std::thread([impl = impl_.get()] { impl->watch(); });
 }
 
+void NcclProcessGroup::abort(const std::string& why) {
+  impl_->abort_once("aborted: " + why);
+}
+
 NcclProcessGroup::~NcclProcessGroup() {
   impl_->stopping = true;
   if (impl_->watchdog.joinable()) {
@@ -318,9 +364,12 @@ std::unique_ptr<Work> NcclProcessGroup::do_all_reduce(void* data, size_t count, 
     check_cuda(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, impl_->stream),
                "staging copy");
   }
-  impl_->settle(
-      ncclAllReduce(buf, buf, count, nccl_type(type), nccl_op(op), impl_->comm, impl_->stream),
-      what, deadline);
+  impl_->settle(impl_->on_comm(what,
+                               [&] {
+                                 return ncclAllReduce(buf, buf, count, nccl_type(type), nccl_op(op),
+                                                      impl_->comm, impl_->stream);
+                               }),
+                what, deadline);
   if (host) {
     check_cuda(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, impl_->stream),
                "staging copy");
@@ -335,12 +384,16 @@ std::unique_ptr<Work> NcclProcessGroup::do_all_reduce_coalesced(
                            std::to_string(buffers.size()) + " buffers)";
   impl_->refuse_if_broken(what);
   const auto deadline = Clock::now() + timeout;
-  impl_->settle(ncclGroupStart(), what, deadline);
-  for (auto& b : buffers) {
-    ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32, nccl_op(op), impl_->comm,
-                  impl_->stream);
-  }
-  impl_->settle(ncclGroupEnd(), what, deadline);
+  const ncclResult_t rc = impl_->on_comm(what, [&] {
+    const ncclResult_t start = ncclGroupStart();
+    if (start != ncclSuccess) return start;
+    for (auto& b : buffers) {
+      ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32, nccl_op(op), impl_->comm,
+                    impl_->stream);
+    }
+    return ncclGroupEnd();
+  });
+  impl_->settle(rc, what, deadline);
   auto pending = impl_->track(what, timeout);
   return std::make_unique<NcclWork>(impl_.get(), std::move(pending));
 }
@@ -358,7 +411,11 @@ void NcclProcessGroup::do_broadcast(void* data, size_t count, DataType type, int
     check_cuda(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, impl_->stream),
                "staging copy");
   }
-  impl_->settle(ncclBroadcast(buf, buf, count, nccl_type(type), root, impl_->comm, impl_->stream),
+  impl_->settle(impl_->on_comm(what,
+                               [&] {
+                                 return ncclBroadcast(buf, buf, count, nccl_type(type), root,
+                                                      impl_->comm, impl_->stream);
+                               }),
                 what, deadline);
   if (host) {
     check_cuda(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, impl_->stream),
@@ -384,9 +441,12 @@ void NcclProcessGroup::do_all_gather(const void* send, void* recv, size_t count,
     check_cuda(cudaMemcpyAsync(dev, send, bytes, cudaMemcpyHostToDevice, impl_->stream),
                "staging copy");
   }
-  impl_->settle(
-      ncclAllGather(send_buf, recv_buf, count, nccl_type(type), impl_->comm, impl_->stream), what,
-      deadline);
+  impl_->settle(impl_->on_comm(what,
+                               [&] {
+                                 return ncclAllGather(send_buf, recv_buf, count, nccl_type(type),
+                                                      impl_->comm, impl_->stream);
+                               }),
+                what, deadline);
   if (host) {
     check_cuda(cudaMemcpyAsync(recv, recv_buf, recv_bytes, cudaMemcpyDeviceToHost, impl_->stream),
                "staging copy");

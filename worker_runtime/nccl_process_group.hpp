@@ -38,6 +38,8 @@ class NcclProcessGroup final : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   [[nodiscard]] std::string backend() const override { return "nccl"; }
+  // ncclCommAbort once (shared with the watchdog, which then stays quiet); does not exit.
+  void abort(const std::string& why) override;
 
   struct Impl;  // communicator, stream, watchdog (public only so the .cpp's Work can name it)
 

@@ -68,10 +68,17 @@ class ProcessGroup {
   [[nodiscard]] Duration timeout() const { return timeout_; }
   // "gloo" or "nccl".
   [[nodiscard]] virtual std::string backend() const = 0;
+  // Makes every collective in flight, and every later one, throw CollectiveError naming why,
+  // promptly (well under a second), without touching the callers' buffers beyond what the
+  // collective already wrote. Thread-safe (meant to be called from another thread while a
+  // collective blocks), idempotent; the group is unusable afterwards but destroys cleanly.
+  // In-place recovery (docs/worker_runtime.md) calls it when the membership changes.
+  virtual void abort(const std::string& why) = 0;
   // Every collective called through this interface reports entering and leaving to it (an
   // async one leaves when its Work was waited for); null: nothing is reported.
   void set_progress(std::shared_ptr<ProgressReporter> progress) { progress_ = std::move(progress); }
   [[nodiscard]] ProgressReporter* progress() const { return progress_.get(); }
+  [[nodiscard]] std::shared_ptr<ProgressReporter> progress_shared() const { return progress_; }
 
   // In place: data[0..count) becomes the reduction over ranks. kAvg divides by size()
   // (integer division for int64). Throws CollectiveError (names op, rank, timeout) on failure.

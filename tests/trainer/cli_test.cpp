@@ -54,6 +54,19 @@ TEST_CASE("bad flags name the flag and the value", "[cli]") {
   CHECK_THROWS_WITH(parse({"--lr", "-1"}), Contains("--lr"));
   CHECK_THROWS_WITH(parse({"--no_such_flag"}), Contains("--no_such_flag"));
   CHECK_THROWS_AS(parse({"--epochs", "0"}), ddp::ConfigError);
+  CHECK_THROWS_WITH(parse({"--fault_kill_node_at_step", "-2"}),
+                    Contains("--fault_kill_node_at_step -2"));
+}
+
+TEST_CASE("in-place recovery test hooks", "[cli]") {
+  const auto o = parse({"--sample_log", "/tmp/s", "--fault_kill_node_at_step", "7"});
+  REQUIRE(o);
+  CHECK(o->sample_log == "/tmp/s");
+  CHECK(o->fault_kill_node_at_step == 7);
+  const auto defaults = parse({});
+  REQUIRE(defaults);
+  CHECK(defaults->sample_log.empty());
+  CHECK(defaults->fault_kill_node_at_step == 0);
 }
 
 TEST_CASE("help (--help) prints and asks the caller to exit", "[cli]") {

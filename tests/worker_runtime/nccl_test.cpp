@@ -87,3 +87,29 @@ TEST_CASE("asking for nccl without a GPU is a clear error", "[nccl]") {
   o.env = {{"RANK", "0"}, {"WORLD_SIZE", "1"}};
   CHECK_THROWS_WITH(init(o), Catch::Matchers::Contains("no CUDA device is visible"));
 }
+
+TEST_CASE("nccl abort: later collectives refuse at once, the watchdog stays quiet",
+          "[gpu][nccl][abort]") {
+  if (cuda_device_count() < 1) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  NcclOptions o;
+  o.timeout = 60s;
+  o.connect_timeout = 60s;
+  std::string fatal;
+  o.on_fatal = [&](const std::string& why) { fatal = why; };
+  o.exit_on_fatal = false;
+  {
+    NcclProcessGroup pg(store, o);
+    std::vector<int64_t> x = {1};
+    pg.all_reduce(std::span<int64_t>(x), ReduceOp::kSum);
+    pg.abort("test: membership changed");
+    pg.abort("again");  // idempotent: one ncclCommAbort
+    const std::string error =
+        test::error_of([&] { pg.all_reduce(std::span<int64_t>(x), ReduceOp::kSum); });
+    CHECK_THAT(error, Catch::Matchers::Contains("test: membership changed"));
+  }  // destroyed after the abort without hanging
+  CHECK(fatal.empty());
+}

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/fd.hpp"
+#include "common/recovery_protocol.hpp"
 #include "rendezvous/store/store.hpp"
 #include "worker_runtime/gloo_process_group.hpp"
 
@@ -32,5 +34,21 @@ std::unique_ptr<GlooProcessGroup> make_group(
 
 // Runs fn; returns the what() of the exception it threw, or "" when it returned.
 std::string error_of(const std::function<void()>& fn);
+
+// The agent's end of an in-place recovery channel (common/recovery_protocol.hpp), for tests
+// that play the agent: whole lines out, parsed lines in.
+struct AgentChannel {
+  ddp::Fd fd;           // the agent's end
+  std::string pending;  // bytes read past the last line
+
+  // A socketpair: this end, and the worker's end in worker_end (close-on-exec set; clear it
+  // just before starting a child that should inherit it).
+  static AgentChannel make(ddp::Fd& worker_end);
+  void send(const recovery::Message& message) const;
+  void send_raw(const std::string& bytes) const;
+  // The next line, parsed; throws std::runtime_error when none comes within timeout, the
+  // worker closed its end, or the line is bad.
+  recovery::Message read(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+};
 
 }  // namespace ddp::worker_runtime::test

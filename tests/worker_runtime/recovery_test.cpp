@@ -1,0 +1,209 @@
+// In-place recovery in one process: the worker's channel client against a fake agent on a
+// socketpair, and the state agreement (pure decision, then over a Gloo group in threads).
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "common/error.hpp"
+#include "common/fd.hpp"
+#include "rendezvous/store/memory_store.hpp"
+#include "test_support.hpp"
+#include "worker_runtime/dist_context.hpp"
+#include "worker_runtime/recovery_client.hpp"
+#include "worker_runtime/state_agreement.hpp"
+
+using namespace ddp::worker_runtime;
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+namespace recovery = ddp::recovery;
+
+namespace {
+
+// Counts abort() calls; every collective would be the identity (never called here).
+class CountingGroup final : public ProcessGroup {
+ public:
+  CountingGroup() : ProcessGroup(0, 1) {}
+  std::atomic<int> aborts{0};
+  [[nodiscard]] std::string backend() const override { return "counting"; }
+  void abort(const std::string& /*why*/) override { ++aborts; }
+
+ protected:
+  std::unique_ptr<Work> do_all_reduce(void*, size_t, DataType, ReduceOp, Duration) override {
+    return nullptr;
+  }
+  std::unique_ptr<Work> do_all_reduce_coalesced(std::vector<std::span<float>>, ReduceOp,
+                                                Duration) override {
+    return nullptr;
+  }
+  void do_broadcast(void*, size_t, DataType, int, Duration) override {}
+  void do_all_gather(const void*, void*, size_t, DataType, Duration) override {}
+  void do_barrier(Duration) override {}
+};
+
+recovery::RoundNotice notice_of(int64_t round, int rank, int world) {
+  recovery::RoundNotice n;
+  n.round = round;
+  n.rank = rank;
+  n.world_size = world;
+  n.group_world_size = world;
+  n.master_addr = "127.0.0.1";
+  n.master_port = 29400;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("recovery client: hello, abort, round, bad lines, EOF", "[recovery]") {
+  ddp::Fd worker_end;
+  auto agent = test::AgentChannel::make(worker_end);
+  auto client = std::make_unique<RecoveryClient>(std::move(worker_end), 2);
+  CountingGroup group;
+  client->set_group(&group);
+
+  const auto hello = agent.read();
+  CHECK(hello.type == "hello");
+  CHECK(hello.integer("pid") == ::getpid());
+  CHECK(hello.integer("local_rank") == 2);
+
+  agent.send_raw("this is not a line\n");  // warned about and ignored
+  agent.send(recovery::Message{"abort", {{"round", "0"}, {"reason", "node_lost"}}});
+  const auto aborted = agent.read();
+  CHECK(aborted.type == "aborted");
+  CHECK(aborted.integer("round") == 0);
+  CHECK(group.aborts == 1);
+  CHECK(client->change_pending());
+
+  agent.send(notice_of(1, 0, 2).to_message());
+  CHECK(client->wait_round(10s) == notice_of(1, 0, 2));
+  CHECK_FALSE(client->change_pending());
+  CHECK(group.aborts == 1);  // the round after an abort does not abort twice
+
+  // A round with no abort before it still ends the current group.
+  agent.send(notice_of(2, 1, 3).to_message());
+  CHECK(client->wait_round(10s).round == 2);
+  CHECK(group.aborts == 2);
+
+  client->send_joined(2, 1, 40, 0, 1234);
+  const auto joined = agent.read();
+  CHECK(joined.type == "joined");
+  CHECK(joined.integer("step") == 40);
+  CHECK(joined.integer("state_bytes") == 1234);
+  client->send_stepped(2, 41);
+  CHECK(agent.read().integer("step") == 41);
+
+  CHECK_THROWS_WITH(client->wait_round(1ms), Contains("no round notice"));
+  agent.fd.reset();  // the agent is gone
+  CHECK_THROWS_WITH(client->wait_round(10s), Contains("closed the recovery channel"));
+  CHECK_FALSE(client->connected());
+}
+
+TEST_CASE("recovery client: a group built after a change is aborted at once", "[recovery]") {
+  ddp::Fd worker_end;
+  auto agent = test::AgentChannel::make(worker_end);
+  RecoveryClient client(std::move(worker_end), 0);
+  CHECK(agent.read().type == "hello");
+  agent.send(recovery::Message{"abort", {{"round", "3"}}});
+  CHECK(agent.read().type == "aborted");
+  CountingGroup late;
+  client.set_group(&late);  // built for round 3, which is already over
+  CHECK(late.aborts == 1);
+  client.set_group(nullptr);
+}
+
+TEST_CASE("make_recovery_client: unset, bad and closed descriptors", "[recovery]") {
+  CHECK(make_recovery_client({}, 0) == nullptr);
+  CHECK(make_recovery_client({{recovery::kEnvFd, ""}}, 0) == nullptr);
+  CHECK_THROWS_WITH(make_recovery_client({{recovery::kEnvFd, "three"}}, 0),
+                    Contains("DDPLAUNCH_RECOVERY_FD='three'"));
+  CHECK_THROWS_AS(make_recovery_client({{recovery::kEnvFd, "-1"}}, 0), ddp::ConfigError);
+  CHECK_THROWS_AS(make_recovery_client({{recovery::kEnvFd, "999999"}}, 0), ddp::ConfigError);
+}
+
+TEST_CASE("state agreement: the last step every survivor completed, from the lowest rank",
+          "[recovery]") {
+  using V = std::vector<int64_t>;
+  auto decide = [](V live, V step) { return decide_state(live, step); };
+  // Nobody live: everyone loads the checkpoint.
+  CHECK(decide({0, 0, 0}, {0, 0, 0}) == StateAgreement{false, 0, -1, false});
+  // All live at one step: nothing to send.
+  CHECK(decide({1, 1}, {7, 7}) == StateAgreement{true, 7, 0, false});
+  // A fresh rank joins: state comes from rank 0.
+  CHECK(decide({1, 1, 0}, {7, 7, 0}) == StateAgreement{true, 7, 0, true});
+  // Rank 0 got one step further: rank 1 (the lowest at the minimum) sends step 7.
+  CHECK(decide({1, 1, 0}, {8, 7, 0}) == StateAgreement{true, 7, 1, true});
+  CHECK(decide({0, 1, 1}, {0, 5, 5}) == StateAgreement{true, 5, 1, true});
+}
+
+TEST_CASE("state agreement over a Gloo group", "[recovery][gloo]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  test::run_ranks(3, [&](int rank) {
+    auto pg = test::make_group(store, rank, 3);
+    const StateAgreement got = agree_on_state(*pg, rank != 1, rank == 0 ? 12 : 11);
+    RT_LOCKED(CHECK(got == StateAgreement{true, 11, 2, true}));
+  });
+}
+
+TEST_CASE("DistContext::recover: survivors of a world of 3 rebuild a group of 2 in place",
+          "[recovery][gloo]") {
+  auto base = std::make_shared<ddp::rendezvous::MemoryStore>();
+  std::vector<test::AgentChannel> agents(3);
+  std::vector<ddp::Fd> worker_ends(3);
+  for (size_t r = 0; r < 3; ++r) agents[r] = test::AgentChannel::make(worker_ends[r]);
+  std::promise<void> lost;  // rank 2 is gone once 0 and 1 have seen their all-reduce fail
+  auto lost_future = lost.get_future().share();
+  std::atomic<int> failed{0};
+  // The agent: every hello, then abort and a round of world 2 to ranks 0 and 1.
+  std::thread agent([&] {
+    try {
+      auto expect = [](const recovery::Message& m, const char* type) {
+        if (m.type != type) throw std::runtime_error("expected " + std::string(type));
+      };
+      for (auto& a : agents) expect(a.read(), "hello");
+      for (size_t r = 0; r < 2; ++r) agents[r].send({"abort", {{"round", "0"}}});
+      for (size_t r = 0; r < 2; ++r) expect(agents[r].read(), "aborted");
+      for (size_t r = 0; r < 2; ++r) {
+        agents[r].send(notice_of(1, static_cast<int>(r), 2).to_message());
+      }
+    } catch (const std::exception& e) {
+      RT_LOCKED(FAIL(e.what()));
+    }
+  });
+  test::run_ranks(3, [&](int rank) {
+    InitOptions o;
+    o.store = base;
+    o.env = {{"RANK", std::to_string(rank)},
+             {"WORLD_SIZE", "3"},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", "1"},
+             {"DDPLAUNCH_BACKEND", "gloo"},
+             {recovery::kEnvFd, std::to_string(worker_ends[static_cast<size_t>(rank)].get())}};
+    auto ctx = init(o);
+    (void)worker_ends[static_cast<size_t>(rank)].release();  // the client owns it now
+    RT_LOCKED(CHECK(ctx->in_place()));
+    RT_LOCKED(CHECK(ctx->round() == 0));
+    if (rank == 2) {
+      lost_future.wait();
+      return;  // the lost node: never takes part again
+    }
+    std::vector<int64_t> v = {1};
+    const std::string error =
+        test::error_of([&] { ctx->process_group().all_reduce(std::span<int64_t>(v)); });
+    RT_LOCKED(CHECK_THAT(error, Contains("abort")));
+    if (++failed == 2) lost.set_value();
+    const auto notice = ctx->recover(30s);
+    RT_LOCKED(CHECK(notice.round == 1));
+    RT_LOCKED(CHECK(ctx->rank() == rank));
+    RT_LOCKED(CHECK(ctx->world_size() == 2));
+    RT_LOCKED(CHECK(ctx->round() == 1));
+    v = {10};
+    ctx->process_group().all_reduce(std::span<int64_t>(v));
+    RT_LOCKED(CHECK(v[0] == 20));
+    ctx->store().set("survivor/" + std::to_string(rank), "x");
+  });
+  agent.join();
+  CHECK(base->check({"/worker/attempt_1/survivor/0", "/worker/attempt_1/survivor/1"}));
+}

@@ -1,0 +1,189 @@
+#include "worker_runtime/recovery_client.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/parse_int.hpp"
+
+namespace ddp::worker_runtime {
+namespace {
+
+// Writes every byte of line; SocketError on a broken channel (the agent is gone).
+void write_all(int fd, const std::string& line) {
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      throw SocketError("cannot write to the agent's recovery channel (fd " + std::to_string(fd) +
+                        "): " + errno_text(errno));
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+RecoveryClient::RecoveryClient(Fd channel, int local_rank) : channel_(std::move(channel)) {
+  // Inherited from the agent; a program this worker starts must not hold the agent's end.
+  ::fcntl(channel_.get(), F_SETFD, FD_CLOEXEC);
+  recovery::Message hello{std::string(recovery::kHello), {}};
+  hello.set("pid", static_cast<int64_t>(::getpid())).set("local_rank", local_rank);
+  send(hello);
+  reader_ = std::thread([this] { read_loop(); });
+}
+
+RecoveryClient::~RecoveryClient() {
+  ::shutdown(channel_.get(), SHUT_RDWR);  // wakes the reader's read()
+  if (reader_.joinable()) reader_.join();
+}
+
+void RecoveryClient::set_group(ProcessGroup* group) {
+  std::lock_guard lock(mu_);
+  group_ = group;
+  if (group_ != nullptr && changes_ > taken_) {
+    group_->abort("the membership changed while the group was built");
+  }
+}
+
+recovery::RoundNotice RecoveryClient::wait_round(Duration timeout) {
+  std::unique_lock lock(mu_);
+  const bool ready = cv_.wait_for(lock, timeout, [&] { return pending_.has_value() || eof_; });
+  if (pending_) {
+    recovery::RoundNotice notice = std::move(*pending_);
+    pending_.reset();
+    taken_ = changes_;
+    return notice;
+  }
+  if (!ready) {
+    throw RecoveryError("no round notice from the agent within " + std::to_string(timeout.count()) +
+                        " ms on the recovery channel (waited after a failed collective)");
+  }
+  throw CollectiveError(
+      "the agent closed the recovery channel while this worker waited for the "
+      "round notice (" +
+      eof_reason_ + ")");
+}
+
+bool RecoveryClient::change_pending() const {
+  std::lock_guard lock(mu_);
+  return changes_ > taken_;
+}
+
+bool RecoveryClient::connected() const {
+  std::lock_guard lock(mu_);
+  return !eof_;
+}
+
+void RecoveryClient::send_joined(int64_t round, int rank, int64_t step, int source,
+                                 int64_t state_bytes) {
+  recovery::Message m{std::string(recovery::kJoined), {}};
+  m.set("round", round).set("rank", rank).set("step", step).set("source", source);
+  m.set("state_bytes", state_bytes);
+  send(m);
+}
+
+void RecoveryClient::send_stepped(int64_t round, int64_t step) {
+  recovery::Message m{std::string(recovery::kStepped), {}};
+  m.set("round", round).set("step", step);
+  send(m);
+}
+
+void RecoveryClient::send(const recovery::Message& message) {
+  const std::string line = recovery::format(message);
+  std::lock_guard lock(write_mu_);
+  write_all(channel_.get(), line);
+}
+
+void RecoveryClient::read_loop() {
+  std::string buffer;
+  std::string reason = "end of file";
+  char chunk[1024];
+  for (;;) {
+    const ssize_t n = ::read(channel_.get(), chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n < 0) reason = errno_text(errno);
+      break;
+    }
+    buffer.append(chunk, static_cast<size_t>(n));
+    for (size_t nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
+      const std::string line = buffer.substr(0, nl + 1);
+      buffer.erase(0, nl + 1);
+      std::string error;
+      if (auto message = recovery::parse(line, &error)) {
+        handle(*message);
+      } else {
+        DDP_LOG_WARN("recovery channel: ignoring a bad line from the agent: " + error);
+      }
+    }
+    if (buffer.size() > recovery::kMaxLineBytes) {
+      DDP_LOG_WARN("recovery channel: ignoring " + std::to_string(buffer.size()) +
+                   " bytes without a newline (over the line limit)");
+      buffer.clear();
+    }
+  }
+  std::lock_guard lock(mu_);
+  eof_ = true;
+  eof_reason_ = reason;
+  cv_.notify_all();
+}
+
+void RecoveryClient::handle(const recovery::Message& message) {
+  try {
+    if (message.type == recovery::kAbort) {
+      const int64_t round = message.integer("round");
+      on_change("the agent aborted round " + std::to_string(round) + " (" +
+                (message.fields.contains("reason") ? message.text("reason") : "no reason") + ")");
+      recovery::Message reply{std::string(recovery::kAborted), {}};
+      reply.set("round", round);
+      send(reply);
+    } else if (message.type == recovery::kRound) {
+      auto notice = recovery::RoundNotice::from_message(message);
+      bool announced = false;
+      {
+        std::lock_guard lock(mu_);
+        announced = round_announced_;
+      }
+      // A round with no abort before it still ends the old group.
+      if (!announced) on_change("round " + std::to_string(notice.round) + " began");
+      std::lock_guard lock(mu_);
+      round_announced_ = false;
+      pending_ = std::move(notice);
+      cv_.notify_all();
+    } else {
+      DDP_LOG_WARN("recovery channel: ignoring a '" + message.type + "' line from the agent");
+    }
+  } catch (const std::exception& e) {
+    DDP_LOG_WARN(std::string("recovery channel: ignoring a bad '") + message.type +
+                 "' line: " + e.what());
+  }
+}
+
+void RecoveryClient::on_change(const std::string& why) {
+  std::lock_guard lock(mu_);
+  ++changes_;
+  round_announced_ = true;
+  if (group_ != nullptr) group_->abort(why);
+  cv_.notify_all();
+}
+
+std::unique_ptr<RecoveryClient> make_recovery_client(const EnvMap& env, int local_rank) {
+  const auto it = env.find(recovery::kEnvFd);
+  if (it == env.end() || it->second.empty()) return nullptr;
+  const auto fd = try_parse_int(it->second, 0, INT32_MAX);
+  if (!fd || ::fcntl(static_cast<int>(*fd), F_GETFD) < 0) {
+    throw ConfigError(std::string(recovery::kEnvFd) + "='" + it->second +
+                      "' is not an open descriptor (expected the number of the agent's "
+                      "recovery channel, e.g. 3)");
+  }
+  return std::make_unique<RecoveryClient>(Fd(static_cast<int>(*fd)), local_rank);
+}
+
+}  // namespace ddp::worker_runtime
