@@ -24,7 +24,7 @@ target_link_libraries(ddp_gloo INTERFACE ${GLOO_LIBRARY} Threads::Threads)
 # ProcessGroup::abort); a stand-in fills the gap only when it is missing.
 if(NOT EXISTS ${GLOO_INCLUDE_DIR}/gloo/common/memory.h)
   target_include_directories(ddp_gloo SYSTEM INTERFACE
-                             ${PROJECT_SOURCE_DIR}/worker_runtime/gloo_compat)
+                             $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/worker_runtime/gloo_compat>)
 endif()
 
 add_library(ddp_boost INTERFACE)
