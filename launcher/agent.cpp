@@ -198,6 +198,7 @@ void Agent::start_rendezvous() {
 }
 
 void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
+  if (state_ == State::kExiting || state_ == State::kDone) return;
   if (agent_signal_) {
     stop_then_finish(128 + *agent_signal_);
     return;

@@ -94,6 +94,7 @@ class Agent {
     std::unique_ptr<RecoveryLink> link;  // null without --in_place_recovery
     bool hello = false;                  // the worker's runtime listens on its link
     bool respawn_on_exit = false;        // killed for the new round: start a fresh one
+    bool finished = false;               // exited 0 while the group re-formed: done
     int64_t aborted_round = -1;          // the last round it aborted collectives of
     int64_t answered_round = -1;         // the last round it re-formed in ("joined")
     int64_t stepped_round = -1;          // ... and made its first step in ("stepped")

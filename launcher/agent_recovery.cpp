@@ -105,6 +105,7 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
   state_ = State::kHealthy;
   for (size_t index = 0; index < workers_.size(); ++index) {
     auto& slot = workers_[index];
+    if (!slot.running && slot.finished) continue;
     if (!slot.running) {
       ++recovery_.restarted;
       if (!spawn_slot(index)) return;
@@ -121,6 +122,12 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
     }
     ++recovery_.kept;
     slot.link->send(round_notice(slot).to_message());
+  }
+  if (running_ == 0) {
+    // Every worker finished its job while the group re-formed: this node is done.
+    DDP_LOG_INFO("the workers finished while the group re-formed; nothing to resume");
+    finish(0);
+    return;
   }
   events_.record("workers_resumed", {{"round", info.round},
                                      {"kept", recovery_.kept},
@@ -184,6 +191,12 @@ void Agent::on_worker_message(size_t index, int pid, const recovery::Message& me
 bool Agent::replace_in_new_round(size_t index, ExitStatus status) {
   if (!options_.config.in_place_recovery) return false;
   auto& slot = workers_[index];
+  if (recovering_ && state_ == State::kRendezvous && status.success()) {
+    // It finished its training while the group re-formed: done, not to be started again.
+    slot.finished = true;
+    if (slot.pid > 0) spawner_.release(slot.pid);
+    return true;
+  }
   if (recovering_ && state_ == State::kRendezvous) {
     // Died while the group re-forms (its collectives failed it): started afresh in the round.
     events_.record(

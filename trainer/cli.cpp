@@ -60,6 +60,10 @@ std::optional<TrainOptions> parse_command_line(int argc, const char* const* argv
                  "TEST: one rank SIGKILLs its agent (parent) and itself after this step on the "
                  "first attempt (a lost node)")
       ->group("Testing");
+  app.add_option("--fault_slow_step_ms", o.fault_slow_step_ms,
+                 "TEST: every rank sleeps this long after each step (a job slow enough for "
+                 "timing tests to act mid-epoch)")
+      ->group("Testing");
   app.add_option("--fault_rank", o.fault_rank,
                  "TEST: rank killed by --fault_kill_at_step / --fault_kill_node_at_step or hung "
                  "by --fault_hang_at_step")

@@ -44,6 +44,8 @@ void validate(const TrainOptions& o) {
           ">= 0");
   require(o.fault_hang_at_step >= 0, "--fault_hang_at_step", to_string(o.fault_hang_at_step),
           ">= 0");
+  require(o.fault_slow_step_ms >= 0, "--fault_slow_step_ms", to_string(o.fault_slow_step_ms),
+          ">= 0");
   require(o.fault_kill_node_at_step >= 0, "--fault_kill_node_at_step",
           to_string(o.fault_kill_node_at_step), ">= 0");
   LrSchedule schedule{o.lr, o.warmup_steps, 1, o.min_lr_ratio};

@@ -58,6 +58,9 @@ struct TrainOptions {
   // SIGKILL the parent (the agent) and then self after this step, first attempt only: a node
   // lost at once (in-place recovery tests).
   int64_t fault_kill_node_at_step = 0;
+  // Every rank sleeps this many ms after each step, every attempt (0 = none): a job slow
+  // enough for end-to-end tests to act in the middle of an epoch.
+  int64_t fault_slow_step_ms = 0;
   // Directory where each rank appends the dataset indices of every completed step to
   // samples-<pid>.txt ("" = none): end-to-end tests check no sample is skipped or repeated.
   std::string sample_log;

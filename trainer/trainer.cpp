@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "common/error.hpp"
 #include "worker_runtime/checkpoint.hpp"
@@ -384,6 +385,9 @@ void Trainer::save_checkpoint(const std::string& path, int64_t epoch, int64_t gl
 }
 
 void Trainer::maybe_inject_fault() const {
+  if (options_.fault_slow_step_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.fault_slow_step_ms));
+  }
   if (restart_count_ != 0) return;
   const int victim = options_.fault_rank < 0 ? world_ - 1 : options_.fault_rank;
   if (rank_ != victim) return;

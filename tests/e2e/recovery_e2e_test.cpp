@@ -209,7 +209,9 @@ Outcome wait_all(Nodes& nodes) {
   Outcome out;
   for (size_t i = 0; i < nodes.agents.size(); ++i) {
     const auto rc = nodes.agents[i]->wait(kGuard);
-    REQUIRE(rc.has_value());
+    if (!rc)
+      FAIL("agent " << nodes.tags[i] << " still runs after " << kGuard.count() << " s\n"
+                    << nodes.logs());
     if (*rc == 0) {
       out.survivors.push_back(i);
     } else {
@@ -258,7 +260,8 @@ TEST_CASE("recovery e2e: a node SIGKILLed mid-epoch, the survivors keep their pr
 TEST_CASE("recovery e2e: a node joining mid-epoch gets the state, nobody is restarted",
           "[e2e][recovery]") {
   Nodes nodes;
-  const auto flags = train_flags(nodes.dir, 3);
+  // 30 ms per step: about a second per epoch at 2 ranks, so the join lands in the middle.
+  const auto flags = train_flags(nodes.dir, 3, {"--fault_slow_step_ms", "30"});
   nodes.start("a", "127.0.0.1", "2:3", {"--in_place_recovery"}, flags);
   nodes.start("b", "127.0.0.2", "2:3", {"--in_place_recovery"}, flags);
   // Well into the first epoch at 2 ranks (30 steps per epoch), a third node arrives.

@@ -274,3 +274,17 @@ TEST_CASE("in place: without the flag a lost node still restarts every worker",
   CHECK(h.spawner.env(0, "DDPLAUNCH_RECOVERY_FD").empty());
   CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGTERM});
 }
+
+TEST_CASE("in place: workers that finish while the group re-forms are done, not started again",
+          "[agent][recovery]") {
+  Harness h(1);
+  RecoveringWorkers workers(h);
+  h.on_event = [&](const nlohmann::json& event) {
+    const std::string name = event.value("event", "");
+    if (name == "worker_channel") h.rendezvous.change(MembershipChange::kNodeWaiting);
+    if (name == "recovery_started") asio::post(h.io, [&] { h.spawner.exit(0, ExitStatus{}); });
+  };
+  CHECK(h.run() == 0);
+  CHECK(h.spawner.workers.size() == 1);
+  CHECK(h.logged("the workers finished while the group re-formed"));
+}

@@ -130,11 +130,10 @@ TEST_CASE("in-place recovery: off by default, --recovery_timeout seconds, refuse
   CHECK_THAT(error_of({"--in_place_recovery", "--recovery_timeout=0", "/bin/true"}),
              Contains("--recovery_timeout") && Contains("positive number of seconds"));
   // PyTorch's DDP cannot re-form in place: the flag is refused, naming the program.
-  CHECK_THAT(error_of({"--in_place_recovery", "train.py"}),
-             Contains("--in_place_recovery") && Contains("train.py") &&
-                 Contains("ddplaunch runtime"));
-  CHECK_THAT(error_of({"--in_place_recovery", "-m", "trainer.main"}),
-             Contains("trainer.main"));
+  CHECK_THAT(error_of({"--in_place_recovery", "train.py"}), Contains("--in_place_recovery") &&
+                                                                Contains("train.py") &&
+                                                                Contains("ddplaunch runtime"));
+  CHECK_THAT(error_of({"--in_place_recovery", "-m", "trainer.main"}), Contains("trainer.main"));
 }
 
 TEST_CASE("redirects and tee take torchrun's values and per-rank maps", "[cli]") {
