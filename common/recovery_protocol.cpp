@@ -78,10 +78,12 @@ std::string format(const Message& message) {
   std::string line = message.type;
   for (const auto& [key, value] : message.fields) {
     if (!is_word(key) || !is_value(value)) {
-      throw ProtocolError("recovery message field " + quoted(key + "=" + value) +
+      std::string field = key;
+      field.append("=").append(value);
+      throw ProtocolError("recovery message field " + quoted(field) +
                           ": expected word=value with no whitespace in the value");
     }
-    line += ' ' + key + '=' + value;
+    line.append(" ").append(key).append("=").append(value);
   }
   line += '\n';
   if (line.size() > kMaxLineBytes) {

@@ -9,6 +9,7 @@
 // worker -> agent
 //   hello   pid=<int> local_rank=<int>                the runtime is listening (once, at init)
 //   aborted round=<int>                               its collectives are aborted for the change
+//   built   round=<int>                               its group of the new round is built
 //   joined  round=<int> rank=<int> step=<int64> source=<int> state_bytes=<int64>
 //           the new group is built and every rank holds the agreed state at step (the last
 //           step every survivor completed); source is the rank whose state was sent (-1:
@@ -39,6 +40,7 @@ inline constexpr size_t kMaxLineBytes = 4096;
 // Message types.
 inline constexpr std::string_view kHello = "hello";
 inline constexpr std::string_view kAborted = "aborted";
+inline constexpr std::string_view kBuilt = "built";
 inline constexpr std::string_view kJoined = "joined";
 inline constexpr std::string_view kStepped = "stepped";
 inline constexpr std::string_view kAbort = "abort";

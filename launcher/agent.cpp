@@ -238,7 +238,7 @@ bool Agent::spend_restart_for_same_members() {
     DDP_LOG_ERROR(why + "; no restart is left (max_restarts " +
                   std::to_string(options_.config.max_restarts) + "); giving up");
     events_.record("rendezvous_failed", {{"message", why}});
-    finish(1);
+    stop_then_finish(1);  // workers kept through an in-place re-form are stopped first
     return false;
   }
   ++restart_count_;

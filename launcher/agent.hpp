@@ -96,6 +96,8 @@ class Agent {
     bool respawn_on_exit = false;        // killed for the new round: start a fresh one
     bool finished = false;               // exited 0 while the group re-formed: done
     int64_t aborted_round = -1;          // the last round it aborted collectives of
+    int64_t built_round = -1;            // the last round it built its group in ("built")
+    int64_t replaced_round = -1;         // the round a fresh worker last replaced it in
     int64_t answered_round = -1;         // the last round it re-formed in ("joined")
     int64_t stepped_round = -1;          // ... and made its first step in ("stepped")
   };
@@ -145,6 +147,8 @@ class Agent {
   // replaced by a fresh one in the new round rather than counted as a failure.
   bool replace_in_new_round(size_t index, ExitStatus status);
   void report_recovery();
+  // True when every worker still to take part (not finished) has reached round in field.
+  [[nodiscard]] bool all_reached(int64_t WorkerSlot::*field, int64_t round) const;
   // One line per completed in-place recovery with its phase times (for the end of the run).
   [[nodiscard]] std::string recovery_summary() const;
   [[nodiscard]] recovery::RoundNotice round_notice(const WorkerSlot& slot) const;

@@ -108,6 +108,7 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
     if (!slot.running && slot.finished) continue;
     if (!slot.running) {
       ++recovery_.restarted;
+      slot.replaced_round = attempt_;
       if (!spawn_slot(index)) return;
       continue;
     }
@@ -161,24 +162,20 @@ void Agent::on_worker_message(size_t index, int pid, const recovery::Message& me
     }
     const int64_t round = message.integer("round");
     if (round != attempt_ || round != recovery_.round) return;
-    if (message.type == recovery::kJoined) {
+    if (message.type == recovery::kBuilt) {
+      slot.built_round = round;
+    } else if (message.type == recovery::kJoined) {
       slot.answered_round = round;
       recovery_.step = message.integer("step", -1);
       recovery_.source = static_cast<int>(message.integer("source", -1, INT32_MAX));
       recovery_.state_bytes = message.integer("state_bytes");
-      const bool all = std::all_of(workers_.begin(), workers_.end(), [round](const WorkerSlot& s) {
-        return s.answered_round == round;
-      });
-      if (all) {
+      if (all_reached(&WorkerSlot::answered_round, round)) {
         recovery_timer_.cancel();
         recovery_.state_sent = Clock::now();
       }
     } else if (message.type == recovery::kStepped) {
       slot.stepped_round = round;
-      const bool all = std::all_of(workers_.begin(), workers_.end(), [round](const WorkerSlot& s) {
-        return s.stepped_round == round;
-      });
-      if (all) {
+      if (all_reached(&WorkerSlot::stepped_round, round)) {
         recovery_.first_step = Clock::now();
         report_recovery();
       }
@@ -186,6 +183,11 @@ void Agent::on_worker_message(size_t index, int pid, const recovery::Message& me
   } catch (const std::exception& e) {
     DDP_LOG_WARN("rank " + std::to_string(slot.rank) + " sent a bad recovery message: " + e.what());
   }
+}
+
+bool Agent::all_reached(int64_t WorkerSlot::*field, int64_t round) const {
+  return std::all_of(workers_.begin(), workers_.end(),
+                     [&](const WorkerSlot& s) { return s.finished || s.*field == round; });
 }
 
 bool Agent::replace_in_new_round(size_t index, ExitStatus status) {
@@ -208,6 +210,10 @@ bool Agent::replace_in_new_round(size_t index, ExitStatus status) {
   if (state_ != State::kHealthy) return false;
   const bool awaited = recovery_.round == attempt_ && slot.answered_round != attempt_;
   if (!slot.respawn_on_exit && !(awaited && !status.success())) return false;
+  // One fresh worker per rank and round: one that fails again fails the group as before
+  // (published, a restart spent), instead of being replaced over and over.
+  if (!slot.respawn_on_exit && slot.replaced_round == attempt_) return false;
+  slot.replaced_round = attempt_;
   // Killed for not answering, or failed before it re-formed: a fresh worker takes its rank.
   if (slot.pid > 0) spawner_.release(slot.pid);
   ++recovery_.restarted;
@@ -220,9 +226,10 @@ bool Agent::replace_in_new_round(size_t index, ExitStatus status) {
 void Agent::on_recovery_timeout() {
   if (state_ != State::kHealthy) return;
   for (auto& slot : workers_) {
-    if (!slot.running || slot.answered_round == attempt_) continue;
+    // Built its group, so it waits in the state agreement for a slower peer: left alone.
+    if (!slot.running || slot.built_round == attempt_) continue;
     DDP_LOG_WARN("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
-                 ") did not re-form within --recovery_timeout (" +
+                 ") did not build its group of the new round within --recovery_timeout (" +
                  std::to_string(options_.config.recovery_timeout.count()) + " ms); restarting it");
     events_.record("recovery_timeout", {{"rank", slot.rank}, {"pid", slot.pid}});
     slot.respawn_on_exit = true;

@@ -237,6 +237,11 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
         "or a native program linking ddplaunch::worker_runtime), or drop the flag "
         "(docs/recovery.md)");
   }
+  if (config.in_place_recovery && !config.agent_store) {
+    throw ConfigError(
+        "--in_place_recovery with --no_agent_store: a kept worker re-joins through the agent's "
+        "store (worker rank 0's store may be on the lost node); drop one of the two");
+  }
   if (config.module && config.no_python && !config.run_path) {
     throw ConfigError("-m/--module and --no_python cannot be used together");
   }

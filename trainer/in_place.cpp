@@ -55,10 +55,19 @@ int64_t send_state(wr::ProcessGroup& group, Model& model, TrainingPosition& posi
 }  // namespace
 
 SyncOutcome sync_training_state(wr::ProcessGroup& group, Model& model, TrainingPosition& position,
-                                bool live) {
+                                bool& live) {
   SyncOutcome out;
-  out.agreement = wr::agree_on_state(group, live, position.step);
+  // The epoch's end (validation, checkpoint) changes no step: a rank already at position 0 of
+  // the next epoch is ahead of one at the same step still at the end. Twice the step, plus
+  // one past the end, orders them, so both continue from the one behind.
+  const bool past_epoch_end = position.global_position == 0 && position.epoch > 0;
+  const int64_t progress = position.step * 2 + (past_epoch_end ? 1 : 0);
+  out.agreement = wr::agree_on_state(group, live, progress);
+  out.agreement.step /= 2;
   if (out.agreement.any_live && out.agreement.needs_send) {
+    // While the broadcast runs a receiver holds a mix of two states: not live until it ends,
+    // so a change in the middle of it never makes this rank the next source.
+    if (group.rank() != out.agreement.source) live = false;
     out.state_bytes = send_state(group, model, position, out.agreement.source);
   }
   return out;

@@ -34,7 +34,9 @@ struct SyncOutcome {
 // agreed source of model state and position (receivers' model and position are replaced).
 // Host buffers on every backend (NCCL stages them through the device). CollectiveError
 // when a collective fails (another membership change: recover again).
+// live: this rank holds state of its own; set false while it receives another's (the caller
+// marks it live again once the sync returned).
 SyncOutcome sync_training_state(worker_runtime::ProcessGroup& group, Model& model,
-                                TrainingPosition& position, bool live);
+                                TrainingPosition& position, bool& live);
 
 }  // namespace ddp::trainer

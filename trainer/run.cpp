@@ -40,7 +40,9 @@ int run_training(const TrainOptions& options) {
   }
   Trainer trainer(options, *group, worker, prepare_data(options));
   const TrainResult result = trainer.run();
-  if (group->rank() == 0) {
+  // An in-place recovery replaced the group the trainer started with: ask the current one.
+  const int rank = context ? context->process_group().rank() : group->rank();
+  if (rank == 0) {
     std::cout << "[train] done: " << result.steps << " steps, global validation accuracy "
               << result.validation.accuracy << " on " << result.validation.count << " samples";
     if (!options.out.empty()) std::cout << ", weights written to " << options.out;

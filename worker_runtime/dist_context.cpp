@@ -194,6 +194,7 @@ void DistContext::enable_recovery(std::unique_ptr<RecoveryClient> client, InitOp
   recovery_ = std::move(client);
   options_ = std::move(options);
   recovery_->set_group(group_.get());
+  recovery_->send_built(env_.restart_count);
 }
 
 recovery::RoundNotice DistContext::recover(Duration timeout) {
@@ -219,6 +220,7 @@ recovery::RoundNotice DistContext::recover(Duration timeout) {
   group_ = make_group(env_, store_, options_, options_.backend);
   if (progress) group_->set_progress(progress);
   recovery_->set_group(group_.get());
+  recovery_->send_built(notice.round);
   return notice;
 }
 

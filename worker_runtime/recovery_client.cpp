@@ -58,7 +58,9 @@ recovery::RoundNotice RecoveryClient::wait_round(Duration timeout) {
   if (pending_) {
     recovery::RoundNotice notice = std::move(*pending_);
     pending_.reset();
-    taken_ = changes_;
+    // Changes announced after this notice arrived are still pending: the group built for it
+    // is aborted as soon as it exists (set_group), and the worker recovers again.
+    taken_ = notice_changes_;
     return notice;
   }
   if (!ready) {
@@ -92,6 +94,12 @@ void RecoveryClient::send_joined(int64_t round, int rank, int64_t step, int sour
 void RecoveryClient::send_stepped(int64_t round, int64_t step) {
   recovery::Message m{std::string(recovery::kStepped), {}};
   m.set("round", round).set("step", step);
+  send(m);
+}
+
+void RecoveryClient::send_built(int64_t round) {
+  recovery::Message m{std::string(recovery::kBuilt), {}};
+  m.set("round", round);
   send(m);
 }
 
@@ -155,6 +163,7 @@ void RecoveryClient::handle(const recovery::Message& message) {
       if (!announced) on_change("round " + std::to_string(notice.round) + " began");
       std::lock_guard lock(mu_);
       round_announced_ = false;
+      notice_changes_ = changes_;
       pending_ = std::move(notice);
       cv_.notify_all();
     } else {

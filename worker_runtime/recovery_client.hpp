@@ -55,6 +55,8 @@ class RecoveryClient {
   void send_joined(int64_t round, int rank, int64_t step, int source, int64_t state_bytes);
   // `stepped round= step=`: the first step after a change is done.
   void send_stepped(int64_t round, int64_t step);
+  // The group of round is built (the agent's --recovery_timeout ends here for this worker).
+  void send_built(int64_t round);
 
  private:
   void read_loop();
@@ -70,6 +72,8 @@ class RecoveryClient {
   std::optional<recovery::RoundNotice> pending_;  // guarded by mu_
   uint64_t changes_ = 0;                          // announced changes; guarded by mu_
   uint64_t taken_ = 0;                            // changes_ when a notice was last taken
+  // changes_ when the pending notice arrived: a change after it is not ended by it.
+  uint64_t notice_changes_ = 0;
   bool round_announced_ = false;  // an abort came for the change the next round ends
   bool eof_ = false;
   std::string eof_reason_;

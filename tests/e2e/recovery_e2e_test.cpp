@@ -261,7 +261,10 @@ TEST_CASE("recovery e2e: a node joining mid-epoch gets the state, nobody is rest
           "[e2e][recovery]") {
   Nodes nodes;
   // 30 ms per step: about a second per epoch at 2 ranks, so the join lands in the middle.
-  const auto flags = train_flags(nodes.dir, 3, {"--fault_slow_step_ms", "30"});
+  // --consistency_every 1: the parameters of every rank are compared after every step, so the
+  // new rank must have received exactly the survivors' state.
+  const auto flags =
+      train_flags(nodes.dir, 3, {"--fault_slow_step_ms", "30", "--consistency_every", "1"});
   nodes.start("a", "127.0.0.1", "2:3", {"--in_place_recovery"}, flags);
   nodes.start("b", "127.0.0.2", "2:3", {"--in_place_recovery"}, flags);
   // Well into the first epoch at 2 ranks (30 steps per epoch), a third node arrives.

@@ -217,7 +217,7 @@ TEST_CASE("in place: a kept worker that does not answer the round in time is res
   CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGKILL});
   CHECK(h.spawner.env(1, "TORCHELASTIC_RESTART_COUNT") == "1");
   CHECK(workers.events("recovery_timeout").size() == 1);
-  CHECK(h.logged("did not re-form within --recovery_timeout"));
+  CHECK(h.logged("did not build its group of the new round within --recovery_timeout"));
 }
 
 TEST_CASE("in place: a worker that never spoke on its channel is restarted for the new round",
@@ -287,4 +287,22 @@ TEST_CASE("in place: workers that finish while the group re-forms are done, not 
   CHECK(h.run() == 0);
   CHECK(h.spawner.workers.size() == 1);
   CHECK(h.logged("the workers finished while the group re-formed"));
+}
+
+TEST_CASE("in place: a fresh worker that fails too fails the group as before, no endless respawn",
+          "[agent][recovery]") {
+  Harness h(1, /*max_restarts=*/0);
+  RecoveringWorkers workers(h);
+  workers.answer_fresh = false;
+  h.on_event = [&](const nlohmann::json& event) {
+    const std::string name = event.value("event", "");
+    if (name == "worker_channel" && h.rendezvous.calls == 1) {
+      h.rendezvous.change(MembershipChange::kNodeLost);
+    }
+    // The kept worker dies in the re-form; its fresh replacement dies before re-forming.
+    if (name == "recovery_started") asio::post(h.io, [&] { h.spawner.exit(0, ExitStatus{3, 0}); });
+    if (name == "workers_resumed") asio::post(h.io, [&] { h.spawner.exit(1, ExitStatus{4, 0}); });
+  };
+  CHECK(h.run() == 4);
+  CHECK(h.spawner.workers.size() == 2);
 }

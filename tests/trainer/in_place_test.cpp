@@ -204,6 +204,8 @@ TEST_CASE("in place: a rank is lost, the two survivors continue in the same proc
     const auto stepped = survivors[static_cast<size_t>(r)]->channel.read();
     CHECK(stepped.type == "stepped");
     CHECK(stepped.integer("step") == 21);
+    // The group of each round was reported built: at start (0) and after the change (1).
+    CHECK(survivors[static_cast<size_t>(r)]->channel.built == std::vector<int64_t>{0, 1});
   }
   for (int r = 0; r < 3; ++r) {
     if (r == lost) continue;

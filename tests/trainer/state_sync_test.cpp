@@ -36,7 +36,8 @@ TEST_CASE("state sync: the source's model and position reach every rank", "[in_p
     if (rank == 0) model->host_parameters()[0] += 1.0F;  // what its extra step changed
     if (rank == 1) model->load_optimizer_scalar_state({{"name", "adamw"}, {"step", 10}});
     if (rank == 2) position = TrainingPosition{};
-    const SyncOutcome out = sync_training_state(*pg, *model, position, rank != 2);
+    bool live = rank != 2;
+    const SyncOutcome out = sync_training_state(*pg, *model, position, live);
     const auto p = model->host_parameters();
     params[static_cast<size_t>(rank)].assign(p.begin(), p.end());
     positions[static_cast<size_t>(rank)] = position;
@@ -51,4 +52,31 @@ TEST_CASE("state sync: the source's model and position reach every rank", "[in_p
     CHECK(params[static_cast<size_t>(r)] == params[1]);
     CHECK(positions[static_cast<size_t>(r)] == TrainingPosition{1, 40, 10, 440, 500});
   }
+}
+
+TEST_CASE("state sync: a rank past the epoch's end takes the state of one still at its end",
+          "[in_place]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  std::vector<TrainingPosition> positions(2);
+  std::vector<SyncOutcome> outcomes(2);
+  std::vector<int> lives(2);
+  wrt::run_ranks(2, [&](int rank) {
+    auto pg = wrt::make_group(store, rank, 2);
+    auto model = model_with_seed(7);
+    // Same step: rank 0 validated, saved and moved to epoch 1; rank 1 failed in validation.
+    TrainingPosition position =
+        rank == 0 ? TrainingPosition{1, 0, 30, 960, 500} : TrainingPosition{0, 960, 30, 960, 500};
+    bool live = true;
+    outcomes[static_cast<size_t>(rank)] = sync_training_state(*pg, *model, position, live);
+    positions[static_cast<size_t>(rank)] = position;
+    lives[static_cast<size_t>(rank)] = live ? 1 : 0;
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK(outcomes[static_cast<size_t>(r)].agreement ==
+          ddp::worker_runtime::StateAgreement{true, 30, 1, true});
+    // Both redo the end of epoch 0 (validation, checkpoint) before epoch 1.
+    CHECK(positions[static_cast<size_t>(r)] == TrainingPosition{0, 960, 30, 960, 500});
+  }
+  CHECK(lives == std::vector<int>{0, 1});  // the receiver is not live until its caller says so
 }

@@ -69,7 +69,7 @@ AgentChannel AgentChannel::make(ddp::Fd& worker_end) {
     throw std::runtime_error("socketpair failed");
   }
   worker_end = ddp::Fd(fds[1]);
-  return AgentChannel{ddp::Fd(fds[0]), {}};
+  return AgentChannel{ddp::Fd(fds[0]), {}, {}};
 }
 
 void AgentChannel::send(const recovery::Message& message) const {
@@ -91,6 +91,10 @@ recovery::Message AgentChannel::read(std::chrono::milliseconds timeout) {
       auto message = recovery::parse(pending.substr(0, nl + 1), &error);
       pending.erase(0, nl + 1);
       if (!message) throw std::runtime_error("bad line from the worker: " + error);
+      if (message->type == recovery::kBuilt) {
+        built.push_back(message->integer("round"));
+        continue;
+      }
       return *message;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

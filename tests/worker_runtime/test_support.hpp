@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/fd.hpp"
 #include "common/recovery_protocol.hpp"
@@ -40,13 +41,16 @@ std::string error_of(const std::function<void()>& fn);
 struct AgentChannel {
   ddp::Fd fd;           // the agent's end
   std::string pending;  // bytes read past the last line
+  // Rounds the worker said it built its group in ("built" lines, which read() passes over:
+  // they come whenever the group is ready, between the lines a test waits for).
+  std::vector<int64_t> built;
 
   // A socketpair: this end, and the worker's end in worker_end (close-on-exec set; clear it
   // just before starting a child that should inherit it).
   static AgentChannel make(ddp::Fd& worker_end);
   void send(const recovery::Message& message) const;
   void send_raw(const std::string& bytes) const;
-  // The next line, parsed; throws std::runtime_error when none comes within timeout, the
+  // The next line other than "built", parsed; throws std::runtime_error when none comes within timeout, the
   // worker closed its end, or the line is bad.
   recovery::Message read(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 };
