@@ -50,8 +50,8 @@ struct AgentChannel {
   static AgentChannel make(ddp::Fd& worker_end);
   void send(const recovery::Message& message) const;
   void send_raw(const std::string& bytes) const;
-  // The next line other than "built", parsed; throws std::runtime_error when none comes within timeout, the
-  // worker closed its end, or the line is bad.
+  // The next line other than "built", parsed; throws std::runtime_error when none comes within
+  // timeout, the worker closed its end, or the line is bad.
   recovery::Message read(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 };
 
