@@ -281,20 +281,10 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
 
 void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   ++generation_;
-  // Watching (and able to publish) before any worker runs: a spawn failure is a failure too.
-  start_job_watch(info);
-  failures_.clear();
-  failure_noted_ = false;
-  stop_signal_sent_ = 0;
-  const auto& config = options_.config;
-  declare_worker_namespace();
-  auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_));
-  logs_.begin_attempt(config.nproc_per_node, info.rank_offset,
-                      options_.write_log_files ? std::optional(attempt_dir) : std::nullopt);
   workers_.clear();
-  workers_.resize(static_cast<size_t>(config.nproc_per_node));
+  workers_.resize(static_cast<size_t>(options_.config.nproc_per_node));
   running_ = 0;
-  state_ = State::kHealthy;
+  begin_round(info);
   for (size_t index = 0; index < workers_.size(); ++index) {
     workers_[index].local_rank = static_cast<int>(index);
     if (!spawn_slot(index)) return;
@@ -310,6 +300,19 @@ void Agent::watch_hangs() {
   for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, slot.pid);
   hang_->begin_attempt([this] { return rendezvous_.connect_job_store(); }, info_.round,
                        info_.group_rank, info_.group_world_size, rank_pids);
+}
+
+void Agent::begin_round(const rendezvous::RendezvousInfo& info) {
+  // Watching (and able to publish) before any worker runs: a spawn failure is a failure too.
+  start_job_watch(info);
+  failures_.clear();
+  failure_noted_ = false;
+  stop_signal_sent_ = 0;
+  declare_worker_namespace();
+  const auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_));
+  logs_.begin_attempt(options_.config.nproc_per_node, info.rank_offset,
+                      options_.write_log_files ? std::optional(attempt_dir) : std::nullopt);
+  state_ = State::kHealthy;
 }
 
 void Agent::declare_worker_namespace() {
@@ -356,7 +359,7 @@ bool Agent::spawn_slot(size_t index) {
     slot.link = std::make_unique<RecoveryLink>(
         io_, [this, index, generation = generation_](const recovery::Message& message) {
           if (generation != generation_ || index >= workers_.size()) return;
-          on_worker_message(index, workers_[index].pid, message);
+          on_worker_message(index, message);
         });
     spec.channel_fd = slot.link->child_fd();
     spec.env.push_back(std::string(recovery::kEnvFd) + "=" + std::to_string(recovery::kChildFd));

@@ -129,6 +129,9 @@ class Agent {
   // Starts the worker of workers_[index] for the current round (info_, attempt_); false
   // (after publishing the failure and stopping the group) when it cannot be started.
   bool spawn_slot(size_t index);
+  // What every round's workers start with, fresh or kept: the failure record watch, cleared
+  // failures, the store namespace, the attempt's log files; HEALTHY.
+  void begin_round(const rendezvous::RendezvousInfo& info);
   // With a job secret: confines the workers' store clients to /worker/attempt_<attempt_>/.
   void declare_worker_namespace();
   // Hang detection for the current workers of round info_ (no-op without it).
@@ -140,7 +143,7 @@ class Agent {
   void recover_in_place(const std::string& reason);
   // The new round: tells kept workers their new rank, starts fresh ones where needed.
   void resume_workers(const rendezvous::RendezvousInfo& info);
-  void on_worker_message(size_t index, int pid, const recovery::Message& message);
+  void on_worker_message(size_t index, const recovery::Message& message);
   // Kept workers that did not re-form within --recovery_timeout are restarted.
   void on_recovery_timeout();
   // A worker that ended while an in-place re-form needs it: true when it is (or will be)
@@ -149,8 +152,13 @@ class Agent {
   void report_recovery();
   // True when every worker still to take part (not finished) has reached round in field.
   [[nodiscard]] bool all_reached(int64_t WorkerSlot::*field, int64_t round) const;
+  // Workers of the current round kept in place, and those started afresh (or about to be)
+  // for it; finished ones count as neither.
+  [[nodiscard]] std::pair<int, int> kept_and_replaced() const;
   // One line per completed in-place recovery with its phase times (for the end of the run).
   [[nodiscard]] std::string recovery_summary() const;
+  // "round 0 -> 1 (node_lost): aborted 2 ms, ... after it was noticed; 1 kept, ..."
+  [[nodiscard]] static std::string describe_recovery(const Recovery& recovery);
   [[nodiscard]] recovery::RoundNotice round_notice(const WorkerSlot& slot) const;
   // Stops the workers still running (a signal during an in-place re-form), then finish().
   void stop_then_finish(int exit_status);

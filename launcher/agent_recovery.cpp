@@ -91,23 +91,14 @@ recovery::RoundNotice Agent::round_notice(const WorkerSlot& slot) const {
 
 void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
   recovering_ = false;
-  start_job_watch(info);
-  failures_.clear();
-  failure_noted_ = false;
-  stop_signal_sent_ = 0;
-  declare_worker_namespace();
   recovery_.round = static_cast<int64_t>(info.round);
   recovery_.reformed = Clock::now();
-  const auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_));
   logs_.end_attempt();
-  logs_.begin_attempt(options_.config.nproc_per_node, info.rank_offset,
-                      options_.write_log_files ? std::optional(attempt_dir) : std::nullopt);
-  state_ = State::kHealthy;
+  begin_round(info);
   for (size_t index = 0; index < workers_.size(); ++index) {
     auto& slot = workers_[index];
     if (!slot.running && slot.finished) continue;
     if (!slot.running) {
-      ++recovery_.restarted;
       slot.replaced_round = attempt_;
       if (!spawn_slot(index)) return;
       continue;
@@ -121,7 +112,6 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
       spawner_.signal_group(slot.pid, SIGKILL);
       continue;
     }
-    ++recovery_.kept;
     slot.link->send(round_notice(slot).to_message());
   }
   if (running_ == 0) {
@@ -130,9 +120,10 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
     finish(0);
     return;
   }
+  const auto [kept, restarted] = kept_and_replaced();
   events_.record("workers_resumed", {{"round", info.round},
-                                     {"kept", recovery_.kept},
-                                     {"restarted", recovery_.restarted},
+                                     {"kept", kept},
+                                     {"restarted", restarted},
                                      {"restart_count", attempt_}});
   recovery_timer_.expires_after(options_.config.recovery_timeout);
   recovery_timer_.async_wait([this](boost::system::error_code ec) {
@@ -141,9 +132,8 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
   watch_hangs();
 }
 
-void Agent::on_worker_message(size_t index, int pid, const recovery::Message& message) {
+void Agent::on_worker_message(size_t index, const recovery::Message& message) {
   auto& slot = workers_[index];
-  if (slot.pid != pid) return;
   try {
     if (message.type == recovery::kHello) {
       slot.hello = true;
@@ -216,8 +206,6 @@ bool Agent::replace_in_new_round(size_t index, ExitStatus status) {
   slot.replaced_round = attempt_;
   // Killed for not answering, or failed before it re-formed: a fresh worker takes its rank.
   if (slot.pid > 0) spawner_.release(slot.pid);
-  ++recovery_.restarted;
-  if (recovery_.kept > 0 && !slot.respawn_on_exit) --recovery_.kept;
   spawn_slot(index);
   watch_hangs();
   return true;
@@ -240,6 +228,7 @@ void Agent::on_recovery_timeout() {
 void Agent::report_recovery() {
   if (recovery_.reported) return;
   recovery_.reported = true;
+  std::tie(recovery_.kept, recovery_.restarted) = kept_and_replaced();
   const auto t0 = recovery_.noticed;
   const int64_t total = ms_between(t0, recovery_.first_step);
   events_.record("in_place_recovery", {{"reason", recovery_.reason},
@@ -254,26 +243,35 @@ void Agent::report_recovery() {
                                        {"reformed_ms", ms_between(t0, recovery_.reformed)},
                                        {"state_sent_ms", ms_between(t0, recovery_.state_sent)},
                                        {"first_step_ms", total}});
-  DDP_LOG_INFO("in-place recovery (" + recovery_.reason + ") into round " +
-               std::to_string(recovery_.round) + ": " + std::to_string(recovery_.kept) +
-               " worker(s) kept, " + std::to_string(recovery_.restarted) +
-               " restarted, resumed at step " + std::to_string(recovery_.step) +
-               ", first step done " + std::to_string(total) + " ms after the change was noticed");
+  DDP_LOG_INFO("in-place recovery " + describe_recovery(recovery_));
   recoveries_.push_back(recovery_);
+}
+
+std::pair<int, int> Agent::kept_and_replaced() const {
+  int kept = 0;
+  int replaced = 0;
+  for (const auto& slot : workers_) {
+    if (slot.finished) continue;
+    const bool fresh = slot.replaced_round == attempt_ || slot.respawn_on_exit;
+    ++(fresh ? replaced : kept);
+  }
+  return {kept, replaced};
+}
+
+// "round 0 -> 1 (node_lost): aborted 2 ms, ... after it was noticed; 1 kept, ..."
+std::string Agent::describe_recovery(const Recovery& r) {
+  return "round " + std::to_string(r.from_round) + " -> " + std::to_string(r.round) + " (" +
+         r.reason + "): aborted " + std::to_string(ms_between(r.noticed, r.aborted)) +
+         " ms, re-formed " + std::to_string(ms_between(r.noticed, r.reformed)) +
+         " ms, state sent " + std::to_string(ms_between(r.noticed, r.state_sent)) +
+         " ms, first step " + std::to_string(ms_between(r.noticed, r.first_step)) +
+         " ms after it was noticed; " + std::to_string(r.kept) + " kept, " +
+         std::to_string(r.restarted) + " restarted, resumed at step " + std::to_string(r.step);
 }
 
 std::string Agent::recovery_summary() const {
   std::string text;
-  for (const auto& r : recoveries_) {
-    text += "  round " + std::to_string(r.from_round) + " -> " + std::to_string(r.round) + " (" +
-            r.reason + "): aborted " + std::to_string(ms_between(r.noticed, r.aborted)) +
-            " ms, re-formed " + std::to_string(ms_between(r.noticed, r.reformed)) +
-            " ms, state sent " + std::to_string(ms_between(r.noticed, r.state_sent)) +
-            " ms, first step " + std::to_string(ms_between(r.noticed, r.first_step)) +
-            " ms after it was noticed; " + std::to_string(r.kept) + " kept, " +
-            std::to_string(r.restarted) + " restarted, resumed at step " + std::to_string(r.step) +
-            "\n";
-  }
+  for (const auto& r : recoveries_) text += "  " + describe_recovery(r) + "\n";
   return text;
 }
 
