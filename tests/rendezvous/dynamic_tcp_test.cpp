@@ -61,9 +61,10 @@ struct TcpCluster {
     // Windows wide enough for 17 nodes' threads on a loaded 2-core CI machine. The node
     // destroyed below leaves in order (no on_close fires), so it is found silent ("lost", not
     // gone for good) and the re-formed round closes only by its last call: a survivor later
-    // than that is left for a round nobody opens (seen in CI with 300 ms and with 1 s).
+    // than that is left for a round nobody opens (seen in CI with 300 ms, 1 s and 5 s, under
+    // ctest -j2 with lint beside it).
     o.join_timeout = 30s;
-    o.last_call_timeout = 5s;
+    o.last_call_timeout = 10s;
     o.heartbeat_interval = 200ms;
     o.lease_timeout = 2s;
     return std::make_unique<DynamicRendezvous>(o, connect(), [this] { return connect(); });
