@@ -1,5 +1,8 @@
 #include "rendezvous/exit_barrier.hpp"
 
+#include <atomic>
+#include <random>
+
 #include "common/deadline.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -10,12 +13,26 @@ namespace {
 // Value of "<key>/all" written by interrupt(): the waiter stops, nobody else reads it.
 const std::string kInterrupted = "interrupted";
 
+// Unique to one count_out() call in the whole job: a random id of this process and a
+// sequence number. COMPARE_SET answers with the value it finds, so two peers that both find
+// a node gone and write the same reason would each read their own words back and each
+// count it; the token tells the writer apart.
+std::string writer_token() {
+  static const uint64_t process = [] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  static std::atomic<uint64_t> sequence{0};
+  return std::to_string(process) + "." + std::to_string(++sequence);
+}
+
 }  // namespace
 
 bool ExitBarrier::count_out(int member, const std::string& why) const {
   // Only the writer of the out key counts: a node found lost that later shuts down itself
-  // (or the reverse) is counted once.
-  if (store.compare_set(out_key(member), "", why) != why) return false;
+  // (or the reverse), or found gone by several peers at once, is counted once.
+  const std::string mine = why + " " + writer_token();
+  if (store.compare_set(out_key(member), "", mine) != mine) return false;
   // Gone for good: a re-formed round does not wait for it. A node only found silent ("lost")
   // may be stopped, not dead, and come back: it still counts as expected.
   if (why == "finished" || why == "failed" || why == "disconnected") store.add(gone_key(), 1);
@@ -29,7 +46,8 @@ int64_t ExitBarrier::gone() const {
 }
 
 std::string ExitBarrier::out_reason(int member) const {
-  return read_if_present(store, out_key(member)).value_or("");
+  const std::string value = read_if_present(store, out_key(member)).value_or("");
+  return value.substr(0, value.find(' '));  // "<why> <writer token>"
 }
 
 void ExitBarrier::interrupt() const {

@@ -3,7 +3,8 @@
 // waits until all have, so a node still finishing its last step never loses the store.
 // A member is counted out exactly once, by itself (finished, failed, re-joining a newer
 // round) or by the peer that found it lost: "<key>/out/<member>" is written with
-// COMPARE_SET, and only its writer adds to the counter.
+// COMPARE_SET as "<why> <writer token>", and only its writer adds to the counters (the
+// token is what tells the writer apart when several peers find the same node gone).
 #include <cstdint>
 #include <string>
 

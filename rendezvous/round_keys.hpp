@@ -49,7 +49,8 @@ inline std::string finished(uint64_t round) {
   return round_key(round, "finished");
 }
 // The round's exit barrier (exit_barrier.hpp): an ADD counter of members counted out,
-// "<key>/out/<group_rank>" saying why each left (finished, failed, rejoined, lost), and
+// "<key>/out/<group_rank>" saying why each left ("<why> <writer token>", why being finished,
+// failed, rejoined, lost or disconnected), "<key>/gone" counting those gone for good, and
 // "<key>/all" set by the last one.
 inline std::string departed(uint64_t round) {
   return round_key(round, "departed");

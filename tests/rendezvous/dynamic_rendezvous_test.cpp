@@ -13,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "rendezvous/exit_barrier.hpp"
 #include "rendezvous/store/memory_store.hpp"
 
 using namespace ddp::rendezvous;
@@ -376,8 +377,8 @@ TEST_CASE("dynamic: a store host that finished still notices a member lost after
   auto host_done = std::async(std::launch::async, [&] { host->shutdown(); });
   b.reset();  // killed while the host waits: its beats stop and it never counts itself out
   REQUIRE(host_done.wait_for(kGuard) == std::future_status::ready);
-  const std::string b_out = "/ddp_rdzv/job/r0/departed/out/" + std::to_string(infos[1].group_rank);
-  CHECK(c.store->get(b_out) == "lost");
+  const ExitBarrier departed{*c.store, "/ddp_rdzv/job/r0/departed", 2};
+  CHECK(departed.out_reason(infos[1].group_rank) == "lost");
 }
 
 TEST_CASE("dynamic: the exit barrier wait ends at once on interrupt()", "[rdzv][dynamic]") {

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <future>
+#include <vector>
 
 #include "common/log.hpp"
 #include "rendezvous/store/memory_store.hpp"
@@ -39,6 +40,27 @@ TEST_CASE("exit barrier: a node counted out as lost and then by itself counts on
   CHECK_FALSE(barrier.count_out(0, "finished"));
   CHECK(barrier.count_out(2, "finished"));  // the last one out says so
   CHECK(barrier.wait_all());
+}
+
+TEST_CASE("exit barrier: a node found gone by many peers at once counts once", "[rdzv]") {
+  // Every watcher that sees a node's connection close counts it out as "disconnected": the
+  // same words from 16 writers. Counted 16 times, the re-formed round took 16 members for
+  // gone and closed with half of the survivors, and the store host's barrier ended early.
+  MemoryStore store;
+  ExitBarrier barrier{store, "departed", 17, 10s, 1s};
+  std::vector<std::future<bool>> peers;
+  for (int i = 0; i < 16; ++i) {
+    peers.push_back(
+        std::async(std::launch::async, [&] { return barrier.count_out(10, "disconnected"); }));
+  }
+  int won = 0;
+  for (auto& p : peers) won += p.get() ? 1 : 0;
+  CHECK(won == 0);  // nobody made all 17 out
+  CHECK(barrier.gone() == 1);
+  CHECK(store.get("departed") == "1");
+  CHECK(barrier.out_reason(10) == "disconnected");
+  CHECK_FALSE(barrier.count_out(10, "disconnected"));
+  CHECK(barrier.gone() == 1);
 }
 
 TEST_CASE("exit barrier: gives up after its timeout, saying how many finished", "[rdzv]") {
