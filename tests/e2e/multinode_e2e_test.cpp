@@ -131,6 +131,39 @@ TEST_CASE("e2e elastic: a SIGKILLed node is noticed, survivors re-form smaller",
   }
 }
 
+TEST_CASE("e2e elastic: three survivors of a SIGKILLed node re-form once, all together",
+          "[e2e][multinode]") {
+  // Every survivor finds the killed node's connection closed and counts it out. It must count
+  // once: counted by each survivor, the first one back took the others for gone too and
+  // formed a group of its own (MIN is 1 here), and the rest re-formed it once more.
+  Job job;
+  const int port = ddp::test::free_port();
+  const std::map<std::string, std::string> env{{"EXIT_AT_NODES", "3"}};
+  std::vector<AgentProcess*> nodes;
+  for (int i = 1; i <= 4; ++i) {
+    const std::string addr = "127.0.0." + std::to_string(i);
+    nodes.push_back(&job.start("n" + std::to_string(i), elastic(port, "1:4", addr), env));
+  }
+  for (auto* agent : nodes) REQUIRE(agent->wait_for_log("GROUP_WORLD_SIZE=4", kGuard));
+  auto& victim = *nodes.back();
+  REQUIRE(victim.wait_for_log("LOCAL_RANK=0 WORLD_SIZE=8", kGuard));
+  REQUIRE(victim.wait_for_log("LOCAL_RANK=1 WORLD_SIZE=8", kGuard));
+  victim.kill(SIGKILL);
+  std::set<int> ranks;
+  for (size_t i = 0; i < 3; ++i) {
+    REQUIRE(nodes[i]->wait(kGuard) == 0);
+    const std::string log = nodes[i]->log();
+    // One re-form: straight from 4 nodes to 3, never a smaller group in between.
+    CHECK_THAT(log, Catch::Contains("GROUP_WORLD_SIZE=3 MASTER") && Catch::Contains("RESTARTS=1"));
+    CHECK_THAT(log,
+               !Catch::Contains("GROUP_WORLD_SIZE=1 ") && !Catch::Contains("GROUP_WORLD_SIZE=2 "));
+    CHECK_THAT(log, !Catch::Contains("RESTARTS=2"));
+    const auto mine = ranks_in(log, 6);
+    ranks.insert(mine.begin(), mine.end());
+  }
+  CHECK(ranks == std::set<int>{0, 1, 2, 3, 4, 5});
+}
+
 TEST_CASE("e2e elastic: MIN never reached fails with the count", "[e2e][multinode]") {
   Job job;
   const int port = ddp::test::free_port();
