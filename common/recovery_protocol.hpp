@@ -33,6 +33,10 @@ namespace ddp::recovery {
 
 // The inherited descriptor of the worker's end of the channel (absent: no in-place recovery).
 inline constexpr const char* kEnvFd = "DDPLAUNCH_RECOVERY_FD";
+// Seconds a worker whose collective failed waits for the agent to announce a membership
+// change before it fails as it would without in-place recovery (default 60; operators with a
+// lease_timeout near that raise it).
+inline constexpr const char* kEnvChangeWait = "DDPLAUNCH_RECOVERY_CHANGE_WAIT";
 // The descriptor number the agent gives it (after stdin, stdout, stderr).
 inline constexpr int kChildFd = 3;
 inline constexpr size_t kMaxLineBytes = 4096;

@@ -74,8 +74,24 @@ SyncOutcome sync_training_state(wr::ProcessGroup& group, Model& model, TrainingP
 }
 
 void Trainer::recover_in_place(const std::string& why) {
-  if (rank_ == 0 || !live_) DDP_LOG_WARN("in-place recovery after: " + why);
+  std::string failure = why;
+  bool first = true;
   for (;;) {
+    // RecoveryError (not caught) when the agent closed the channel.
+    // A failed collective waits for the agent to announce a membership change (change_wait(),
+    // 60 s unless DDPLAUNCH_RECOVERY_CHANGE_WAIT says otherwise). That covers the agent's own
+    // detection: a closed store connection at once, a silent node after lease_timeout (5 s by
+    // default), a rank restarted elsewhere through the failure record in milliseconds.
+    // Without a change this is a plain failure: the worker fails as it would without in-place
+    // recovery, and the agent restarts it.
+    wr::RecoveryClient& agent = *context_->recovery();
+    if (!agent.wait_change(agent.change_wait())) {
+      throw CollectiveError(failure + " (the agent announced no membership change within " +
+                            std::to_string(agent.change_wait().count() / 1000) +
+                            " s: a failure, not a recovery)");
+    }
+    if (first && (rank_ == 0 || !live_)) DDP_LOG_WARN("in-place recovery after: " + why);
+    first = false;
     // The bucketer's in-flight work belongs to the old group, which recover() destroys.
     bucketer_.reset();
     consistency_.reset();
@@ -94,6 +110,7 @@ void Trainer::recover_in_place(const std::string& why) {
       // The membership changed again while the group was built or the state synced.
       DDP_LOG_WARN(std::string("in-place recovery interrupted (waiting for the next round): ") +
                    e.what());
+      failure = e.what();
     }
   }
 }

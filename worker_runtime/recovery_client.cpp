@@ -67,10 +67,24 @@ recovery::RoundNotice RecoveryClient::wait_round(Duration timeout) {
     throw RecoveryError("no round notice from the agent within " + std::to_string(timeout.count()) +
                         " ms on the recovery channel (waited after a failed collective)");
   }
-  throw CollectiveError(
+  // Fatal, not another membership change: with the agent gone no round notice will come.
+  throw RecoveryError(
       "the agent closed the recovery channel while this worker waited for the "
       "round notice (" +
       eof_reason_ + ")");
+}
+
+bool RecoveryClient::wait_change(Duration timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return changes_ > taken_ || pending_.has_value() || eof_; });
+  if (changes_ > taken_ || pending_) return true;
+  if (eof_) {
+    throw RecoveryError(
+        "the agent closed the recovery channel while this worker waited for "
+        "a membership change (" +
+        eof_reason_ + ")");
+  }
+  return false;
 }
 
 bool RecoveryClient::change_pending() const {
@@ -192,7 +206,18 @@ std::unique_ptr<RecoveryClient> make_recovery_client(const EnvMap& env, int loca
                       "' is not an open descriptor (expected the number of the agent's "
                       "recovery channel, e.g. 3)");
   }
-  return std::make_unique<RecoveryClient>(Fd(static_cast<int>(*fd)), local_rank);
+  std::optional<int64_t> wait_s = 60;
+  const auto wait = env.find(recovery::kEnvChangeWait);
+  if (wait != env.end() && !wait->second.empty()) {
+    wait_s = try_parse_int(wait->second, 1, 86400);
+    if (!wait_s) {
+      throw ConfigError(std::string(recovery::kEnvChangeWait) + "='" + wait->second +
+                        "': expected whole seconds from 1 to 86400");
+    }
+  }
+  auto client = std::make_unique<RecoveryClient>(Fd(static_cast<int>(*fd)), local_rank);
+  client->set_change_wait(std::chrono::seconds(*wait_s));
+  return client;
 }
 
 }  // namespace ddp::worker_runtime

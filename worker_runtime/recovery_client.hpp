@@ -45,6 +45,13 @@ class RecoveryClient {
   // The round notice not yet taken, waiting up to timeout for one. RecoveryError naming
   // what it waited for when the timeout passes or the agent closed the channel.
   recovery::RoundNotice wait_round(Duration timeout);
+  // Waits up to timeout for a membership change not yet taken (an abort or a round notice):
+  // true when one came, false when none did (a failed collective the agent saw no reason
+  // for: not a recovery). RecoveryError when the agent closed the channel.
+  bool wait_change(Duration timeout);
+  // How long a failed collective waits in wait_change() (DDPLAUNCH_RECOVERY_CHANGE_WAIT).
+  [[nodiscard]] Duration change_wait() const { return change_wait_; }
+  void set_change_wait(Duration wait) { change_wait_ = wait; }
   // True when a membership change was announced (abort or round) since the last notice was
   // taken: the current group is (being) aborted.
   [[nodiscard]] bool change_pending() const;
@@ -65,6 +72,7 @@ class RecoveryClient {
   void send(const recovery::Message& message);
 
   Fd channel_;
+  Duration change_wait_ = std::chrono::seconds(60);
   std::mutex write_mu_;  // lines from the reader (aborted) and the trainer never interleave
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -81,7 +89,8 @@ class RecoveryClient {
 };
 
 // The client init() creates: null when DDPLAUNCH_RECOVERY_FD is unset or empty; ConfigError
-// naming the variable and its value when it is not an open descriptor number >= 0.
+// naming the variable and its value when it is not an open descriptor number >= 0, or when
+// DDPLAUNCH_RECOVERY_CHANGE_WAIT is not a whole number of seconds from 1 to 86400.
 std::unique_ptr<RecoveryClient> make_recovery_client(const EnvMap& env, int local_rank);
 
 }  // namespace ddp::worker_runtime

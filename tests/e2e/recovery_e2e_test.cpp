@@ -15,6 +15,7 @@
 #include <set>
 
 #include "agent_process.hpp"
+#include "rendezvous/store/server/store_server.hpp"
 #include "worker_runtime/checkpoint.hpp"
 
 using namespace std::chrono_literals;
@@ -32,10 +33,14 @@ const std::string kFastConf =
 constexpr int kTrainRows = 960;
 constexpr int kBatch = 16;
 
-// Agents of one job, each with its own log and events file.
+// Agents of one job, each with its own log and events file, around a standalone store
+// (is_host=false): the node a test kills holds the last rank, which the rendezvous may give
+// to any node, the one at the store's address included (an agent-hosted store dies with it,
+// and then, as documented, the whole job ends).
 struct Nodes {
   std::string dir = ddp::test::make_temp_dir();
-  int port = ddp::test::free_port();
+  ddp::rendezvous::StoreServer store{{"127.0.0.1", 0}};
+  int port = store.port();
   std::vector<std::unique_ptr<AgentProcess>> agents;
   std::vector<std::string> tags;
 
@@ -54,7 +59,7 @@ struct Nodes {
                                   "--rdzv_backend",   "c10d",
                                   "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(port),
                                   "--rdzv_id",        "recovery",
-                                  "--rdzv_conf",      kFastConf,
+                                  "--rdzv_conf",      kFastConf + ",is_host=false",
                                   "--local_addr",     addr,
                                   "--stop_timeout",   "2",
                                   "--events_file",    events_path(tag)};

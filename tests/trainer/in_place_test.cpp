@@ -71,7 +71,8 @@ struct Worker {
 // Starts `train` as rank of world in round (store prefix /worker/attempt_<round>), with a
 // recovery channel it inherits as DDPLAUNCH_RECOVERY_FD.
 Worker start_worker(int rank, int world, int round, uint16_t port,
-                    const std::vector<std::string>& argv, bool in_place = true) {
+                    const std::vector<std::string>& argv, bool in_place = true,
+                    const std::map<std::string, std::string>& extra_env = {}) {
   ddp::Fd worker_end;
   Worker w{AgentChannel::make(worker_end), nullptr};
   ::fcntl(worker_end.get(), F_SETFD, 0);  // this child inherits it (started one at a time)
@@ -88,6 +89,7 @@ Worker start_worker(int rank, int world, int round, uint16_t port,
                  {"TORCHELASTIC_USE_AGENT_STORE", "True"},
                  {recovery::kEnvFd, std::to_string(worker_end.get())}};
   if (!in_place) options.env.erase(recovery::kEnvFd);
+  options.env.insert(extra_env.begin(), extra_env.end());
   options.merge_stderr = true;
   w.process = std::make_unique<ChildProcess>(options);
   return w;  // worker_end closes here: only the child holds it now
@@ -212,7 +214,7 @@ TEST_CASE("in place: a rank is lost, the two survivors continue in the same proc
     auto& p = *workers[static_cast<size_t>(r)].process;
     INFO(p.out());
     CHECK(p.wait(120s) == 0);
-    CHECK(p.pid() == pids[static_cast<size_t>(r)]);  // never restarted
+    CHECK(p.pid() == pids[static_cast<size_t>(r)]);  // the channel's end is the worker's own
   }
   const std::string out = survivors[0]->process->out();
   CHECK_THAT(out, Catch::Matchers::Contains("in-place recovery: round 1, world 2, resumed at "
@@ -228,6 +230,48 @@ TEST_CASE("in place: a rank is lost, the two survivors continue in the same proc
     INFO("index " << index);
     CHECK(count == 1);
   }
+}
+
+TEST_CASE("in place: a failed collective the agent announces no change for fails the worker",
+          "[in_place]") {
+  // A peer dies and the agent says nothing (it saw no membership change: say a collective
+  // timed out). The survivor must not wait for a round notice that never comes: after
+  // DDPLAUNCH_RECOVERY_CHANGE_WAIT it fails as without in-place recovery, so the agent's
+  // ordinary failure path restarts it. It once waited 10 minutes.
+  TempDir dir;
+  ddp::rendezvous::StoreServerOptions so;
+  so.host = "127.0.0.1";
+  ddp::rendezvous::StoreServer server(so);
+  const auto argv =
+      train_args(dir, {"--max_steps", "120", "--fault_kill_at_step", "5", "--fault_rank", "1"});
+  const std::map<std::string, std::string> env{{recovery::kEnvChangeWait, "2"}};
+  std::vector<Worker> workers;
+  for (int r = 0; r < 2; ++r) {
+    workers.push_back(start_worker(r, 2, 0, server.port(), argv, true, env));
+  }
+  for (auto& w : workers) REQUIRE(w.channel.read().type == "hello");
+  CHECK(workers[1].process->wait(60s) == 128 + SIGKILL);
+  auto& survivor = *workers[0].process;
+  const int code = survivor.wait(60s);  // hang guard, far above the 2 s asked for
+  INFO(survivor.out());
+  CHECK(code != ddp::test::kTimedOut);
+  CHECK(code != 0);
+  CHECK_THAT(survivor.out(),
+             Catch::Matchers::Contains("the agent announced no membership change within 2 s"));
+  CHECK_THAT(survivor.out(), !Catch::Matchers::Contains("in-place recovery after"));
+}
+
+TEST_CASE("in place: a bad DDPLAUNCH_RECOVERY_CHANGE_WAIT is refused, naming it", "[in_place]") {
+  TempDir dir;
+  ddp::rendezvous::StoreServerOptions so;
+  so.host = "127.0.0.1";
+  ddp::rendezvous::StoreServer server(so);
+  auto w = start_worker(0, 1, 0, server.port(), train_args(dir, {"--max_steps", "3"}), true,
+                        {{recovery::kEnvChangeWait, "soon"}});
+  auto& p = *w.process;
+  CHECK(p.wait(60s) != 0);
+  CHECK_THAT(p.out(), Catch::Matchers::Contains("DDPLAUNCH_RECOVERY_CHANGE_WAIT='soon'") &&
+                          Catch::Matchers::Contains("expected whole seconds"));
 }
 
 TEST_CASE("in place: a node joins, the fresh worker receives the state", "[in_place]") {

@@ -97,8 +97,30 @@ TEST_CASE("recovery client: hello, abort, round, bad lines, EOF", "[recovery]") 
 
   CHECK_THROWS_WITH(client->wait_round(1ms), Contains("no round notice"));
   agent.fd.reset();  // the agent is gone
+  // Fatal (RecoveryError), not one more change to recover from: the trainer would loop.
+  CHECK_THROWS_AS(client->wait_round(10s), RecoveryError);
   CHECK_THROWS_WITH(client->wait_round(10s), Contains("closed the recovery channel"));
+  CHECK_THROWS_AS(client->wait_change(10s), RecoveryError);
   CHECK_FALSE(client->connected());
+}
+
+TEST_CASE("recovery client: wait_change tells a membership change from a plain failure",
+          "[recovery]") {
+  ddp::Fd worker_end;
+  auto agent = test::AgentChannel::make(worker_end);
+  RecoveryClient client(std::move(worker_end), 0);
+  CHECK(agent.read().type == "hello");
+  // A collective failed and the agent announced nothing: not a recovery.
+  CHECK_FALSE(client.wait_change(20ms));
+  // An abort arriving while the worker waits wakes it.
+  auto waiting = std::async(std::launch::async, [&] { return client.wait_change(10s); });
+  agent.send(recovery::Message{"abort", {{"round", "0"}}});
+  CHECK(waiting.get());
+  CHECK(agent.read().type == "aborted");
+  CHECK(client.wait_change(0ms));  // still pending until the round notice is taken
+  agent.send(notice_of(1, 0, 2).to_message());
+  CHECK(client.wait_round(10s) == notice_of(1, 0, 2));
+  CHECK_FALSE(client.wait_change(20ms));  // taken: nothing new
 }
 
 TEST_CASE("recovery client: a group built after a change is aborted at once", "[recovery]") {
