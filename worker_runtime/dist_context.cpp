@@ -23,6 +23,33 @@ namespace {
 constexpr const char* kShutdownKey = "runtime/shutdown";           // ADD: ranks that left
 constexpr const char* kShutdownDoneKey = "runtime/shutdown_done";  // set by the last one
 constexpr Duration kShutdownWait = std::chrono::seconds(30);
+// ADD counters, per attempt: ranks that run with the agent's recovery channel, and ranks
+// that run without. Two counters, not one compared with the world size: a worker replaced in
+// the same round (killed by --recovery_timeout while it built its group) counts twice, but
+// always on its own node's side.
+constexpr const char* kInPlaceRanksKey = "runtime/in_place_ranks";
+constexpr const char* kClassicRanksKey = "runtime/classic_ranks";
+
+// Before the group is built: this rank counts itself on its side.
+void count_recovery_mode(rendezvous::Store& store, bool in_place) {
+  store.add(in_place ? kInPlaceRanksKey : kClassicRanksKey, 1);
+}
+
+// After the group is built every rank has counted itself (each did before it connected), so
+// the other side's count is final. A job whose nodes disagree on --in_place_recovery would
+// run different collectives (at the start: the state agreement; after the first change:
+// everything) and hang or fail obscurely; it fails here instead, on every rank, saying why.
+void check_recovery_mode(rendezvous::Store& store, bool in_place) {
+  const int64_t others = store.add(in_place ? kClassicRanksKey : kInPlaceRanksKey, 0);
+  if (others == 0) return;
+  const int64_t same = store.add(in_place ? kInPlaceRanksKey : kClassicRanksKey, 0);
+  const int64_t with = in_place ? same : others;
+  const int64_t without = in_place ? others : same;
+  throw ConfigError(std::to_string(with) + " rank(s) run under ddplaunch --in_place_recovery and " +
+                    std::to_string(without) + " without it (this rank " +
+                    (in_place ? "with" : "without") +
+                    "): start every node of the job with the same flags");
+}
 
 std::shared_ptr<rendezvous::Store> connect_store(const EnvContract& env, const InitOptions& options,
                                                  std::unique_ptr<rendezvous::StoreServer>& server) {
@@ -172,7 +199,9 @@ std::unique_ptr<DistContext> init(const InitOptions& options) {
   auto base = connect_store(env, options, server);
   auto store = std::make_shared<rendezvous::PrefixStore>(env.store_prefix, base);
 
+  count_recovery_mode(*store, recovery != nullptr);
   auto group = make_group(env, store, options, backend);
+  check_recovery_mode(*store, recovery != nullptr);
   install_crash_backtrace(env.rank);
   // The agent asked for progress (--hang_timeout): report steps and collectives to it.
   if (auto file = vars.find(progress::kEnvProgressFile);
@@ -217,7 +246,9 @@ recovery::RoundNotice DistContext::recover(Duration timeout) {
     base_store_ = connect_store(agent_store, options_, no_server);
   }
   store_ = std::make_shared<rendezvous::PrefixStore>(env_.store_prefix, base_store_);
+  count_recovery_mode(*store_, true);
   group_ = make_group(env_, store_, options_, options_.backend);
+  check_recovery_mode(*store_, true);
   if (progress) group_->set_progress(progress);
   recovery_->set_group(group_.get());
   recovery_->send_built(notice.round);

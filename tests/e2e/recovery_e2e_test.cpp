@@ -146,6 +146,7 @@ struct StepSamples {
 
 std::vector<StepSamples> read_sample_logs(const std::string& dir) {
   std::vector<StepSamples> all;
+  if (!std::filesystem::exists(dir)) return all;  // nobody trained a step
   const std::regex line_re("round=(\\d+) epoch=(\\d+) step=(\\d+) rank=(\\d+) idx=([0-9,]*)");
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(entry.path());
@@ -331,6 +332,28 @@ TEST_CASE("recovery e2e: a hung rank is dumped and restarted, the other nodes re
   const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
   REQUIRE(per_epoch.size() == 2);
   CHECK(per_epoch.at(1).size() == static_cast<size_t>(samples_after(0, 3)));
+}
+
+TEST_CASE("recovery e2e: a node started without --in_place_recovery fails the job, saying so",
+          "[e2e][recovery]") {
+  // The two modes run different collectives (the in-place ranks start with the state
+  // agreement), so a mixed job would hang or fail obscurely. Every rank refuses at init.
+  Nodes nodes;
+  const auto flags = train_flags(nodes.dir, 1);
+  auto& a = nodes.start("a", "127.0.0.1", "2", {"--in_place_recovery"}, flags);
+  auto& b = nodes.start("b", "127.0.0.2", "2", {}, flags);
+  const auto rc_a = a.wait(kGuard);
+  const auto rc_b = b.wait(kGuard);
+  INFO(nodes.logs());
+  REQUIRE(rc_a.has_value());
+  REQUIRE(rc_b.has_value());
+  CHECK(*rc_a != 0);
+  CHECK(*rc_b != 0);
+  CHECK_THAT(a.log(), Contains("1 rank(s) run under ddplaunch --in_place_recovery and 1 without "
+                               "it (this rank with)"));
+  CHECK_THAT(b.log(), Contains("(this rank without): start every node of the job with the same "
+                               "flags"));
+  CHECK(samples_per_epoch(nodes.dir + "/samples").empty());  // nobody trained a step
 }
 
 TEST_CASE(

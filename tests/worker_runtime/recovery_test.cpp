@@ -229,3 +229,55 @@ TEST_CASE("DistContext::recover: survivors of a world of 3 rebuild a group of 2 
   agent.join();
   CHECK(base->check({"/worker/attempt_1/survivor/0", "/worker/attempt_1/survivor/1"}));
 }
+
+TEST_CASE("init: ranks that disagree on in-place recovery fail at once, saying so",
+          "[recovery][gloo]") {
+  // One node started with --in_place_recovery, the other without: the first would run the
+  // state agreement while the other trains, and after a change they would run different
+  // collectives. Both ranks refuse at init instead, with the same readable reason.
+  auto base = std::make_shared<ddp::rendezvous::MemoryStore>();
+  ddp::Fd worker_end;
+  auto agent = test::AgentChannel::make(worker_end);
+  std::vector<std::string> errors(2);
+  test::run_ranks(2, [&](int rank) {
+    InitOptions o;
+    o.store = base;
+    o.env = {{"RANK", std::to_string(rank)},
+             {"WORLD_SIZE", "2"},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", "1"},
+             {"DDPLAUNCH_BACKEND", "gloo"}};
+    if (rank == 0) o.env[recovery::kEnvFd] = std::to_string(worker_end.get());
+    try {
+      auto ctx = init(o);
+    } catch (const ddp::ConfigError& e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+  });
+  (void)worker_end.release();  // rank 0's client owned it
+  for (const auto& error : errors) {
+    CHECK_THAT(error, Contains("1 rank(s) run under ddplaunch --in_place_recovery and 1 without"));
+    CHECK_THAT(error, Contains("start every node of the job with the same flags"));
+  }
+  CHECK_THAT(errors[0], Contains("this rank with)"));
+  CHECK_THAT(errors[1], Contains("this rank without)"));
+}
+
+TEST_CASE("init: ranks that agree on the mode build their group as before", "[recovery][gloo]") {
+  auto base = std::make_shared<ddp::rendezvous::MemoryStore>();
+  test::run_ranks(2, [&](int rank) {
+    InitOptions o;
+    o.store = base;
+    o.env = {{"RANK", std::to_string(rank)},
+             {"WORLD_SIZE", "2"},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", "1"},
+             {"DDPLAUNCH_BACKEND", "gloo"}};
+    auto ctx = init(o);
+    std::vector<int64_t> v = {rank + 1};
+    ctx->process_group().all_reduce(std::span<int64_t>(v));
+    RT_LOCKED(CHECK(v[0] == 3));
+  });
+  CHECK(base->add("/worker/attempt_0/runtime/classic_ranks", 0) == 2);
+  CHECK(base->add("/worker/attempt_0/runtime/in_place_ranks", 0) == 0);
+}
