@@ -18,12 +18,12 @@ const std::string kInterrupted = "interrupted";
 // a node gone and write the same reason would each read their own words back and each
 // count it; the token tells the writer apart.
 std::string writer_token() {
-  static const uint64_t process = [] {
+  static const uint64_t kProcess = [] {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }();
   static std::atomic<uint64_t> sequence{0};
-  return std::to_string(process) + "." + std::to_string(++sequence);
+  return std::to_string(kProcess) + "." + std::to_string(++sequence);
 }
 
 }  // namespace

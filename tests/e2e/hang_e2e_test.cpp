@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "agent_process.hpp"
-#include "worker_runtime/checkpoint.hpp"
+#include "tests/support/checkpoint_weights.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
@@ -94,15 +94,6 @@ std::vector<std::string> train_args(const std::string& dir) {
           dir + "/final.safetensors"};
 }
 
-std::vector<float> weights(const std::string& path) {
-  const auto ckpt = ddp::worker_runtime::load_checkpoint(path);
-  std::vector<float> all;
-  for (const auto& [name, tensor] : ckpt.tensors) {
-    all.insert(all.end(), tensor.data.begin(), tensor.data.end());
-  }
-  return all;
-}
-
 pid_t read_pid(const std::string& path) {
   pid_t pid = 0;
   for (int i = 0; i < 500 && pid == 0; ++i) {
@@ -136,7 +127,8 @@ TEST_CASE(
   // Its stack was asked for before it was killed: the runtime's backtrace names the trainer.
   CHECK_THAT(a.log(), Contains("received Aborted; backtrace:") && Contains("maybe_inject_fault"));
   CHECK_THAT(a.log(), Contains("resumed from") && Contains("restarting, attempt 1 of 1"));
-  CHECK(weights(hung.dir + "/final.safetensors") == weights(clean.dir + "/final.safetensors"));
+  CHECK(ddp::test::checkpoint_weights(hung.dir + "/final.safetensors") ==
+        ddp::test::checkpoint_weights(clean.dir + "/final.safetensors"));
 }
 
 TEST_CASE("hang e2e: with no restart left the summary carries the hang and the native backtrace",

@@ -16,7 +16,7 @@
 
 #include "agent_process.hpp"
 #include "rendezvous/store/server/store_server.hpp"
-#include "worker_runtime/checkpoint.hpp"
+#include "tests/support/checkpoint_weights.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
@@ -196,15 +196,6 @@ int64_t samples_after(int64_t position, int world) {
   return per_rank / kBatch * kBatch * world;
 }
 
-std::vector<float> weights(const std::string& path) {
-  const auto ckpt = ddp::worker_runtime::load_checkpoint(path);
-  std::vector<float> all;
-  for (const auto& [name, tensor] : ckpt.tensors) {
-    all.insert(all.end(), tensor.data.begin(), tensor.data.end());
-  }
-  return all;
-}
-
 // The agents that exited 0 and the one killed with SIGKILL, by index.
 struct Outcome {
   std::vector<size_t> survivors;
@@ -380,7 +371,7 @@ TEST_CASE(
     for (size_t i : outcome.survivors) {
       CHECK(nodes.events(nodes.tags[i], "worker_start").size() == (in_place ? 1U : 2U));
     }
-    return weights(nodes.dir + "/final.safetensors");
+    return ddp::test::checkpoint_weights(nodes.dir + "/final.safetensors");
   };
   const auto in_place = run(true);
   const auto restarted = run(false);

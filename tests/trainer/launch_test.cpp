@@ -7,11 +7,11 @@
 #include <random>
 #include <regex>
 
+#include "tests/support/checkpoint_weights.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/wait_until.hpp"
-#include "worker_runtime/checkpoint.hpp"
 
 using namespace ddp::test;
 using Catch::Matchers::Contains;
@@ -66,16 +66,6 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
   return args;
 }
 
-// Every tensor of a weights file, concatenated in name order.
-std::vector<float> weights(const std::string& path) {
-  const auto ckpt = ddp::worker_runtime::load_checkpoint(path);
-  std::vector<float> all;
-  for (const auto& [name, tensor] : ckpt.tensors) {
-    all.insert(all.end(), tensor.data.begin(), tensor.data.end());
-  }
-  return all;
-}
-
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());
   double diff = 0;
@@ -104,8 +94,8 @@ TEST_CASE("2 workers x batch B equal 1 worker x batch 2B after K steps", "[launc
   REQUIRE(r2.exit_code == 0);
   const auto r1 = launch(1, 0, with(job_args(one, 32), sgd));
   REQUIRE(r1.exit_code == 0);
-  const auto a = weights(two.file("final.safetensors"));
-  const auto b = weights(one.file("final.safetensors"));
+  const auto a = checkpoint_weights(two.file("final.safetensors"));
+  const auto b = checkpoint_weights(one.file("final.safetensors"));
   CHECK(relative_difference(a, b) < 1e-5);  // only float summation order differs
   CHECK_THAT(r2.output, Contains("done: 24 steps"));
   CHECK_THAT(r1.output, Contains("done: 24 steps"));
@@ -128,7 +118,8 @@ TEST_CASE("a killed run restarted by hand ends like an uninterrupted one", "[lau
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK_THAT(resumed.output, Contains("resumed from") && Contains("step 10"));
-  CHECK(weights(cut.file("final.safetensors")) == weights(whole.file("final.safetensors")));
+  CHECK(checkpoint_weights(cut.file("final.safetensors")) ==
+        checkpoint_weights(whole.file("final.safetensors")));
 }
 
 TEST_CASE("a resume at another world size keeps the global sample position", "[launch][resume]") {
@@ -148,8 +139,8 @@ TEST_CASE("a resume at another world size keeps the global sample position", "[l
   INFO(resumed.output);
   REQUIRE(resumed.exit_code == 0);
   CHECK_THAT(resumed.output, Contains("resumed from") && Contains("done: 32 steps"));
-  CHECK(relative_difference(weights(cut.file("final.safetensors")),
-                            weights(whole.file("final.safetensors"))) < 1e-5);
+  CHECK(relative_difference(checkpoint_weights(cut.file("final.safetensors")),
+                            checkpoint_weights(whole.file("final.safetensors"))) < 1e-5);
 }
 
 TEST_CASE("a trainer SIGKILLed mid-checkpoint leaves no temp file after the next checkpoint",
@@ -225,7 +216,8 @@ TEST_CASE("ddplaunch --max_restarts 3 survives a worker SIGKILLed at a random st
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Contains("sending myself SIGKILL"));
   CHECK(final_accuracy(r.output) == final_accuracy(reference.output));
-  CHECK(weights(faulty.file("final.safetensors")) == weights(clean.file("final.safetensors")));
+  CHECK(checkpoint_weights(faulty.file("final.safetensors")) ==
+        checkpoint_weights(clean.file("final.safetensors")));
 }
 
 TEST_CASE("2 workers reach >= 95% validation accuracy on the digits", "[launch][digits]") {

@@ -55,6 +55,21 @@ recovery::RoundNotice notice_of(int64_t round, int rank, int world) {
   return n;
 }
 
+// What init() is given for rank of world on the shared in-memory store, Gloo; fd: the
+// worker's end of the agent's channel (-1: none, not in place).
+InitOptions options_for(const std::shared_ptr<ddp::rendezvous::Store>& store, int rank, int world,
+                        int fd = -1) {
+  InitOptions o;
+  o.store = store;
+  o.env = {{"RANK", std::to_string(rank)},
+           {"WORLD_SIZE", std::to_string(world)},
+           {"MASTER_ADDR", "127.0.0.1"},
+           {"MASTER_PORT", "1"},
+           {"DDPLAUNCH_BACKEND", "gloo"}};
+  if (fd >= 0) o.env[recovery::kEnvFd] = std::to_string(fd);
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("recovery client: hello, abort, round, bad lines, EOF", "[recovery]") {
@@ -195,15 +210,7 @@ TEST_CASE("DistContext::recover: survivors of a world of 3 rebuild a group of 2 
     }
   });
   test::run_ranks(3, [&](int rank) {
-    InitOptions o;
-    o.store = base;
-    o.env = {{"RANK", std::to_string(rank)},
-             {"WORLD_SIZE", "3"},
-             {"MASTER_ADDR", "127.0.0.1"},
-             {"MASTER_PORT", "1"},
-             {"DDPLAUNCH_BACKEND", "gloo"},
-             {recovery::kEnvFd, std::to_string(worker_ends[static_cast<size_t>(rank)].get())}};
-    auto ctx = init(o);
+    auto ctx = init(options_for(base, rank, 3, worker_ends[static_cast<size_t>(rank)].get()));
     (void)worker_ends[static_cast<size_t>(rank)].release();  // the client owns it now
     RT_LOCKED(CHECK(ctx->in_place()));
     RT_LOCKED(CHECK(ctx->round() == 0));
@@ -240,16 +247,8 @@ TEST_CASE("init: ranks that disagree on in-place recovery fail at once, saying s
   auto agent = test::AgentChannel::make(worker_end);
   std::vector<std::string> errors(2);
   test::run_ranks(2, [&](int rank) {
-    InitOptions o;
-    o.store = base;
-    o.env = {{"RANK", std::to_string(rank)},
-             {"WORLD_SIZE", "2"},
-             {"MASTER_ADDR", "127.0.0.1"},
-             {"MASTER_PORT", "1"},
-             {"DDPLAUNCH_BACKEND", "gloo"}};
-    if (rank == 0) o.env[recovery::kEnvFd] = std::to_string(worker_end.get());
     try {
-      auto ctx = init(o);
+      auto ctx = init(options_for(base, rank, 2, rank == 0 ? worker_end.get() : -1));
     } catch (const ddp::ConfigError& e) {
       errors[static_cast<size_t>(rank)] = e.what();
     }
@@ -266,14 +265,7 @@ TEST_CASE("init: ranks that disagree on in-place recovery fail at once, saying s
 TEST_CASE("init: ranks that agree on the mode build their group as before", "[recovery][gloo]") {
   auto base = std::make_shared<ddp::rendezvous::MemoryStore>();
   test::run_ranks(2, [&](int rank) {
-    InitOptions o;
-    o.store = base;
-    o.env = {{"RANK", std::to_string(rank)},
-             {"WORLD_SIZE", "2"},
-             {"MASTER_ADDR", "127.0.0.1"},
-             {"MASTER_PORT", "1"},
-             {"DDPLAUNCH_BACKEND", "gloo"}};
-    auto ctx = init(o);
+    auto ctx = init(options_for(base, rank, 2));
     std::vector<int64_t> v = {rank + 1};
     ctx->process_group().all_reduce(std::span<int64_t>(v));
     RT_LOCKED(CHECK(v[0] == 3));
