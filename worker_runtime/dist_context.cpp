@@ -8,6 +8,7 @@
 #include "rendezvous/store/memory_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "rendezvous/store/tcp_store.hpp"
+#include "worker_runtime/cancellable_store.hpp"
 #include "worker_runtime/crash_backtrace.hpp"
 #include "worker_runtime/gloo_process_group.hpp"
 #ifdef DDP_HAVE_CUDA
@@ -247,7 +248,15 @@ recovery::RoundNotice DistContext::recover(Duration timeout) {
   }
   store_ = std::make_shared<rendezvous::PrefixStore>(env_.store_prefix, base_store_);
   count_recovery_mode(*store_, true);
-  group_ = make_group(env_, store_, options_, options_.backend);
+  // Built through a store whose waits end as soon as another change is announced: a peer of
+  // this round that died before publishing its address must not hold the build until the
+  // connect timeout (cancellable_store.hpp).
+  RecoveryClient* client = recovery_.get();
+  auto building = std::make_shared<CancellableStore>(
+      store_, [client] { return client->change_pending(); },
+      "the membership changed again while the group of round " + std::to_string(notice.round) +
+          " was built");
+  group_ = make_group(env_, building, options_, options_.backend);
   check_recovery_mode(*store_, true);
   if (progress) group_->set_progress(progress);
   recovery_->set_group(group_.get());

@@ -67,10 +67,11 @@ class DistContext {
   // The rendezvous round the current group belongs to (TORCHELASTIC_RESTART_COUNT at start).
   [[nodiscard]] int64_t round() const { return round_; }
   // After a collective failed in place: waits up to timeout for the agent's round notice
-  // (CollectiveError naming it on timeout or when the agent is gone), destroys the old
+  // (RecoveryError naming it on timeout or when the agent is gone), destroys the old
   // group, reconnects the store when the master moved, builds the group of the new round
   // (store prefix /worker/attempt_<round>) and updates the env values. Returns the notice.
-  // Throws ConfigError when not in place.
+  // CollectiveError at once when another change is announced while the group is built (call
+  // it again for the next round). Throws ConfigError when not in place.
   recovery::RoundNotice recover(Duration timeout);
 
  private:

@@ -273,3 +273,61 @@ TEST_CASE("init: ranks that agree on the mode build their group as before", "[re
   CHECK(base->add("/worker/attempt_0/runtime/classic_ranks", 0) == 2);
   CHECK(base->add("/worker/attempt_0/runtime/in_place_ranks", 0) == 0);
 }
+
+TEST_CASE("DistContext::recover: a second change while the new group is built ends the build",
+          "[recovery][gloo]") {
+  // Round 1 expects 3 ranks, but rank 2 died before it published its address. Ranks 0 and 1
+  // wait for it in the build; the agent re-forms again (round 2, world 2). The build must end
+  // at the announcement, not at the connect timeout (20 s here, 5 min by default, longer than
+  // the agent's --recovery_timeout), and the next recover() must build round 2.
+  auto base = std::make_shared<ddp::rendezvous::MemoryStore>();
+  std::vector<test::AgentChannel> agents(2);
+  std::vector<ddp::Fd> worker_ends(2);
+  for (size_t r = 0; r < 2; ++r) agents[r] = test::AgentChannel::make(worker_ends[r]);
+  std::atomic<int> failed{0};
+  std::atomic<int> building{0};
+  std::thread agent([&] {
+    try {
+      auto expect = [](const recovery::Message& m, const char* type) {
+        if (m.type != type) throw std::runtime_error("expected " + std::string(type));
+      };
+      for (auto& a : agents) expect(a.read(), "hello");
+      for (auto& a : agents) a.send({"abort", {{"round", "0"}}});
+      for (auto& a : agents) expect(a.read(), "aborted");
+      for (size_t r = 0; r < 2; ++r) {
+        agents[r].send(notice_of(1, static_cast<int>(r), 3).to_message());
+      }
+      // Both are in round 1's build (or about to be: the outcome is the same).
+      while (building.load() < 2) std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(200ms);
+      for (auto& a : agents) a.send({"abort", {{"round", "1"}, {"reason", "node_lost"}}});
+      for (auto& a : agents) expect(a.read(), "aborted");
+      for (size_t r = 0; r < 2; ++r) {
+        agents[r].send(notice_of(2, static_cast<int>(r), 2).to_message());
+      }
+    } catch (const std::exception& e) {
+      RT_LOCKED(FAIL(e.what()));
+    }
+  });
+  test::run_ranks(2, [&](int rank) {
+    auto o = options_for(base, rank, 2, worker_ends[static_cast<size_t>(rank)].get());
+    o.store_timeout = 20s;  // a regression fails here with a timeout, not a 5-minute hang
+    auto ctx = init(o);
+    (void)worker_ends[static_cast<size_t>(rank)].release();  // the client owns it now
+    RT_LOCKED(CHECK(ctx->recovery()->wait_change(30s)));     // round 0 aborted
+    ++building;
+    const std::string interrupted = test::error_of([&] { ctx->recover(30s); });
+    RT_LOCKED(
+        CHECK_THAT(interrupted, Contains("membership changed again while the group of round 1")));
+    RT_LOCKED(CHECK_THAT(interrupted, !Contains("timed out")));
+    ++failed;
+    const auto notice = ctx->recover(30s);
+    RT_LOCKED(CHECK(notice.round == 2));
+    RT_LOCKED(CHECK(ctx->world_size() == 2));
+    std::vector<int64_t> v = {rank + 1};
+    ctx->process_group().all_reduce(std::span<int64_t>(v));
+    RT_LOCKED(CHECK(v[0] == 3));
+  });
+  agent.join();
+  CHECK(failed.load() == 2);
+}
