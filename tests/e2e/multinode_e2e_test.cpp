@@ -142,7 +142,9 @@ TEST_CASE("e2e elastic: three survivors of a SIGKILLed node re-form once, all to
   std::vector<AgentProcess*> nodes;
   for (int i = 1; i <= 4; ++i) {
     const std::string addr = "127.0.0." + std::to_string(i);
-    nodes.push_back(&job.start("n" + std::to_string(i), elastic(port, "1:4", addr), env));
+    // A long last call: round 0 closes when the 4th node arrives (MAX), however late.
+    nodes.push_back(&job.start("n" + std::to_string(i),
+                               elastic(port, "1:4", addr, "e2e", ",last_call_timeout=30"), env));
   }
   for (auto* agent : nodes) REQUIRE(agent->wait_for_log("GROUP_WORLD_SIZE=4", kGuard));
   auto& victim = *nodes.back();

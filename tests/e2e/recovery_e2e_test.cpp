@@ -340,10 +340,11 @@ TEST_CASE("recovery e2e: a node started without --in_place_recovery fails the jo
   REQUIRE(rc_b.has_value());
   CHECK(*rc_a != 0);
   CHECK(*rc_b != 0);
-  CHECK_THAT(a.log(), Contains("1 rank(s) run under ddplaunch --in_place_recovery and 1 without "
-                               "it (this rank with)"));
-  CHECK_THAT(b.log(), Contains("(this rank without): start every node of the job with the same "
-                               "flags"));
+  // Both workers refuse within milliseconds of each other, but the first failure record
+  // may stop the other node's worker before it prints: one log naming it is enough.
+  CHECK_THAT(nodes.logs(), Contains("rank(s) run under ddplaunch --in_place_recovery and 1 "
+                                    "without it") &&
+                               Contains("start every node of the job with the same flags"));
   CHECK(samples_per_epoch(nodes.dir + "/samples").empty());  // nobody trained a step
 }
 

@@ -214,7 +214,7 @@ TEST_CASE("in place: a rank is lost, the two survivors continue in the same proc
     auto& p = *workers[static_cast<size_t>(r)].process;
     INFO(p.out());
     CHECK(p.wait(120s) == 0);
-    CHECK(p.pid() == pids[static_cast<size_t>(r)]);  // the channel's end is the worker's own
+    CHECK(p.pid() == pids[static_cast<size_t>(r)]);  // never restarted
   }
   const std::string out = survivors[0]->process->out();
   CHECK_THAT(out, Catch::Matchers::Contains("in-place recovery: round 1, world 2, resumed at "
