@@ -314,7 +314,9 @@ TEST_CASE("recovery e2e: a hung rank is dumped and restarted, the other nodes re
       CHECK(starts == 1);
       ++in_place_nodes;
       REQUIRE(done.size() == 1);
-      CHECK(done[0]["reason"] == "job_failure");
+      // Told by the failure record, or by the first node re-joining, whichever came first.
+      const std::string reason = done[0]["reason"];
+      CHECK((reason == "job_failure" || reason == "node_waiting"));
       CHECK(done[0]["step"] == 4);
     }
   }
