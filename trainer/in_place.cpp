@@ -77,13 +77,13 @@ void Trainer::recover_in_place(const std::string& why) {
   std::string failure = why;
   bool first = true;
   for (;;) {
-    // RecoveryError (not caught) when the agent closed the channel.
     // A failed collective waits for the agent to announce a membership change (change_wait(),
     // 60 s unless DDPLAUNCH_RECOVERY_CHANGE_WAIT says otherwise). That covers the agent's own
     // detection: a closed store connection at once, a silent node after lease_timeout (5 s by
     // default), a rank restarted elsewhere through the failure record in milliseconds.
     // Without a change this is a plain failure: the worker fails as it would without in-place
-    // recovery, and the agent restarts it.
+    // recovery, and the agent restarts it. RecoveryError (not caught) when the agent closed
+    // the channel.
     wr::RecoveryClient& agent = *context_->recovery();
     if (!agent.wait_change(agent.change_wait())) {
       throw CollectiveError(failure + " (the agent announced no membership change within " +
