@@ -52,6 +52,13 @@ int64_t send_state(wr::ProcessGroup& group, Model& model, TrainingPosition& posi
   return bytes;
 }
 
+// A membership change can be recovered from; these two cannot: ranks that disagree on their
+// state (a bug) and an agent that is gone or sends no round.
+bool recoverable(const CollectiveError& e) {
+  return dynamic_cast<const wr::ConsistencyError*>(&e) == nullptr &&
+         dynamic_cast<const wr::RecoveryError*>(&e) == nullptr;
+}
+
 }  // namespace
 
 SyncOutcome sync_training_state(wr::ProcessGroup& group, Model& model, TrainingPosition& position,
@@ -71,6 +78,11 @@ SyncOutcome sync_training_state(wr::ProcessGroup& group, Model& model, TrainingP
     out.state_bytes = send_state(group, model, position, out.agreement.source);
   }
   return out;
+}
+
+void Trainer::recover_or_rethrow(const CollectiveError& e) {
+  if (!in_place() || !recoverable(e)) throw;  // the exception being handled
+  recover_in_place(e.what());
 }
 
 void Trainer::recover_in_place(const std::string& why) {
@@ -102,11 +114,8 @@ void Trainer::recover_in_place(const std::string& why) {
       restart_count_ = notice.restart_count;  // fault injection fires on attempt 0 only
       sync_state(/*announce=*/true);
       return;
-    } catch (const wr::RecoveryError&) {
-      throw;
-    } catch (const wr::ConsistencyError&) {
-      throw;  // ranks disagree on their state: a bug, not a membership change
     } catch (const CollectiveError& e) {
+      if (!recoverable(e)) throw;
       // The membership changed again while the group was built or the state synced.
       DDP_LOG_WARN(std::string("in-place recovery interrupted (waiting for the next round): ") +
                    e.what());

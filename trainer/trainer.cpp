@@ -173,11 +173,8 @@ TrainResult Trainer::run() {
     try {
       train_all(result);
       break;
-    } catch (const wr::ConsistencyError&) {
-      throw;  // ranks disagree on their state: a bug, not a membership change
     } catch (const CollectiveError& e) {
-      if (!in_place()) throw;
-      recover_in_place(e.what());  // then train_all continues from the agreed state
+      recover_or_rethrow(e);  // then train_all continues from the agreed state
     }
   }
   result.steps = step_;
@@ -190,10 +187,8 @@ bool Trainer::start() {
   if (in_place()) {
     try {
       sync_state(/*announce=*/false);
-    } catch (const wr::RecoveryError&) {
-      throw;
     } catch (const CollectiveError& e) {
-      recover_in_place(e.what());
+      recover_or_rethrow(e);
     }
     if (live_) return true;
   }

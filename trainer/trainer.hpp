@@ -96,6 +96,10 @@ class Trainer {
   // After a failed collective: the new round's group, then the state sync; again while
   // membership keeps changing. Rethrows when the agent is gone or silent.
   void recover_in_place(const std::string& why);
+  // Called from a `catch (const CollectiveError& e)`: recovers in place, or rethrows the
+  // exception being handled when this is no membership change to recover from (not in
+  // place; ConsistencyError: ranks disagree, a bug; RecoveryError: the agent is gone).
+  void recover_or_rethrow(const CollectiveError& e);
   // The state sync every rank of a new group runs (survivors live, fresh workers not);
   // reports `joined`, and rank 0 prints the recovery when announce. Returns the agreement.
   worker_runtime::StateAgreement sync_state(bool announce);

@@ -11,6 +11,21 @@ TORCH_STEP = re.compile(r"step=(\d+) samples=(\d+) world=(\d+)")
 TRAIN_STEP = re.compile(r"\[train\] epoch (\d+) step (\d+) ")
 
 
+def read_jsonl(path):
+    """The JSON records of a .jsonl file, skipping lines that do not parse; none when the file
+    does not exist (a node that never wrote one)."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for raw in f:
+            try:
+                out.append(json.loads(raw))
+            except ValueError:
+                continue
+    return out
+
+
 def step_of(variant, line):
     """The step number of a step line, or None for any other line."""
     m = (TORCH_STEP if variant == "torch" else TRAIN_STEP).search(line)
@@ -34,17 +49,7 @@ def step_records(args, variant, n, run_dir, seen):
             continue
         if idx not in metrics:
             path = os.path.join(run_dir, f"metrics.{idx}.jsonl")
-            recs = []
-            if os.path.exists(path):
-                with open(path) as f:
-                    for raw in f:
-                        try:
-                            r = json.loads(raw)
-                        except ValueError:
-                            continue
-                        if r.get("kind") == "train":
-                            recs.append(r)
-            metrics[idx] = recs
+            metrics[idx] = [r for r in read_jsonl(path) if r.get("kind") == "train"]
         j = counts.get(idx, 0)
         counts[idx] = j + 1
         recs = metrics[idx]
@@ -104,22 +109,15 @@ def agent_events(run_dir, n, victim, t_kill):
     for i in range(n):
         if i == victim:
             continue
-        path = os.path.join(run_dir, f"events.{i}")
         t_told = t_start = None
-        if os.path.exists(path):
-            with open(path) as f:
-                for raw in f:
-                    try:
-                        e = json.loads(raw)
-                    except ValueError:
-                        continue
-                    t = e.get("time", 0)
-                    if t <= t_kill:
-                        continue
-                    if t_told is None and e.get("event") in ("membership_change", "failure"):
-                        t_told = t
-                    if t_start is None and e.get("event") == "worker_start":
-                        t_start = t
+        for e in read_jsonl(os.path.join(run_dir, f"events.{i}")):
+            t = e.get("time", 0)
+            if t <= t_kill:
+                continue
+            if t_told is None and e.get("event") in ("membership_change", "failure"):
+                t_told = t
+            if t_start is None and e.get("event") == "worker_start":
+                t_start = t
         told.append(t_told)
         respawn.append(t_start)
     out = {}

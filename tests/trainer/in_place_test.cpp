@@ -174,9 +174,7 @@ TEST_CASE("in place: a rank is lost, the two survivors continue in the same proc
   // metrics file).
   const int lost = GENERATE(2, 0);
   TempDir dir;
-  ddp::rendezvous::StoreServerOptions so;
-  so.host = "127.0.0.1";
-  ddp::rendezvous::StoreServer server(so);
+  ddp::rendezvous::StoreServer server({"127.0.0.1", 0});
   const std::string metrics = dir.file("metrics.jsonl");
   const auto argv = train_args(dir, {"--max_steps", "120", "--fault_kill_at_step", "20",
                                      "--fault_rank", std::to_string(lost), "--metrics", metrics});
@@ -239,9 +237,7 @@ TEST_CASE("in place: a failed collective the agent announces no change for fails
   // DDPLAUNCH_RECOVERY_CHANGE_WAIT it fails as without in-place recovery, so the agent's
   // ordinary failure path restarts it. It once waited 10 minutes.
   TempDir dir;
-  ddp::rendezvous::StoreServerOptions so;
-  so.host = "127.0.0.1";
-  ddp::rendezvous::StoreServer server(so);
+  ddp::rendezvous::StoreServer server({"127.0.0.1", 0});
   const auto argv =
       train_args(dir, {"--max_steps", "120", "--fault_kill_at_step", "5", "--fault_rank", "1"});
   const std::map<std::string, std::string> env{{recovery::kEnvChangeWait, "2"}};
@@ -263,9 +259,7 @@ TEST_CASE("in place: a failed collective the agent announces no change for fails
 
 TEST_CASE("in place: a bad DDPLAUNCH_RECOVERY_CHANGE_WAIT is refused, naming it", "[in_place]") {
   TempDir dir;
-  ddp::rendezvous::StoreServerOptions so;
-  so.host = "127.0.0.1";
-  ddp::rendezvous::StoreServer server(so);
+  ddp::rendezvous::StoreServer server({"127.0.0.1", 0});
   auto w = start_worker(0, 1, 0, server.port(), train_args(dir, {"--max_steps", "3"}), true,
                         {{recovery::kEnvChangeWait, "soon"}});
   auto& p = *w.process;
@@ -276,9 +270,7 @@ TEST_CASE("in place: a bad DDPLAUNCH_RECOVERY_CHANGE_WAIT is refused, naming it"
 
 TEST_CASE("in place: a node joins, the fresh worker receives the state", "[in_place]") {
   TempDir dir;
-  ddp::rendezvous::StoreServerOptions so;
-  so.host = "127.0.0.1";
-  ddp::rendezvous::StoreServer server(so);
+  ddp::rendezvous::StoreServer server({"127.0.0.1", 0});
   const auto argv = train_args(dir, {"--max_steps", "2000"});
   std::vector<Worker> workers;
   for (int r = 0; r < 2; ++r) workers.push_back(start_worker(r, 2, 0, server.port(), argv));
@@ -321,9 +313,7 @@ TEST_CASE("in place: a node joins, the fresh worker receives the state", "[in_pl
 TEST_CASE("in place: the same parameters as a restart from a checkpoint at that step",
           "[in_place]") {
   TempDir dir;
-  ddp::rendezvous::StoreServerOptions so;
-  so.host = "127.0.0.1";
-  ddp::rendezvous::StoreServer server(so);
+  ddp::rendezvous::StoreServer server({"127.0.0.1", 0});
   const std::string in_place_out = dir.file("in_place.safetensors");
   const std::string restart_out = dir.file("restart.safetensors");
   {
