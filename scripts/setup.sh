@@ -14,6 +14,7 @@ PACKAGES=(
   libhwloc-dev              # the CPU/NUMA topology for --numa_binding (docs/binding.md)
   python3-torch             # PyTorch 1.13 (CPU): compatibility tests and reference benchmarks
   python3-numpy
+  python3-venv              # scripts/setup_torch.sh: the cached PyTorch 2.x venvs (docs/pytorch.md)
   gnuplot-nox               # scripts/plot_metrics
   slurm-wlm munge           # a real single-host SLURM for the srun tests
   hyperfine iproute2 procps psmisc
@@ -30,7 +31,7 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+  exec "$(dirname "$0")/setup_torch.sh"  # PyTorch 2.x venvs for the live tests
 fi
 
 SUDO=""
@@ -50,3 +51,4 @@ if printf '%s\n' "${missing[@]}" | grep -qx prometheus && command -v systemctl >
   $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 echo "setup: done"
+exec "$(dirname "$0")/setup_torch.sh"
