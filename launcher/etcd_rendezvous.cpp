@@ -152,11 +152,9 @@ RendezvousSetup make_etcd_rendezvous(const LaunchConfig& config, const std::stri
   // One EtcdStore serves every thread: each call takes a pooled connection, each watch its own.
   setup.handler =
       std::make_unique<rendezvous::DynamicRendezvous>(o, store, [store] { return store; });
-  if (!secret.empty()) {
-    setup.set_worker_namespace = [workers](const std::string& prefix) {
-      workers->set_worker_namespace(prefix);
-    };
-  }
+  setup.set_worker_namespace = [workers](const std::string& prefix) {
+    workers->set_worker_namespace(prefix);
+  };
   return setup;
 }
 

@@ -132,12 +132,12 @@ rendezvous::StoreConnector connector(const std::string& host, uint16_t port,
   };
 }
 
-// How the agent confines PyTorch workers to the namespace of the attempt it spawns: directly
-// on the store it hosts, else over an authenticated connection (only with a secret).
+// How the agent declares the namespace of the attempt it spawns, which scopes its PyTorch
+// workers' keys (and, with a secret, confines them): directly on the store it hosts, else over
+// a connection of its own (authenticated when there is a secret). Without a secret too: it is
+// what keeps one attempt's keys from the next (docs/store.md, "Attempt scopes").
 std::function<void(const std::string&)> namespace_setter(rendezvous::StoreServer* server,
-                                                         rendezvous::StoreConnector connect,
-                                                         const std::string& secret) {
-  if (secret.empty()) return nullptr;
+                                                         rendezvous::StoreConnector connect) {
   if (server != nullptr) {
     return [server](const std::string& prefix) { server->set_worker_namespace(prefix); };
   }
@@ -196,8 +196,8 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config, std::string s
   setup.handler = std::make_unique<rendezvous::StaticRendezvous>(
       o, std::move(store), connector(master.host, master.port, secret));
   setup.secret = secret;
-  setup.set_worker_namespace = namespace_setter(
-      setup.store_server.get(), connector(master.host, master.port, secret), secret);
+  setup.set_worker_namespace =
+      namespace_setter(setup.store_server.get(), connector(master.host, master.port, secret));
   return setup;
 }
 
@@ -274,8 +274,8 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
   setup.handler = std::make_unique<rendezvous::DynamicRendezvous>(
       o, std::move(store), connector(endpoint.host, endpoint.port, secret));
   setup.secret = secret;
-  setup.set_worker_namespace = namespace_setter(
-      setup.store_server.get(), connector(endpoint.host, endpoint.port, secret), secret);
+  setup.set_worker_namespace =
+      namespace_setter(setup.store_server.get(), connector(endpoint.host, endpoint.port, secret));
   return setup;
 }
 
@@ -317,7 +317,7 @@ RendezvousSetup make_local(const LaunchConfig& config, std::string secret) {
                                   rendezvous::kDefaultStoreTimeout, secret);
     setup.workers_use_agent_store = true;
     setup.secret = secret;
-    setup.set_worker_namespace = namespace_setter(setup.store_server.get(), nullptr, secret);
+    setup.set_worker_namespace = namespace_setter(setup.store_server.get(), nullptr);
   } else {
     local.master_port = port == 0 ? pick_free_port(local.master_addr) : static_cast<uint16_t>(port);
   }

@@ -19,8 +19,9 @@ struct RendezvousSetup {
   // The job secret (docs/security.md): from --secret_file / DDPLAUNCH_SECRET_FILE, or made
   // fresh for a one-node job; empty: the store is open. Workers get it as DDPLAUNCH_SECRET.
   std::string secret;
-  // Confines unauthenticated (PyTorch) store clients to a worker namespace
-  // ("/worker/attempt_3/"); null without a secret. May block (a connection to the store).
+  // Declares the worker namespace ("/worker/attempt_3/") that PyTorch store clients opened
+  // from now on are scoped to (docs/store.md, "Attempt scopes"). May block (a connection to
+  // the store).
   std::function<void(const std::string&)> set_worker_namespace;
 };
 

@@ -28,8 +28,8 @@ class WorkerStoreServer final : public rendezvous::WorkerStoreHost {
   rendezvous::Endpoint host() override;
   void use(const rendezvous::Endpoint& endpoint) override;
 
-  // Confines the current round's PyTorch workers to prefix on the store they use: directly
-  // when this agent serves it, else over an authenticated connection. Needs a secret.
+  // Scopes the current round's PyTorch workers to prefix on the store they use: directly
+  // when this agent serves it, else over a connection of its own (authenticated with a secret).
   void set_worker_namespace(const std::string& prefix);
 
  private:

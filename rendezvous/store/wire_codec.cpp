@@ -12,15 +12,24 @@ namespace {
 constexpr uint8_t kLegacyNone = 0xFF;
 
 // Wire bytes per Command, indexed by the enum's value.
-constexpr size_t kCommands = 21;
+constexpr size_t kCommands = 26;
 constexpr uint8_t kNo = kLegacyNone;
 // clang-format off
+// Columns: VALIDATE SET COMPARE_SET GET ADD CHECK WAIT GETNUMKEYS WATCH_KEY DELETE_KEY APPEND
+// MULTI_GET MULTI_SET CANCEL_WAIT PING ON_CLOSE EPHEMERAL CLEAR_CLOSE_ACTIONS AUTH_CHALLENGE
+// AUTH_PROOF WORKER_NAMESPACE QUEUE_PUSH QUEUE_POP QUEUE_LEN LIST_KEYS BARRIER.
 constexpr std::array<uint8_t, kCommands> kV2Bytes = {
-    0, 1, 2, 3, 4, 5, 6, 7, kNo, 8, 9, 10, 11, 12, 13, kNo, kNo, kNo, kNo, kNo, kNo};
+    0, 1, 2, 3, 4, 5, 6, 7, kNo, 8, 9, 10, 11, 12, 13, kNo, kNo, kNo, kNo, kNo, kNo,
+    14, 15, 16, 17, 18};
 constexpr std::array<uint8_t, kCommands> kNativeBytes = {
-    0, 1, 2, 3, 4, 5, 6, 7, kNo, 8, 9, 10, 11, 12, 13, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45};
+    0, 1, 2, 3, 4, 5, 6, 7, kNo, 8, 9, 10, 11, 12, 13, 0x40, 0x41, 0x42, 0x43, 0x44, 0x45,
+    14, 15, 16, 17, 18};
 constexpr std::array<uint8_t, kCommands> kLegacyBytes = {
-    kNo, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, kNo, kNo, kNo, kNo, kNo, kNo, kNo};
+    kNo, 0, 1, 2, 3, 4, 5, 6, 7, 8, kNo, kNo, kNo, kNo, kNo, kNo, kNo, kNo, kNo, kNo, kNo,
+    kNo, kNo, kNo, kNo, kNo};
+constexpr std::array<uint8_t, kCommands> kLegacy21Bytes = {
+    kNo, 0, 1, 2, 3, 4, 5, 6, kNo, 7, 8, 9, 10, 11, kNo, kNo, kNo, kNo, kNo, kNo, kNo,
+    kNo, kNo, kNo, kNo, kNo};
 // clang-format on
 constexpr std::array<const char*, kCommands> kNames = {"VALIDATE",
                                                        "SET",
@@ -42,7 +51,12 @@ constexpr std::array<const char*, kCommands> kNames = {"VALIDATE",
                                                        "CLEAR_CLOSE_ACTIONS",
                                                        "AUTH_CHALLENGE",
                                                        "AUTH_PROOF",
-                                                       "WORKER_NAMESPACE"};
+                                                       "WORKER_NAMESPACE",
+                                                       "QUEUE_PUSH",
+                                                       "QUEUE_POP",
+                                                       "QUEUE_LEN",
+                                                       "LIST_KEYS",
+                                                       "BARRIER"};
 
 const std::array<uint8_t, kCommands>& byte_table(Dialect dialect) {
   switch (dialect) {
@@ -50,6 +64,8 @@ const std::array<uint8_t, kCommands>& byte_table(Dialect dialect) {
       return kV2Bytes;
     case Dialect::kNative:
       return kNativeBytes;
+    case Dialect::kLegacy21:
+      return kLegacy21Bytes;
     default:
       return kLegacyBytes;
   }
@@ -161,6 +177,7 @@ bool read_body(FrameReader& r, Command command, Request* out) {
     case Command::kOnClose:
     case Command::kEphemeral:
     case Command::kAuthProof:
+    case Command::kQueuePush:
       return r.key() && r.value();
     case Command::kCompareSet:
       return r.key() && r.value() && r.value();
@@ -168,8 +185,11 @@ bool read_body(FrameReader& r, Command command, Request* out) {
     case Command::kDeleteKey:
     case Command::kWatchKey:
     case Command::kWorkerNamespace:
+    case Command::kQueuePop:
+    case Command::kQueueLen:
       return r.key();
-    case Command::kAdd: {
+    case Command::kAdd:
+    case Command::kBarrier: {
       uint64_t v = 0;
       if (!r.key() || !r.u64(v)) return false;
       if (out) out->delta = static_cast<int64_t>(v);
@@ -208,6 +228,7 @@ bool read_body(FrameReader& r, Command command, Request* out) {
     case Command::kCancelWait:
     case Command::kClearCloseActions:
     case Command::kAuthChallenge:
+    case Command::kListKeys:
       return true;
   }
   return true;
@@ -232,6 +253,40 @@ DetectResult detect_dialect(std::string_view bytes) {
   } else {
     // A legacy SET; its key length's low word is not the magic (that would be ~1 GB).
     result.dialect = Dialect::kLegacy;
+  }
+  return result;
+}
+
+DetectResult refine_legacy(std::string_view bytes, LegacyRole role) {
+  DetectResult result;
+  result.dialect = Dialect::kLegacy;
+  if (bytes.empty()) return result;
+  result.status = ParseStatus::kComplete;
+  switch (static_cast<uint8_t>(bytes[0])) {
+    case 7:
+      if (role == LegacyRole::kMain) result.dialect = Dialect::kLegacy21;
+      break;
+    case 8: {
+      // DELETE_KEY (1.13/2.0) or APPEND (2.1): both open with a key; only APPEND has more.
+      if (bytes.size() < 1 + kLengthBytes) {
+        result.status = ParseStatus::kNeedMore;
+        break;
+      }
+      const uint64_t key_bytes = get_u64(bytes.data() + 1);
+      if (key_bytes > bytes.size() - 1 - kLengthBytes) {
+        result.status = ParseStatus::kNeedMore;  // a forged length is refused by the parser
+        break;
+      }
+      if (bytes.size() > 1 + kLengthBytes + key_bytes) result.dialect = Dialect::kLegacy21;
+      break;
+    }
+    case 9:
+    case 10:
+    case 11:
+      result.dialect = Dialect::kLegacy21;
+      break;
+    default:
+      break;
   }
   return result;
 }
@@ -281,11 +336,13 @@ const char* command_name(Command command) {
 const char* dialect_name(Dialect dialect) {
   switch (dialect) {
     case Dialect::kV2:
-      return "2.x";
+      return "2.2+";
     case Dialect::kNative:
-      return "2.x+ddplaunch";
+      return "2.2+ddplaunch";
     case Dialect::kLegacy:
-      return "legacy";
+      return "1.13/2.0";
+    case Dialect::kLegacy21:
+      return "2.1";
     case Dialect::kUnknown:
       break;
   }
@@ -335,6 +392,7 @@ std::string encode_request(const Request& request, Dialect dialect) {
     case Command::kOnClose:
     case Command::kEphemeral:
     case Command::kAuthProof:
+    case Command::kQueuePush:
       need(1, 1);
       put_string(out, k[0]);
       put_string(out, v[0]);
@@ -349,10 +407,13 @@ std::string encode_request(const Request& request, Dialect dialect) {
     case Command::kDeleteKey:
     case Command::kWatchKey:
     case Command::kWorkerNamespace:
+    case Command::kQueuePop:
+    case Command::kQueueLen:
       need(1, 0);
       put_string(out, k[0]);
       break;
     case Command::kAdd:
+    case Command::kBarrier:
       need(1, 0);
       put_string(out, k[0]);
       put_i64(out, request.delta);
@@ -375,6 +436,7 @@ std::string encode_request(const Request& request, Dialect dialect) {
     case Command::kCancelWait:
     case Command::kClearCloseActions:
     case Command::kAuthChallenge:
+    case Command::kListKeys:
       break;
   }
   return out;

@@ -2,21 +2,24 @@
 // The PyTorch TCPStore wire format, as pure functions: bytes in -> request / need-more / bad,
 // replies and client requests out. No I/O here, so every framing rule is unit-tested.
 //
-// Two dialects share the format (little-endian integers, strings = uint64 length + bytes)
-// but number their commands differently:
-//   kV2     (PyTorch >= 2.2): opens with VALIDATE (0x00) + uint32 0x3C85F7CE, then
-//           SET=1 COMPARE_SET=2 GET=3 ADD=4 CHECK=5 WAIT=6 GETNUMKEYS=7 DELETE_KEY=8
-//           APPEND=9 MULTI_GET=10 MULTI_SET=11 CANCEL_WAIT=12 PING=13.
-//   kLegacy (PyTorch 1.x - 2.1): no handshake; SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4
-//           WAIT=5 GETNUMKEYS=6 WATCH_KEY=7 DELETE_KEY=8 (2.0/2.1 add APPEND=9
-//           MULTI_GET=10 MULTI_SET=11 CANCEL_WAIT=12).
-//   kNative (ddplaunch's own clients): kV2 plus records tied to the connection's life,
-//           ON_CLOSE=0x40 EPHEMERAL=0x41 CLEAR_CLOSE_ACTIONS=0x42, each answered with one
-//           byte 0; the authentication AUTH_CHALLENGE=0x43 AUTH_PROOF=0x44 and
-//           WORKER_NAMESPACE=0x45 (docs/store.md, "Authentication"). A kV2 connection becomes
-//           kNative when it CHECKs kExtensionProbeKey: our server answers "ready" and switches; a
-//           PyTorch server answers "not ready" (no such key), so a native client learns it must do
-//           without, and PyTorch clients, who never send the probe, never see the extension.
+// PyTorch has numbered its commands four ways; all share the format (little-endian integers,
+// strings = uint64 length + bytes). docs/store.md has the table, per release:
+//   kLegacy   (PyTorch 1.x and 2.0): no handshake; SET=0 COMPARE_SET=1 GET=2 ADD=3 CHECK=4
+//             WAIT=5 GETNUMKEYS=6 WATCH_KEY=7 DELETE_KEY=8. Nothing above 8.
+//   kLegacy21 (PyTorch 2.1): no handshake; WATCH_KEY gone, so DELETE_KEY=7 APPEND=8
+//             MULTI_GET=9 MULTI_SET=10 CANCEL_WAIT=11. A connection starts as kLegacy and
+//             becomes kLegacy21 on the first request only 2.1 sends (refine_legacy()).
+//   kV2       (PyTorch >= 2.2): opens with VALIDATE (0x00) + uint32 0x3C85F7CE, then
+//             SET=1 COMPARE_SET=2 GET=3 ADD=4 CHECK=5 WAIT=6 GETNUMKEYS=7 DELETE_KEY=8
+//             APPEND=9 MULTI_GET=10 MULTI_SET=11 CANCEL_WAIT=12, PING=13 (2.5),
+//             QUEUE_PUSH=14 QUEUE_POP=15 QUEUE_LEN=16 (2.8), LIST_KEYS=17 BARRIER=18 (newest).
+//   kNative   (ddplaunch's own clients): kV2 plus records tied to the connection's life,
+//             ON_CLOSE=0x40 EPHEMERAL=0x41 CLEAR_CLOSE_ACTIONS=0x42, each answered with one
+//             byte 0; the authentication AUTH_CHALLENGE=0x43 AUTH_PROOF=0x44 and
+//             WORKER_NAMESPACE=0x45 (docs/store.md, "Authentication"). A kV2 connection becomes
+//             kNative when it CHECKs kExtensionProbeKey: our server answers "ready" and switches; a
+//             PyTorch server answers "not ready" (no such key), so a native client learns it must
+//             do without, and PyTorch clients, who never send the probe, never see the extension.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,7 +31,7 @@ namespace ddp::rendezvous::wire {
 inline constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 inline constexpr size_t kHandshakeBytes = 5;  // VALIDATE byte + uint32 magic
 
-enum class Dialect : uint8_t { kUnknown, kLegacy, kV2, kNative };
+enum class Dialect : uint8_t { kUnknown, kLegacy, kLegacy21, kV2, kNative };
 
 // The key whose CHECK negotiates kNative (a NUL byte first: no PyTorch program names a key so).
 inline const std::string kExtensionProbeKey{"\0ddplaunch/ext/1", 16};
@@ -69,6 +72,19 @@ enum class Command : uint8_t {
   // kNative, authenticated only: key = the prefix ("/worker/attempt_3/") unauthenticated
   // (PyTorch) connections are confined to from now on; replies one byte 0.
   kWorkerNamespace,
+  // kV2 (2.8+): key + value; no reply. Appends to the key's queue (apart from the key-value
+  // map), waking one WAIT on the key.
+  kQueuePush,
+  // kV2 (2.8+): key; replies int64 queue length before the pop, then the popped value as a
+  // string when it was not empty.
+  kQueuePop,
+  // kV2 (2.8+): key; replies int64 queue length.
+  kQueueLen,
+  // kV2 (newest): no arguments; replies int64 count, then each key as a string.
+  kListKeys,
+  // kV2 (newest): key + int64 world size (in Request::delta). Adds 1 to the key's decimal
+  // counter; replies STOP_WAITING (uint8 0) to every caller once it reaches the world size.
+  kBarrier,
 };
 
 // AUTH_CHALLENGE / AUTH_PROOF reply bytes.
@@ -126,6 +142,20 @@ struct DetectResult {
 // Decides the dialect from a connection's first bytes (needs at most 5).
 DetectResult detect_dialect(std::string_view bytes);
 
+// What a kLegacy connection (1.13, 2.0 or 2.1: none says which) has shown of itself so far.
+enum class LegacyRole : uint8_t {
+  kFresh,  // no request yet
+  kWatch,  // its first request was byte 7: a 1.13/2.0 client's watch ("callback") connection
+  kMain,   // anything else first: a client's main connection
+};
+// The dialect of the kLegacy request at the front of bytes: kLegacy21 when only 2.1 can have
+// sent it, else kLegacy. 2.1-only: bytes 9-11; byte 7 on a main connection (1.13/2.0 send
+// WATCH_KEY only on their watch connection, 2.1 has none, so 7 there is DELETE_KEY); byte 8
+// followed at once by more bytes than its key (2.0's DELETE_KEY waits for its reply before
+// sending again, 2.1's APPEND sends key and value in one write). kNeedMore while byte 8's key
+// has not all arrived.
+DetectResult refine_legacy(std::string_view bytes, LegacyRole role);
+
 // Parses one request from the front of bytes. Lengths are checked against limits before
 // anything is copied, so a forged length never makes the caller allocate.
 ParseResult parse_request(std::string_view bytes, Dialect dialect, const Limits& limits);
@@ -134,7 +164,7 @@ ParseResult parse_request(std::string_view bytes, Dialect dialect, const Limits&
 int command_byte(Command command, Dialect dialect);
 // Printable name ("SET", "MULTI_GET") for logs and errors.
 const char* command_name(Command command);
-// "legacy", "2.x", "2.x+ddplaunch" for messages.
+// "1.13/2.0", "2.1", "2.2+", "2.2+ddplaunch" for messages.
 const char* dialect_name(Dialect dialect);
 
 // --- encoding (replies from the server, requests from the client) ---

@@ -130,7 +130,8 @@ TEST_CASE("parse_request: limits are enforced before the bytes arrive", "[codec]
 }
 
 TEST_CASE("parse_request: unknown commands are bad, per dialect", "[codec]") {
-  CHECK(parse_request(bytes({14}), Dialect::kV2, Limits{}).status == ParseStatus::kBad);
+  CHECK(parse_request(bytes({19}), Dialect::kV2, Limits{}).status == ParseStatus::kBad);
+  CHECK(parse_request(bytes({9}), Dialect::kLegacy, Limits{}).status == ParseStatus::kBad);
   CHECK(parse_request(bytes({13}), Dialect::kLegacy, Limits{}).status == ParseStatus::kBad);
   CHECK(parse_request(bytes({0xFF}), Dialect::kV2, Limits{}).status == ParseStatus::kBad);
   auto r = parse_request(bytes({200}), Dialect::kLegacy, Limits{});
@@ -210,4 +211,56 @@ TEST_CASE("encode: 2.x handshake and ADD bytes are PyTorch's", "[codec]") {
   CHECK(encode_request(add, Dialect::kV2) ==
         bytes({4, 1, 0, 0, 0, 0, 0, 0, 0, 'k', 1, 0, 0, 0, 0, 0, 0, 0}));
   CHECK(encode_request(add, Dialect::kLegacy)[0] == 3);
+}
+
+TEST_CASE("refine_legacy: what only PyTorch 2.1 sends makes a legacy connection 2.1's",
+          "[codec][dialect]") {
+  using ddp::rendezvous::wire::LegacyRole;
+  auto refine = [](const std::string& b, LegacyRole role) { return refine_legacy(b, role); };
+  // 9-11: MULTI_GET, MULTI_SET, CANCEL_WAIT exist only in 2.1.
+  for (uint8_t byte : {9, 10, 11}) {
+    CHECK(refine(bytes({byte}), LegacyRole::kMain).dialect == Dialect::kLegacy21);
+  }
+  // 0-6 mean the same in both.
+  CHECK(refine(bytes({3}) + str("k"), LegacyRole::kFresh).dialect == Dialect::kLegacy);
+  // 7: WATCH_KEY first on a 1.13/2.0 watch connection; DELETE_KEY on a main one (2.1).
+  CHECK(refine(bytes({7}) + str("k"), LegacyRole::kFresh).dialect == Dialect::kLegacy);
+  CHECK(refine(bytes({7}) + str("k"), LegacyRole::kMain).dialect == Dialect::kLegacy21);
+  // 8: DELETE_KEY (nothing after the key) or APPEND (a value follows in the same write).
+  CHECK(refine(bytes({8}) + str("k"), LegacyRole::kMain).dialect == Dialect::kLegacy);
+  CHECK(refine(bytes({8}) + str("k") + str("v"), LegacyRole::kMain).dialect == Dialect::kLegacy21);
+  CHECK(refine(bytes({8}) + str("k").substr(0, 5), LegacyRole::kMain).status ==
+        ParseStatus::kNeedMore);
+  // Each 2.1 table entry round-trips.
+  for (auto command : {Command::kDeleteKey, Command::kAppend, Command::kMultiGet,
+                       Command::kMultiSet, Command::kCancelWait}) {
+    CHECK(command_byte(command, Dialect::kLegacy21) >= 7);
+    CHECK((command_byte(command, Dialect::kLegacy) < 0 || command == Command::kDeleteKey));
+  }
+  CHECK(command_byte(Command::kWatchKey, Dialect::kLegacy21) == -1);
+}
+
+TEST_CASE("2.8+ and newest commands: bytes 14-18, their arguments", "[codec][dialect]") {
+  CHECK(command_byte(Command::kQueuePush, Dialect::kV2) == 14);
+  CHECK(command_byte(Command::kQueuePop, Dialect::kV2) == 15);
+  CHECK(command_byte(Command::kQueueLen, Dialect::kV2) == 16);
+  CHECK(command_byte(Command::kListKeys, Dialect::kV2) == 17);
+  CHECK(command_byte(Command::kBarrier, Dialect::kV2) == 18);
+  CHECK(command_byte(Command::kQueuePush, Dialect::kLegacy21) == -1);
+  Request barrier;
+  barrier.command = Command::kBarrier;
+  barrier.keys = {"b"};
+  barrier.delta = 16;
+  const auto frame = encode_request(barrier, Dialect::kV2);
+  auto r = parse_request(frame, Dialect::kV2, Limits{});
+  REQUIRE(r.status == ParseStatus::kComplete);
+  CHECK(r.request.delta == 16);
+  CHECK(parse_request(bytes({17}), Dialect::kV2, Limits{}).request.command == Command::kListKeys);
+  Request push;
+  push.command = Command::kQueuePush;
+  push.keys = {"q"};
+  push.values = {"item"};
+  r = parse_request(encode_request(push, Dialect::kV2), Dialect::kV2, Limits{});
+  REQUIRE(r.status == ParseStatus::kComplete);
+  CHECK(r.request.values == std::vector<std::string>{"item"});
 }

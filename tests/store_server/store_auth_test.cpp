@@ -1,5 +1,6 @@
-// The job secret on the store server: native clients prove it (challenge-response, mutual),
-// everyone else is confined to the worker namespace of the current attempt.
+// The job secret on the store server: native clients prove it (challenge-response, mutual);
+// PyTorch connections are scoped to the worker namespace of the attempt they connected in,
+// native ones without the secret confined to the current one.
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -156,19 +157,19 @@ TEST_CASE("a proof is good for one challenge only, a forged one closes", "[auth]
   CHECK(early.closed_by_server());
 }
 
-TEST_CASE("unauthenticated connections are confined to the current worker namespace",
-          "[auth][confine]") {
+TEST_CASE("PyTorch connections are scoped to the attempt they connected in",
+          "[auth][confine][scope]") {
   StoreServer server(with_secret());
   TcpStore agent(client_options(server.port(), kSecret));
   agent.set("/torchelastic/rdzv/state", "secret state");
   agent.set_worker_namespace("/worker/attempt_0/");
+  const auto dialect = GENERATE(wire::Dialect::kV2, wire::Dialect::kLegacy);
+  Raw raw(server.port(), dialect == wire::Dialect::kV2);
 
-  SECTION("inside: set, get, add, wait, check, multi-get, PyTorch's '/' and init/") {
-    const auto dialect = GENERATE(wire::Dialect::kV2, wire::Dialect::kLegacy);
-    Raw raw(server.port(), dialect == wire::Dialect::kV2);
-    raw.send(req(Command::kSet, {"/worker/attempt_0/k"}, {"v"}), dialect);
-    raw.send(req(Command::kGet, {"/worker/attempt_0/k"}), dialect);
-    CHECK(raw.recv_string() == "v");
+  SECTION("torch >= 2.6's bare keys, older torch's prefixed keys and init/ all work") {
+    raw.send(req(Command::kSet, {"/default_pg/0"}, {"uid"}), dialect);
+    raw.send(req(Command::kGet, {"/default_pg/0"}), dialect);
+    CHECK(raw.recv_string() == "uid");
     wire::Request add = req(Command::kAdd, {"//worker/attempt_0/n"});
     add.delta = 3;
     raw.send(add, dialect);
@@ -177,25 +178,49 @@ TEST_CASE("unauthenticated connections are confined to the current worker namesp
     add.delta = 1;
     raw.send(add, dialect);
     CHECK(raw.recv_i64() == 1);
-    raw.send(req(Command::kCheck, {"/worker/attempt_0/k", "//worker/attempt_0/n"}), dialect);
+    raw.send(req(Command::kCheck, {"/default_pg/0", "//worker/attempt_0/n", "init/"}), dialect);
     CHECK(raw.recv_u8() == wire::kCheckReady);
+    // GETNUMKEYS counts the attempt's keys, as a fresh store per attempt would.
     raw.send(req(Command::kGetNumKeys), dialect);
-    CHECK(raw.recv_i64() >= 3);
-    CHECK(agent.get("/worker/attempt_0/k") == "v");
+    CHECK(raw.recv_i64() == 3);
+    // Where they are stored: under the attempt's namespace, as they were named.
+    CHECK(agent.get("/worker/attempt_0//default_pg/0") == "uid");
+    CHECK(agent.get("/worker/attempt_0/init/") == "1");
   }
-  SECTION("PyTorch 2.2+ NCCL's dump signal on the store under its prefixes: allowed") {
-    const auto dialect = GENERATE(wire::Dialect::kV2, wire::Dialect::kLegacy);
-    Raw raw(server.port(), dialect == wire::Dialect::kV2);
-    raw.send(req(Command::kCheck, {"/exception_dump"}), dialect);
+  SECTION("the agent's keys are out of reach: same names, other keys") {
+    raw.send(req(Command::kCheck, {"/torchelastic/rdzv/state"}), dialect);
     CHECK(raw.recv_u8() == wire::kCheckNotReady);
-    raw.send(req(Command::kCheck, {"/timeout_dump"}), dialect);
-    CHECK(raw.recv_u8() == wire::kCheckNotReady);
-    raw.send(req(Command::kSet, {"/exception_dump"}, {"0"}), dialect);
-    raw.send(req(Command::kGet, {"/exception_dump"}), dialect);
-    CHECK(raw.recv_string() == "0");
+    raw.send(req(Command::kSet, {"/torchelastic/rdzv/state"}, {"x"}), dialect);
+    raw.send(req(Command::kDeleteKey, {"/torchelastic/rdzv/state"}), dialect);
+    CHECK(raw.recv_i64() == 1);  // its own copy
+    raw.send(req(Command::kDeleteKey, {"/torchelastic/rdzv/state"}), dialect);
+    CHECK(raw.recv_i64() == 0);
+    CHECK(agent.get("/torchelastic/rdzv/state") == "secret state");
   }
+  SECTION("the next attempt's namespace scopes new connections; old ones keep theirs") {
+    raw.send(req(Command::kSet, {"/default_pg/0"}, {"attempt 0's id"}), dialect);
+    raw.send(req(Command::kCheck, {"/default_pg/0"}), dialect);  // the SET has run
+    CHECK(raw.recv_u8() == wire::kCheckReady);
+    agent.set_worker_namespace("/worker/attempt_1/");
+    Raw next(server.port(), dialect == wire::Dialect::kV2);
+    next.send(req(Command::kCheck, {"/default_pg/0"}), dialect);
+    CHECK(next.recv_u8() == wire::kCheckNotReady);  // never the previous attempt's key
+    next.send(req(Command::kSet, {"/default_pg/0"}, {"attempt 1's id"}), dialect);
+    raw.send(req(Command::kGet, {"/default_pg/0"}), dialect);
+    CHECK(raw.recv_string() == "attempt 0's id");
+    next.send(req(Command::kGet, {"/default_pg/0"}), dialect);
+    CHECK(next.recv_string() == "attempt 1's id");
+  }
+}
+
+TEST_CASE("without the secret, a native connection may only name the current namespace",
+          "[auth][confine]") {
+  StoreServer server(with_secret());
+  TcpStore agent(client_options(server.port(), kSecret));
+  agent.set("/torchelastic/rdzv/state", "secret state");
+  agent.set_worker_namespace("/worker/attempt_0/");
+
   SECTION("outside: the connection closes with one line naming peer, command and key") {
-    const auto dialect = GENERATE(wire::Dialect::kV2, wire::Dialect::kLegacy);
     struct Case {
       wire::Request request;
       const char* what;
@@ -209,18 +234,17 @@ TEST_CASE("unauthenticated connections are confined to the current worker namesp
         {req(Command::kCheck, {"/worker/attempt_0/k", "/other"}), "CHECK of key '/other'"},
         {req(Command::kSet, {"/worker/attempt_01/k"}, {"x"}), "'/worker/attempt_01/k'"},
         {req(Command::kSet, {"//worker/attempt_0/"}, {"x"}), "'//worker/attempt_0/'"},
-        {req(Command::kSet, {"/exception_dump/x"}, {"x"}), "'/exception_dump/x'"},
+        {req(Command::kListKeys), "LIST_KEYS outside a worker namespace"},
     };
     for (const auto& c : cases) {
       StderrCapture log;
-      Raw raw(server.port(), dialect == wire::Dialect::kV2);
-      raw.send(c.request, dialect);
+      Raw raw = native(server.port());
+      raw.send(c.request, wire::Dialect::kNative);
       CHECK(raw.closed_by_server());
       const auto lines = log.wait_lines(1);
       REQUIRE(lines.size() == 1);
       CHECK_THAT(lines[0], Contains("closing connection from 127.0.0.1:"));
       CHECK_THAT(lines[0], Contains(c.what));
-      CHECK_THAT(lines[0], Contains("outside the worker namespace '/worker/attempt_0/'"));
     }
     CHECK(agent.get("/torchelastic/rdzv/state") == "secret state");
   }
@@ -233,20 +257,10 @@ TEST_CASE("unauthenticated connections are confined to the current worker namesp
       raw.send(r, wire::Dialect::kNative);
       CHECK(raw.closed_by_server());
     }
-    Raw raw(server.port());
-    raw.send(req(Command::kSet, {"/worker/attempt_0/k"}, {"v"}));
-    raw.send(req(Command::kCheck, {"/worker/attempt_0/k"}));
+    Raw raw = native(server.port());
+    raw.send(req(Command::kSet, {"/worker/attempt_0/k"}, {"v"}), wire::Dialect::kNative);
+    raw.send(req(Command::kCheck, {"/worker/attempt_0/k"}), wire::Dialect::kNative);
     CHECK(raw.recv_u8() == wire::kCheckReady);
-  }
-  SECTION("the next attempt's namespace replaces this one") {
-    agent.set_worker_namespace("/worker/attempt_1/");
-    Raw next(server.port());
-    next.send(req(Command::kSet, {"/worker/attempt_1/k"}, {"v"}));
-    next.send(req(Command::kCheck, {"/worker/attempt_1/k"}));
-    CHECK(next.recv_u8() == wire::kCheckReady);
-    Raw old(server.port());
-    old.send(req(Command::kSet, {"/worker/attempt_0/k"}, {"v"}));
-    CHECK(old.closed_by_server());
   }
 }
 

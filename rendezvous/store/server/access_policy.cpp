@@ -7,24 +7,6 @@ namespace {
 
 using wire::Command;
 
-// PyTorch's TCPStore client ADDs (and its server side GETs) this unprefixed key when it
-// waits for workers (wait_for_workers, the default), so a worker's init_process_group()
-// touches it outside any prefix.
-const std::string kTorchInitKey = "init/";
-// PyTorch >= 2.2's ProcessGroupNCCL polls (CHECK, then GET) and on a timeout SETs its dump
-// signal on the store under every PrefixStore (getUnderlyingNonPrefixStore), so the key
-// arrives with only TCPStore's "/" before it: "timeout_dump" in 2.2, "exception_dump" since.
-// Refusing it would close the worker's one store connection at its first idle second.
-const std::string kTorchDumpKeys[] = {"/exception_dump", "/timeout_dump"};
-
-bool torch_global_key(const std::string& key) {
-  if (key == kTorchInitKey) return true;
-  for (const auto& k : kTorchDumpKeys) {
-    if (key == k) return true;
-  }
-  return false;
-}
-
 std::string quoted(const std::string& key) {
   return join_keys({key});
 }
@@ -47,7 +29,7 @@ std::string AccessPolicy::worker_namespace() const {
   return namespace_;
 }
 
-std::optional<std::string> AccessPolicy::refusal(const wire::Request& request) const {
+std::optional<std::string> AccessPolicy::refusal(const wire::Request& request, bool scoped) const {
   if (!requires_auth()) return std::nullopt;
   const char* name = wire::command_name(request.command);
   switch (request.command) {
@@ -63,18 +45,17 @@ std::optional<std::string> AccessPolicy::refusal(const wire::Request& request) c
     case Command::kClearCloseActions:
     case Command::kWorkerNamespace:
       return std::string(name) + " without authentication (this store requires the job secret)";
+    case Command::kListKeys:  // would name every key of the store
+      if (scoped) return std::nullopt;
+      return std::string(name) + " outside a worker namespace without authentication (this " +
+             "store requires the job secret)";
     default:
       break;
   }
+  if (scoped) return std::nullopt;  // its keys were put under its attempt's namespace
   const std::string ns = worker_namespace();
   for (const auto& key : request.keys) {
-    // PyTorch's TCPStore puts "/" before every key it is given, so a worker's
-    // PrefixStore("/worker/attempt_0") key arrives as "//worker/attempt_0/...".
-    if (under(key, ns) || (!ns.empty() && key.size() > ns.size() + 1 && key[0] == '/' &&
-                           key.compare(1, ns.size(), ns) == 0)) {
-      continue;
-    }
-    if (torch_global_key(key)) continue;
+    if (under(key, ns)) continue;
     return std::string(name) + " of key " + quoted(key) + " outside the worker namespace " +
            (ns.empty() ? std::string("(none declared yet)") : quoted(ns)) +
            " without authentication (this store requires the job secret)";

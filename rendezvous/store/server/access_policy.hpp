@@ -1,10 +1,13 @@
 #pragma once
-// Who may do what on a store server (docs/security.md): with a job secret, a connection that
-// proved it (AUTH_PROOF) may do anything; any other connection, PyTorch's among them, is
-// confined to the worker namespace of the job's current attempt, which an authenticated
-// agent declares (WORKER_NAMESPACE) or the hosting agent sets directly. Without a secret
-// everything is open, as before. Thread-safe: the hosting agent sets the namespace from its
-// own thread while the server's loop reads it.
+// Who may do what on a store server (docs/security.md). With a job secret, a connection that
+// proved it (AUTH_PROOF) may do anything. A PyTorch connection is scoped (StoreSession):
+// every key it names is stored under the worker namespace of the attempt it connected in,
+// which an authenticated agent declares (WORKER_NAMESPACE) or the hosting agent sets
+// directly, so it reaches nothing else; before any namespace is declared it is refused. A
+// native connection without the secret may only name keys under the current namespace.
+// Without a secret nothing is refused; PyTorch connections are still scoped once a
+// namespace is declared, so attempts stay apart. Thread-safe: the hosting agent sets the
+// namespace from its own thread while the server's loop reads it.
 #include <mutex>
 #include <optional>
 #include <string>
@@ -21,15 +24,17 @@ class AccessPolicy {
   [[nodiscard]] bool requires_auth() const { return !secret_.empty(); }
   [[nodiscard]] const std::string& secret() const { return secret_; }
 
-  // Unauthenticated connections may use keys under prefix from now on (the previous
-  // attempt's namespace is out of reach). A prefix without a trailing '/' gets one.
+  // PyTorch connections opened from now on are scoped to prefix, native ones without the
+  // secret confined to it (the previous attempt's namespace is out of reach). A prefix
+  // without a trailing '/' gets one.
   void set_worker_namespace(std::string prefix);
   [[nodiscard]] std::string worker_namespace() const;
 
   // Why an unauthenticated connection may not make request ("SET of key '/rdzv/x' outside
-  // the worker namespace '/worker/attempt_0/'"); nullopt when it may. Always nullopt
-  // without a secret.
-  [[nodiscard]] std::optional<std::string> refusal(const wire::Request& request) const;
+  // the worker namespace '/worker/attempt_0/'"); nullopt when it may. scoped: its keys were
+  // put under a namespace already, so only ddplaunch's own commands are refused. Always
+  // nullopt without a secret.
+  [[nodiscard]] std::optional<std::string> refusal(const wire::Request& request, bool scoped) const;
 
  private:
   const std::string secret_;

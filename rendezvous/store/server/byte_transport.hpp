@@ -33,6 +33,9 @@ class ByteTransport {
   // Stops (false) or resumes (true) reading: back-pressure on a client that does not read
   // its replies. Errors and end of stream are still reported while stopped.
   virtual void set_reading(bool on) = 0;
+  // Turns on dead-peer detection (keepalive, TCP_USER_TIMEOUT: common/tcp_liveness.hpp) for
+  // a connection that negotiated ddplaunch's own dialect. Off by default.
+  virtual void enable_liveness() {}
   // Closes the socket. The session makes no further calls; the backend releases the
   // connection once no operation of its is in flight.
   virtual void close() = 0;

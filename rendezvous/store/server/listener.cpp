@@ -147,6 +147,9 @@ std::string peer_name(int fd) {
 void tune_connection(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void enable_liveness(int fd) {
   try {
     set_tcp_liveness(fd, tcp_liveness_from_env());
   } catch (const Error& e) {

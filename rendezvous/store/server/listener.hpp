@@ -58,10 +58,13 @@ class Listener {
 std::string peer_name(const sockaddr_storage& address, socklen_t length);
 // The same for a connected socket (getpeername).
 std::string peer_name(int fd);
-// Options every accepted connection gets: TCP_NODELAY, as replies are small and go at once;
-// keepalive and TCP_USER_TIMEOUT (common/tcp_liveness.hpp), so a client host that vanishes is
-// dropped within about 3 s. A refused option is a warning; the connection is served anyway.
+// Options every accepted connection gets: TCP_NODELAY, as replies are small and go at once.
 void tune_connection(int fd);
+// Keepalive and TCP_USER_TIMEOUT (common/tcp_liveness.hpp), so a client host that vanishes is
+// dropped within about 3 s: only for connections that negotiated ddplaunch's own dialect (a
+// PyTorch client never reconnects, and PyTorch's server sets neither). A refused option is a
+// warning; the connection is served anyway.
+void enable_liveness(int fd);
 
 // One warning line when accepting starts to fail (out of descriptors...), none for the
 // retries of the same streak, and one line when a connection is accepted again.

@@ -61,8 +61,9 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       return;
     }
     case Command::kCheck: {
-      const bool ready = std::all_of(request.keys.begin(), request.keys.end(),
-                                     [&](const std::string& k) { return data_.count(k) > 0; });
+      const bool ready =
+          std::all_of(request.keys.begin(), request.keys.end(),
+                      [&](const std::string& k) { return present(k, Command::kCheck); });
       wire::put_u8(out, ready ? wire::kCheckReady : wire::kCheckNotReady);
       break;
     }
@@ -72,8 +73,41 @@ void ServerState::execute(const std::shared_ptr<ReplyChannel>& conn, wire::Reque
       wait_or_reply(conn, std::move(request));
       return;
     case Command::kGetNumKeys:
-      wire::put_i64(out, static_cast<int64_t>(data_.size()));
+      wire::put_i64(out, static_cast<int64_t>(count_in(conn->key_scope())));
       break;
+    case Command::kListKeys: {
+      const auto keys = keys_in(conn->key_scope());
+      wire::put_i64(out, static_cast<int64_t>(keys.size()));
+      for (const auto& key : keys) wire::put_string(out, key);
+      break;
+    }
+    case Command::kQueuePush: {
+      const std::string& key = request.keys[0];
+      quota_.add(key.size() + request.values[0].size());
+      queues_[key].push_back(std::move(request.values[0]));
+      queue_pushed(key);
+      return;
+    }
+    case Command::kQueuePop: {
+      auto it = queues_.find(request.keys[0]);
+      const size_t length = it == queues_.end() ? 0 : it->second.size();
+      wire::put_i64(out, static_cast<int64_t>(length));
+      if (length > 0) {
+        wire::put_string(out, it->second.front());
+        quota_.remove(it->first.size() + it->second.front().size());
+        it->second.pop_front();
+        if (it->second.empty()) queues_.erase(it);
+      }
+      break;
+    }
+    case Command::kQueueLen: {
+      auto it = queues_.find(request.keys[0]);
+      wire::put_i64(out, static_cast<int64_t>(it == queues_.end() ? 0 : it->second.size()));
+      break;
+    }
+    case Command::kBarrier:
+      barrier(conn, std::move(request));
+      return;
     case Command::kWatchKey: {
       const std::string& key = request.keys[0];
       auto wit = watchers_.find(key);
@@ -197,7 +231,7 @@ void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire:
   }
   size_t missing = 0;
   for (const auto& k : request.keys) {
-    if (data_.count(k) == 0) ++missing;
+    if (!present(k, request.command)) ++missing;
   }
   if (missing == 0) {
     reply_ready(*conn, request);
@@ -210,7 +244,7 @@ void ServerState::wait_or_reply(const std::shared_ptr<ReplyChannel>& conn, wire:
   quota_.add(bytes);
   const uint64_t ticket = next_ticket_++;
   for (const auto& k : request.keys) {
-    if (data_.count(k) == 0) waiters_[k].push_back({conn.get(), ticket});
+    if (!present(k, request.command)) waiters_[k].push_back({conn.get(), ticket});
   }
   pending_.emplace(conn.get(), Pending{ticket, conn, std::move(request), missing, bytes});
 }
@@ -246,13 +280,14 @@ void ServerState::key_created(const std::string& key) {
 void ServerState::disconnect_wait(ReplyChannel& conn) {
   auto pit = pending_.find(&conn);
   if (pit == pending_.end()) return;
+  auto& lists = pit->second.request.command == Command::kBarrier ? barriers_ : waiters_;
   for (const auto& k : pit->second.request.keys) {
-    auto wit = waiters_.find(k);
-    if (wit == waiters_.end()) continue;
+    auto wit = lists.find(k);
+    if (wit == lists.end()) continue;
     auto& v = wit->second;
     v.erase(std::remove_if(v.begin(), v.end(), [&](const WaitEntry& e) { return e.conn == &conn; }),
             v.end());
-    if (v.empty()) waiters_.erase(wit);
+    if (v.empty()) lists.erase(wit);
   }
   quota_.remove(pit->second.bytes);
   pending_.erase(pit);
@@ -305,19 +340,101 @@ void ServerState::notify_watchers(const std::string& key, uint8_t kind, std::str
   if (watchers_.empty()) return;
   auto it = watchers_.find(key);
   if (it == watchers_.end()) return;
-  std::string out;
-  wire::put_u8(out, kind);
-  wire::put_string(out, key);
-  wire::put_string(out, old_value);
-  wire::put_string(out, new_value);
   auto& list = it->second;
   list.erase(std::remove_if(list.begin(), list.end(),
                             [](const std::weak_ptr<ReplyChannel>& w) { return w.expired(); }),
              list.end());
   for (const auto& w : list) {
-    if (auto c = w.lock()) c->send(out);
+    auto c = w.lock();
+    if (!c) continue;
+    // A scoped watcher named the key without its scope, and is told of it so.
+    const std::string_view scope = c->key_scope();
+    std::string out;
+    wire::put_u8(out, kind);
+    wire::put_string(out, std::string_view(key).substr(std::min(scope.size(), key.size())));
+    wire::put_string(out, old_value);
+    wire::put_string(out, new_value);
+    c->send(out);
   }
   if (list.empty()) watchers_.erase(it);
+}
+
+bool ServerState::present(const std::string& key, Command command) const {
+  if (data_.count(key) > 0) return true;
+  if (command != Command::kWait && command != Command::kCheck) return false;
+  auto it = queues_.find(key);
+  return it != queues_.end() && !it->second.empty();
+}
+
+void ServerState::queue_pushed(const std::string& key) {
+  auto wit = waiters_.find(key);
+  if (wit == waiters_.end()) return;
+  auto& entries = wit->second;
+  for (auto e = entries.begin(); e != entries.end(); ++e) {
+    auto pit = pending_.find(e->conn);
+    if (pit == pending_.end() || pit->second.ticket != e->ticket ||
+        pit->second.request.command != Command::kWait || pit->second.missing != 1) {
+      continue;
+    }
+    // One item wakes one waiter: the next push wakes the next (PyTorch's queue_pop(block)).
+    entries.erase(e);
+    if (entries.empty()) waiters_.erase(wit);
+    auto conn = pit->second.conn.lock();
+    quota_.remove(pit->second.bytes);
+    pending_.erase(pit);
+    if (conn) reply_ready(*conn, wire::Request{Command::kWait, {}, {}, 0, 0});
+    return;
+  }
+}
+
+void ServerState::barrier(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request) {
+  const std::string key = request.keys[0];
+  const int64_t world_size = request.delta;
+  const bool existed = data_.count(key) > 0;
+  const size_t old_size = existed ? data_[key].size() : 0;
+  const int64_t count = apply_add(data_, key, 1);
+  quota_.changed(key, existed, old_size, true, data_[key].size());
+  if (!existed) key_created(key);
+  if (count < world_size) {
+    if (pending_.count(conn.get()) > 0) disconnect_wait(*conn);
+    const uint64_t ticket = next_ticket_++;
+    quota_.add(key.size());
+    barriers_[key].push_back({conn.get(), ticket});
+    pending_.emplace(conn.get(), Pending{ticket, conn, std::move(request), 1, key.size()});
+    return;
+  }
+  std::string out;
+  wire::put_u8(out, wire::kWaitStopWaiting);
+  conn->send(out);
+  auto bit = barriers_.find(key);
+  if (bit == barriers_.end()) return;
+  const std::vector<WaitEntry> entries = std::move(bit->second);
+  barriers_.erase(bit);
+  for (const auto& entry : entries) {
+    auto pit = pending_.find(entry.conn);
+    if (pit == pending_.end() || pit->second.ticket != entry.ticket) continue;
+    auto waiter = pit->second.conn.lock();
+    quota_.remove(pit->second.bytes);
+    pending_.erase(pit);
+    if (waiter) waiter->send(out);
+  }
+}
+
+std::vector<std::string> ServerState::keys_in(std::string_view scope) const {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : data_) {
+    if (key.size() >= scope.size() && key.compare(0, scope.size(), scope) == 0) {
+      keys.push_back(key.substr(scope.size()));
+    }
+  }
+  return keys;
+}
+
+size_t ServerState::count_in(std::string_view scope) const {
+  if (scope.empty()) return data_.size();
+  return static_cast<size_t>(std::count_if(data_.begin(), data_.end(), [&](const auto& kv) {
+    return kv.first.size() >= scope.size() && kv.first.compare(0, scope.size(), scope) == 0;
+  }));
 }
 
 }  // namespace ddp::rendezvous

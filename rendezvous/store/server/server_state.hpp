@@ -3,6 +3,7 @@
 // missing keys, and (legacy dialect) the key watchers. Single-threaded by design: the
 // server's one event loop is its only caller, so there are no locks.
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,9 @@ class ReplyChannel {
   virtual void send(std::string_view bytes) = 0;
   // "127.0.0.1:41234", for log lines.
   [[nodiscard]] virtual const std::string& peer() const = 0;
+  // The prefix the connection's keys were stored under ("/worker/attempt_2/"; empty: none).
+  // GETNUMKEYS and LIST_KEYS see only keys under it, and keys it is told of lose it.
+  [[nodiscard]] virtual std::string_view key_scope() const { return {}; }
 };
 
 class ServerState {
@@ -53,7 +57,8 @@ class ServerState {
   [[nodiscard]] size_t num_bound_connections() const { return close_actions_.size(); }
 
  private:
-  // A WAIT, GET or MULTI_GET whose keys are not all there yet.
+  // A WAIT, GET or MULTI_GET whose keys are not all there yet, or a BARRIER short of its
+  // world size.
   struct Pending {
     uint64_t ticket = 0;
     std::weak_ptr<ReplyChannel> conn;
@@ -79,6 +84,15 @@ class ServerState {
   void reply_ready(ReplyChannel& conn, const wire::Request& request);
   // Drops conn's parked wait, if any (CANCEL_WAIT, disconnect).
   void disconnect_wait(ReplyChannel& conn);
+  // Whether key is there for a request: a WAIT or CHECK also counts a non-empty queue.
+  [[nodiscard]] bool present(const std::string& key, wire::Command command) const;
+  // QUEUE_PUSH: wakes the oldest WAIT on key for which key was the last one missing.
+  void queue_pushed(const std::string& key);
+  // BARRIER: counts conn in; replies to every parked caller once the count is reached.
+  void barrier(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
+  // The keys in scope with the scope taken off (LIST_KEYS), or only their number.
+  [[nodiscard]] std::vector<std::string> keys_in(std::string_view scope) const;
+  [[nodiscard]] size_t count_in(std::string_view scope) const;
   // A key came into existence (set, add, compare_set, append, multi_set): wake its waiters.
   void key_created(const std::string& key);
   void store(const std::string& key, std::string value);
@@ -101,6 +115,10 @@ class ServerState {
   // The keys each connection watches, so disconnect() drops its watches and their bytes.
   std::unordered_map<const ReplyChannel*, std::vector<std::string>> watched_;
   std::unordered_map<const ReplyChannel*, CloseActions> close_actions_;
+  // QUEUE_PUSH / QUEUE_POP: apart from data_, as in PyTorch's libuv server.
+  std::unordered_map<std::string, std::deque<std::string>> queues_;
+  // Parked BARRIER callers per key (their Pending holds the request).
+  std::unordered_map<std::string, std::vector<WaitEntry>> barriers_;
   uint64_t next_ticket_ = 1;
 };
 

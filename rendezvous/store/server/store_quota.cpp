@@ -37,7 +37,11 @@ void StoreQuota::admit(const wire::Request& request, const KeyValueMap& data) co
       entry(request.keys[0], request.values[1].size());
       break;
     case Command::kAdd:
+    case Command::kBarrier:
       entry(request.keys[0], kMaxAddValueBytes);
+      break;
+    case Command::kQueuePush:  // an item holds its key and value; queues are not keys
+      grow += request.keys[0].size() + request.values[0].size();
       break;
     case Command::kAppend: {
       auto it = data.find(request.keys[0]);

@@ -206,6 +206,7 @@ size_t StoreSession::process(std::string_view data) {
       needed_ = 0;  // the hint was the handshake's; a request may be shorter (GETNUMKEYS: 1)
       continue;
     }
+    if (dialect_ == wire::Dialect::kLegacy) refine_legacy(rest);
     auto parsed = wire::parse_request(rest, dialect_, config_.limits);
     if (parsed.status == wire::ParseStatus::kNeedMore) {
       needed_ = parsed.needed;
@@ -217,9 +218,14 @@ size_t StoreSession::process(std::string_view data) {
     }
     used += parsed.consumed;
     needed_ = 0;
+    if (legacy_role_ == wire::LegacyRole::kFresh && dialect_ == wire::Dialect::kLegacy) {
+      legacy_role_ = parsed.request.command == wire::Command::kWatchKey ? wire::LegacyRole::kWatch
+                                                                        : wire::LegacyRole::kMain;
+    }
     if (negotiates_extension(parsed.request)) continue;
+    scope_keys(parsed.request);
     if (!authenticated_ && config_.access != nullptr) {
-      if (auto why = config_.access->refusal(parsed.request)) {
+      if (auto why = config_.access->refusal(parsed.request, !scope_.empty())) {
         close("refused: " + *why);
         break;
       }
@@ -236,12 +242,33 @@ size_t StoreSession::process(std::string_view data) {
   return used;
 }
 
+void StoreSession::refine_legacy(std::string_view bytes) {
+  if (legacy_role_ == wire::LegacyRole::kWatch) return;  // a watch connection sends only WATCH_KEY
+  // kNeedMore: the parser says whether the frame is incomplete or bad.
+  const auto refined = wire::refine_legacy(bytes, legacy_role_);
+  if (refined.status == wire::ParseStatus::kComplete) dialect_ = refined.dialect;
+}
+
+void StoreSession::scope_keys(wire::Request& request) {
+  if (authenticated_ || dialect_ == wire::Dialect::kNative || config_.access == nullptr) return;
+  if (!scope_fixed_) {
+    if (request.keys.empty()) return;  // VALIDATE, PING, GETNUMKEYS... pin nothing yet
+    scope_ = config_.access->worker_namespace();
+    scope_fixed_ = true;
+  }
+  if (scope_.empty()) return;
+  for (auto& key : request.keys) key.insert(0, scope_);
+}
+
 bool StoreSession::negotiates_extension(const wire::Request& request) {
-  if (dialect_ == wire::Dialect::kLegacy || request.command != wire::Command::kCheck ||
+  if (dialect_ != wire::Dialect::kV2 || request.command != wire::Command::kCheck ||
       request.keys.size() != 1 || request.keys[0] != wire::kExtensionProbeKey) {
     return false;
   }
   dialect_ = wire::Dialect::kNative;
+  // Keepalive and TCP_USER_TIMEOUT only where the client is ours: a PyTorch client never
+  // reconnects, so a close on a network blip would kill its worker.
+  transport_.enable_liveness();
   std::string out;
   wire::put_u8(out, wire::kCheckReady);
   send(out);

@@ -59,6 +59,7 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
 
   void send(std::string_view bytes) override;
   [[nodiscard]] const std::string& peer() const override { return peer_; }
+  [[nodiscard]] std::string_view key_scope() const override { return scope_; }
 
  private:
   // Parses and executes every complete request in data; returns the bytes used (the rest is
@@ -76,6 +77,13 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   // Tells FrameDeadlines whether part of a request is waiting for the rest while the
   // connection is read; progress (a request completed) restarts the clock.
   void track_frame(bool progress);
+  // A kLegacy connection's request at the front of bytes may show it is 2.1's
+  // (wire::refine_legacy); its role is learnt from its first request.
+  void refine_legacy(std::string_view bytes);
+  // A PyTorch connection (no secret proven, not kNative) is pinned, at its first request that
+  // names a key, to the worker namespace declared then; every key it names is stored under it
+  // from then on (docs/store.md, "Attempt scopes").
+  void scope_keys(wire::Request& request);
   // AUTH_CHALLENGE, AUTH_PROOF and WORKER_NAMESPACE, answered here (AccessPolicy); false
   // for any other request. Check closed_ afterwards.
   bool authenticates(const wire::Request& request);
@@ -89,6 +97,9 @@ class StoreSession final : public ReplyChannel, public std::enable_shared_from_t
   const SessionConfig& config_;
   ByteTransport& transport_;
   wire::Dialect dialect_ = wire::Dialect::kUnknown;
+  wire::LegacyRole legacy_role_ = wire::LegacyRole::kFresh;
+  bool scope_fixed_ = false;  // scope_ was decided (it may be empty: nothing is scoped)
+  std::string scope_;
 
   std::vector<char> in_;  // bytes of an incomplete frame: in_[in_begin_, end)
   size_t in_begin_ = 0;

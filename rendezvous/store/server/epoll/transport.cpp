@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "common/error.hpp"
+#include "rendezvous/store/server/listener.hpp"
 
 namespace ddp::rendezvous {
 
@@ -67,6 +68,10 @@ void EpollTransport::flush() {
     update_interest();
   }
   session_->drained();
+}
+
+void EpollTransport::enable_liveness() {
+  ::ddp::rendezvous::enable_liveness(fd_.get());
 }
 
 void EpollTransport::set_reading(bool on) {

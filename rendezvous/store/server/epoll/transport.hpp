@@ -39,6 +39,7 @@ class EpollTransport final : public EpollHandler, public ByteTransport {
   void flush() override;
   [[nodiscard]] size_t queued_bytes() const override { return out_.size() - out_sent_; }
   void set_reading(bool on) override;
+  void enable_liveness() override;
   void close() override;
 
  private:

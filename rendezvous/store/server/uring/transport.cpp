@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "common/error.hpp"
+#include "rendezvous/store/server/listener.hpp"
 
 namespace ddp::rendezvous {
 
@@ -84,6 +85,10 @@ void UringTransport::on_send(const io_uring_cqe& cqe) {
     return;
   }
   session_->drained();
+}
+
+void UringTransport::enable_liveness() {
+  ::ddp::rendezvous::enable_liveness(fd_);
 }
 
 void UringTransport::set_reading(bool on) {

@@ -43,6 +43,7 @@ class UringTransport final : public ByteTransport {
     return queued_.size() + (sending_.size() - sent_);
   }
   void set_reading(bool on) override;
+  void enable_liveness() override;
   void close() override;
 
  private:
