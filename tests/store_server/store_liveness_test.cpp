@@ -1,8 +1,8 @@
 // Dead-peer detection on store connections: every connection a TcpStore client opens (its
-// request connection and its wait connections) and every connection the server accepts
-// carries keepalive and TCP_USER_TIMEOUT (common/tcp_liveness.hpp), read back with getsockopt
-// on this process's own sockets; DDPLAUNCH_TCP_* reach both sides, and a bad value fails the
-// server and the client at construction.
+// request connection and its wait connections) and every accepted connection that negotiated
+// our dialect (not PyTorch's) carries keepalive and TCP_USER_TIMEOUT (common/tcp_liveness.hpp),
+// read back with getsockopt on this process's own sockets; DDPLAUNCH_TCP_* reach both sides, and a
+// bad value fails the server and the client at construction.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -49,22 +49,31 @@ TEST_CASE("store connections carry keepalive and TCP_USER_TIMEOUT on both ends",
   const auto client_side = connected_to(server.port());
   CHECK(client_side.size() >= 2);  // the request connection and a wait connection
   check_options(client_side, 1, 3000);
-  // The server accepted and tuned them before serving the first request.
+  // The server tuned them when they negotiated kNative, before its first reply.
   const auto server_side = accepted_on(server.port());
   CHECK(server_side.size() == client_side.size());
   check_options(server_side, 1, 3000);
 }
 
-TEST_CASE("a raw client, as PyTorch's, gets the options on the server's end", "[liveness]") {
+TEST_CASE("a PyTorch client's connection gets no liveness options; ours once negotiated",
+          "[liveness]") {
+  // A PyTorch client never reconnects: a close on a network blip would kill its worker, and
+  // PyTorch's own server sets neither option (docs/store.md, "Dead peers").
   const NoOverrides clean;
   StoreServer server(loopback());
-  Raw raw(server.port());  // a bare SocketConn: the client end has none of our options
+  Raw raw(server.port());  // a bare SocketConn, as PyTorch's: no options on its end either
   raw.send(req(wire::Command::kPing));
   raw.recv(4);
   REQUIRE(accepted_on(server.port()).size() == 1);
-  check_options(accepted_on(server.port()), 1, 3000);
+  CHECK_FALSE(accepted_on(server.port()).front().keepalive);
+  CHECK(accepted_on(server.port()).front().user_timeout_ms == 0);
   REQUIRE(connected_to(server.port()).size() == 1);
   CHECK_FALSE(connected_to(server.port()).front().keepalive);
+
+  // The same raw connection negotiating kNative (the probe's CHECK) gets them at once.
+  raw.send(req(wire::Command::kCheck, {wire::kExtensionProbeKey}));
+  REQUIRE(raw.recv_u8() == wire::kCheckReady);
+  check_options(accepted_on(server.port()), 1, 3000);
 }
 
 TEST_CASE("the DDPLAUNCH_TCP_ variables reach the client's and the server's ends",
