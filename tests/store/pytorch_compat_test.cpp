@@ -1,4 +1,5 @@
-// Real PyTorch (Debian's python3-torch 1.13, legacy dialect) as a client of our server.
+// Real PyTorch as a client of our server, every version of tests/support/python.hpp:
+// Debian's 1.13 (legacy dialect) and the 2.x venvs (VALIDATE handshake; 2.6+ bare keys).
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/python.hpp"
+#include "tests/support/torch_test_case.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
@@ -18,11 +20,12 @@ namespace {
 
 const std::string kScripts = ddp::test::source_path("tests/store/python/");
 
-// kPython running script with args and env, stdout and stderr in one capture.
-ddp::test::ChildOptions python(const std::string& script, std::vector<std::string> args,
+// torch's Python running script with args and env, stdout and stderr in one capture.
+ddp::test::ChildOptions python(const ddp::test::Torch& torch, const std::string& script,
+                               std::vector<std::string> args,
                                std::map<std::string, std::string> env) {
   ddp::test::ChildOptions options;
-  options.argv = {ddp::test::kPython, kScripts + script};
+  options.argv = {torch.python, kScripts + script};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   options.env = std::move(env);
   options.merge_stderr = true;
@@ -35,43 +38,23 @@ StoreServerOptions loopback() {
   return o;
 }
 
-}  // namespace
-
-TEST_CASE("torch 1.13 TCPStore client: set/get/add/compare_set/wait/delete_key/num_keys",
-          "[pytorch]") {
-  StoreServer server(loopback());
-  ddp::test::ChildProcess py(
-      python("torch_store_client.py", {"127.0.0.1", std::to_string(server.port())}, {}));
-  const int rc = py.wait(120s);
-  INFO(py.out());
-  REQUIRE(rc == 0);
-  CHECK_THAT(py.out(), Catch::Contains("OK"));
-
-  // What the Python client stored is visible to our own (2.x dialect) client; PyTorch's
-  // TCPStore puts "/" in front of every key it sends.
-  TcpStoreOptions co;
-  co.port = server.port();
-  co.timeout = 10s;
-  TcpStore store(co);
-  CHECK(store.get("/key") == "value");
-  CHECK(store.get("/counter") == "3");
-  CHECK(store.get("/cas") == "second");
+// The env ddplaunch hands rank `rank` of a 2-process job on the store at port.
+std::map<std::string, std::string> worker_env(uint16_t port, int rank) {
+  return {{"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)},
+          {"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", "2"},
+          {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+          {"TORCHELASTIC_RESTART_COUNT", "0"},
+          {"OMP_NUM_THREADS", "1"}};
 }
 
-TEST_CASE("two torch processes init_process_group(env://) on our store and all_reduce",
-          "[pytorch]") {
-  StoreServer server(loopback());
+// Runs torch_allreduce_worker.py as ranks 0 and 1 on the store at port; both print RESULT 3.
+void allreduce_on(const ddp::test::Torch& torch, uint16_t port) {
   std::vector<std::unique_ptr<ddp::test::ChildProcess>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.push_back(std::make_unique<ddp::test::ChildProcess>(
-        python("torch_allreduce_worker.py", {},
-               {{"MASTER_ADDR", "127.0.0.1"},
-                {"MASTER_PORT", std::to_string(server.port())},
-                {"RANK", std::to_string(rank)},
-                {"WORLD_SIZE", "2"},
-                {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                {"TORCHELASTIC_RESTART_COUNT", "0"},
-                {"OMP_NUM_THREADS", "1"}})));
+        python(torch, "torch_allreduce_worker.py", {}, worker_env(port, rank))));
   }
   for (auto& rank : ranks) {
     const int rc = rank->wait(120s);
@@ -79,14 +62,61 @@ TEST_CASE("two torch processes init_process_group(env://) on our store and all_r
     CHECK(rc == 0);
     CHECK_THAT(rank->out(), Catch::Contains("RESULT 3"));
   }
-  // Gloo's rendezvous went under the agent-store prefix (PyTorch adds its own "/"), as
-  // under torchrun's agent.
+}
+
+}  // namespace
+
+// Expected: every operation the version's client has (queues, list_keys, barrier on 2.15)
+// answers as PyTorch's own server does, the script checking that server first.
+TORCH_TEST_CASE("TCPStore client: every operation against a standalone ddpstore",
+                "[pytorch][ddpstore]") {
+  ddp::test::ChildOptions daemon_options;
+  daemon_options.argv = {ddp::test::build_path("ddpstore"), "--host", "127.0.0.1", "--port", "0"};
+  daemon_options.merge_stderr = true;
+  ddp::test::ChildProcess daemon(daemon_options);
+  const std::string port = daemon.first_line(10s);  // ddpstore prints its port first
+  INFO("ddpstore: " << daemon.out());
+  REQUIRE(std::stoi(port) > 0);
+
+  ddp::test::ChildProcess py(python(torch, "torch_store_client.py", {"127.0.0.1", port}, {}));
+  const int rc = py.wait(120s);
+  INFO(py.out());
+  REQUIRE(rc == 0);
+  CHECK_THAT(py.out(), Catch::Contains("REFERENCE OK"));
+  CHECK_THAT(py.out(), Catch::Contains(": OK set get add compare_set"));
+  if (torch.at_least(2, 1)) {
+    CHECK_THAT(py.out(), Catch::Contains("append multi_set multi_get"));
+  }
+  if (torch.at_least(2, 15)) {
+    CHECK_THAT(py.out(), Catch::Contains("queue_push queue_pop queue_len list_keys barrier"));
+  }
+
+  // What the Python client stored is visible to our own (2.x dialect) client; PyTorch's
+  // TCPStore puts "/" in front of every key it sends.
+  TcpStoreOptions co;
+  co.port = static_cast<uint16_t>(std::stoi(port));
+  co.timeout = 10s;
+  TcpStore store(co);
+  CHECK(store.get("/key") == "value");
+  CHECK(store.get("/counter") == "3");
+  CHECK(store.get("/cas") == "second");
+}
+
+// Expected: both ranks print RESULT 3; Gloo's keys went where the version puts them.
+TORCH_TEST_CASE("two processes init_process_group(env://) on our store and all_reduce",
+                "[pytorch]") {
+  StoreServer server(loopback());
+  allreduce_on(torch, server.port());
   TcpStoreOptions co;
   co.port = server.port();
   co.timeout = 10s;
   TcpStore store(co);
-  CHECK(store.check(
-      {"//worker/attempt_0/default_pg/0/0/rank_0", "//worker/attempt_0/default_pg/0/0/rank_1"}));
+  // Under the agent-store prefix (PyTorch adds its own "/"), as under torchrun; from 2.6 a
+  // bare TCPStore, trusting each attempt to get a fresh store. Gloo's key names as 1.13 and
+  // the 2.x releases tested name them.
+  const std::string prefix = torch.at_least(2, 6) ? "/" : "//worker/attempt_0/";
+  const std::string gloo = torch.at_least(2, 0) ? "default_pg/0//cpu//0/" : "default_pg/0/0/rank_";
+  CHECK(store.check({prefix + gloo + "0", prefix + gloo + "1"}));
 }
 
 TEST_CASE("torch without the secret: its attempt's namespace works, nothing else is reached",
@@ -102,8 +132,9 @@ TEST_CASE("torch without the secret: its attempt's namespace works, nothing else
   agent.set("/torchelastic/rdzv/state", "agents only");
   agent.set_worker_namespace("/worker/attempt_3/");
 
-  ddp::test::ChildProcess py(
-      python("torch_confined_client.py", {"127.0.0.1", std::to_string(server.port()), "3"}, {}));
+  ddp::test::ChildProcess py(python(ddp::test::Torch{"1.13", ddp::test::kPython, ""},
+                                    "torch_confined_client.py",
+                                    {"127.0.0.1", std::to_string(server.port()), "3"}, {}));
   const int rc = py.wait(120s);
   INFO(py.out());
   REQUIRE(rc == 0);
@@ -114,28 +145,12 @@ TEST_CASE("torch without the secret: its attempt's namespace works, nothing else
   CHECK(agent.get("/worker/attempt_3///worker/attempt_3/key") == "value");
 }
 
-TEST_CASE("two torch processes all_reduce on a store with a secret, confined to attempt 0",
-          "[pytorch][auth]") {
+// Expected: both ranks print RESULT 3 (2.6+'s bare keys are scoped to attempt 0, not refused).
+TORCH_TEST_CASE("two processes all_reduce on a store with a secret, scoped to attempt 0",
+                "[pytorch][auth]") {
   StoreServerOptions options = loopback();
   options.secret = "the job's secret";
   StoreServer server(options);
   server.set_worker_namespace("/worker/attempt_0/");
-  std::vector<std::unique_ptr<ddp::test::ChildProcess>> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.push_back(std::make_unique<ddp::test::ChildProcess>(
-        python("torch_allreduce_worker.py", {},
-               {{"MASTER_ADDR", "127.0.0.1"},
-                {"MASTER_PORT", std::to_string(server.port())},
-                {"RANK", std::to_string(rank)},
-                {"WORLD_SIZE", "2"},
-                {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                {"TORCHELASTIC_RESTART_COUNT", "0"},
-                {"OMP_NUM_THREADS", "1"}})));
-  }
-  for (auto& rank : ranks) {
-    const int rc = rank->wait(120s);
-    INFO(rank->out());
-    CHECK(rc == 0);
-    CHECK_THAT(rank->out(), Catch::Contains("RESULT 3"));
-  }
+  allreduce_on(torch, server.port());
 }
