@@ -8,7 +8,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
-print(f"rank {rank}/{world} agent_store={os.environ.get('TORCHELASTIC_USE_AGENT_STORE')}")
+secret = "set" if os.environ.get("DDPLAUNCH_SECRET") else "none"
+print(f"rank {rank}/{world} agent_store={os.environ.get('TORCHELASTIC_USE_AGENT_STORE')} "
+      f"secret={secret} torch={torch.__version__}", flush=True)
 
 torch.manual_seed(rank)  # different data per rank; DDP keeps the parameters identical
 model = DDP(torch.nn.Linear(8, 1))
@@ -26,6 +28,6 @@ gathered = [torch.zeros_like(flat) for _ in range(world)]
 dist.all_gather(gathered, flat)
 assert all(torch.allclose(gathered[0], g) for g in gathered), "parameters diverged"
 if rank == 0:
-    print(f"params in sync after {steps} steps")
+    print(f"params in sync after {steps} steps", flush=True)
 dist.barrier()
 dist.destroy_process_group()
