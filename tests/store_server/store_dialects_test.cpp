@@ -130,6 +130,13 @@ TEST_CASE("2.8+ queues: push, len, pop, and a wait that a push wakes", "[server]
   Raw& other = first ? w2 : w1;
   c.send(req(Command::kQueuePush, {"jobs"}, {"j2"}));
   CHECK(other.recv_u8() == wire::kWaitStopWaiting);
+
+  // A wait on a queue and a key: the item counts, the wait goes once the key is there too.
+  w1.send(req(Command::kWait, {"q2", "other"}));
+  c.send(req(Command::kQueuePush, {"q2"}, {"x"}));
+  CHECK(w1.silent());
+  c.send(req(Command::kSet, {"other"}, {"v"}));
+  CHECK(w1.recv_u8() == wire::kWaitStopWaiting);
 }
 
 TEST_CASE("LIST_KEYS lists the store, or a scoped connection's own keys", "[server][dialect]") {

@@ -373,12 +373,13 @@ void ServerState::queue_pushed(const std::string& key) {
   for (auto e = entries.begin(); e != entries.end(); ++e) {
     auto pit = pending_.find(e->conn);
     if (pit == pending_.end() || pit->second.ticket != e->ticket ||
-        pit->second.request.command != Command::kWait || pit->second.missing != 1) {
-      continue;
+        pit->second.request.command != Command::kWait) {
+      continue;  // a GET is answered by a key, never by a queue item
     }
-    // One item wakes one waiter: the next push wakes the next (PyTorch's queue_pop(block)).
+    // One item counts for one waiter: the next push serves the next (queue_pop(block)).
     entries.erase(e);
     if (entries.empty()) waiters_.erase(wit);
+    if (--pit->second.missing > 0) return;
     auto conn = pit->second.conn.lock();
     quota_.remove(pit->second.bytes);
     pending_.erase(pit);

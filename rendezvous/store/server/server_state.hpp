@@ -86,7 +86,7 @@ class ServerState {
   void disconnect_wait(ReplyChannel& conn);
   // Whether key is there for a request: a WAIT or CHECK also counts a non-empty queue.
   [[nodiscard]] bool present(const std::string& key, wire::Command command) const;
-  // QUEUE_PUSH: wakes the oldest WAIT on key for which key was the last one missing.
+  // QUEUE_PUSH: counts for the oldest WAIT on key, which goes when no other key is missing.
   void queue_pushed(const std::string& key);
   // BARRIER: counts conn in; replies to every parked caller once the count is reached.
   void barrier(const std::shared_ptr<ReplyChannel>& conn, wire::Request&& request);
