@@ -63,9 +63,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (detected.consumed > bytes.size()) std::abort();
     parse_all(bytes.substr(detected.consumed), detected.dialect, kDefault);
   }
-  for (auto dialect : {wire::Dialect::kLegacy, wire::Dialect::kV2, wire::Dialect::kNative}) {
+  for (auto dialect : {wire::Dialect::kLegacy, wire::Dialect::kLegacy21, wire::Dialect::kV2,
+                       wire::Dialect::kNative}) {
     parse_all(bytes, dialect, kDefault);
     parse_all(bytes, dialect, kSmall);
+  }
+  // A legacy connection's refinement never claims more than it was given.
+  for (auto role : {wire::LegacyRole::kFresh, wire::LegacyRole::kMain}) {
+    const auto refined = wire::refine_legacy(bytes, role);
+    if (refined.consumed != 0) std::abort();
   }
   return 0;
 }
