@@ -1,6 +1,7 @@
-// FileTimerServer against real PyTorch 1.13 clients: torch.distributed.elastic.timer's
-// FileTimerClient, configured with configure() and used through expires(after=1, scope=...),
-// as a torchrun user's script does (tests/launcher/scripts/file_timer_worker.py).
+// FileTimerServer against real PyTorch clients, every version of tests/support/python.hpp:
+// torch.distributed.elastic.timer's FileTimerClient, configured with configure() and used
+// through expires(after=1, scope=...), as a torchrun user's script does
+// (tests/launcher/scripts/file_timer_worker.py). Under ddplaunch: tests/e2e/hang_pytorch_test.cpp.
 #include <catch2/catch.hpp>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "tests/support/process.hpp"
 #include "tests/support/python.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/torch_test_case.hpp"
 
 using namespace ddp::launcher;
 using namespace ddp::test;
@@ -18,20 +20,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-void require_torch() {
-  if (!python_can_import("torch.distributed.elastic.timer")) {
-    // Real PyTorch is part of the suite (scripts/setup.sh installs it): never a silent skip.
-    FAIL("/usr/bin/python3 cannot import torch.distributed.elastic.timer: run scripts/setup.sh");
-  }
-}
-
 struct Run {
-  explicit Run(const std::string& mode)
+  Run(const Torch& torch, const std::string& mode)
       : server(io, dir.path() / "watchdog_timer",
                [this](const ExpiredTimer& timer) { expired.push_back(timer); }),
         worker([&] {
           ChildOptions options;
-          options.argv = {kPython, source_path("tests/launcher/scripts/file_timer_worker.py"),
+          options.argv = {torch.python, source_path("tests/launcher/scripts/file_timer_worker.py"),
                           mode};
           options.env = {{"TORCHELASTIC_TIMER_FILE", server.path().string()}};
           return options;
@@ -46,10 +41,10 @@ struct Run {
 
 }  // namespace
 
-TEST_CASE("a PyTorch worker stuck past expires(after=1) is killed and reported with its scope",
-          "[pytorch][file_timer_server]") {
-  require_torch();
-  Run run("hang");
+// Expected: SIGKILLed (exit 137), reported with its pid and scope "step".
+TORCH_TEST_CASE("a worker stuck past expires(after=1) is killed and reported with its scope",
+                "[pytorch][file_timer_server]") {
+  Run run(torch, "hang");
   // Importing torch takes seconds; the 1 s deadline starts after that.
   REQUIRE(run_until(
       run.io, [&] { return !run.expired.empty(); }, 120s));
@@ -63,10 +58,10 @@ TEST_CASE("a PyTorch worker stuck past expires(after=1) is killed and reported w
   CHECK(run.server.bad_requests() == 0);
 }
 
-TEST_CASE("a PyTorch worker that leaves expires() in time is not killed",
-          "[pytorch][file_timer_server]") {
-  require_torch();
-  Run run("finish");
+// Expected: exit 0, nothing expired, both requests read, no timer left.
+TORCH_TEST_CASE("a worker that leaves expires() in time is not killed",
+                "[pytorch][file_timer_server]") {
+  Run run(torch, "finish");
   std::optional<int> status;
   REQUIRE(run_until(
       run.io,
