@@ -1,16 +1,21 @@
-// torchrun's file timer under ddplaunch (docs/hangs.md): a real PyTorch 1.13 script that uses
-// torch.distributed.elastic.timer.FileTimerClient, as it would under torchrun.
+// torchrun's file timer under ddplaunch (docs/hangs.md): a real PyTorch script that uses
+// torch.distributed.elastic.timer.FileTimerClient, as it would under torchrun, for every
+// version of tests/support/python.hpp (Debian's 1.13, the 2.x venvs).
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
 
 #include "agent_process.hpp"
+#include "tests/support/torch_test_case.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
 
-TEST_CASE("hang pytorch: an expired file-timer scope is reaped, named, and the restart finishes",
-          "[hang][pytorch]") {
+// Expected: exit 0; rank 1, stuck past expires(after=2) in attempt 0, is killed and named with
+// its scope; the restart finishes.
+TORCH_TEST_CASE(
+    "hang pytorch: an expired file-timer scope is reaped, named, and the restart finishes",
+    "[hang][pytorch]") {
   const std::string dir = ddp::test::make_temp_dir();
   const std::string source = DDP_SOURCE_DIR;
   {
@@ -18,7 +23,7 @@ TEST_CASE("hang pytorch: an expired file-timer scope is reaped, named, and the r
                                source + "/tests/e2e/scripts/hang_worker.py"},
                               {{"HANG_MODE", "timer"},
                                {"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
-                               {"PYTHON_EXEC", "/usr/bin/python3"}},
+                               {"PYTHON_EXEC", torch.python}},
                               dir + "/agent.log");
     const auto rc = a.wait(120s);
     INFO(a.log());
