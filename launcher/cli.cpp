@@ -246,8 +246,9 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_option("--recovery_timeout,--recovery-timeout", raw.recovery_timeout,
                  "Seconds a kept worker has to re-form after a change before it is restarted "
                  "(default 60)");
-  app.add_option("--log_line_prefix_template,--log-line-prefix-template", raw.prefix_template,
-                 "Console line prefix; ${role_name}, ${rank}, ${local_rank} are replaced");
+  app.add_option(
+      "--log_line_prefix_template,--log-line-prefix-template", raw.prefix_template,
+      "Console line prefix; ${role_name}, ${rank}, ${local_rank}, ${hostname} are replaced");
   app.add_flag("--pass_local_rank_arg{local_rank},--pass-local-rank-arg{local_rank}",
                raw.pass_local_rank_arg,
                "Add --local_rank=N (=local-rank: --local-rank=N) for legacy scripts");

@@ -1,6 +1,9 @@
 #include "launcher/log_router.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cerrno>
 
 #include "common/error.hpp"
@@ -27,6 +30,12 @@ std::string LogRouter::expand_prefix(const std::string& templ, const std::string
   replace_all(prefix, "${role_name}", role);
   replace_all(prefix, "${rank}", std::to_string(rank));
   replace_all(prefix, "${local_rank}", std::to_string(local_rank));
+  if (prefix.find("${hostname}") != std::string::npos) {
+    // torchrun 2.15's macro: the host name as socket.gethostname() gives it.
+    std::array<char, 256> host{};
+    if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+    replace_all(prefix, "${hostname}", host.data());
+  }
   return prefix;
 }
 

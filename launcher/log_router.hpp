@@ -61,7 +61,7 @@ class LogRouter {
   // The last stderr lines of a worker in this attempt (at most kStderrTailLines), for the
   // failure summary: where a dying worker's traceback or backtrace is.
   [[nodiscard]] std::vector<std::string> stderr_tail(int local_rank) const;
-  // The prefix template with ${role_name}, ${rank} and ${local_rank} replaced.
+  // The prefix template with ${role_name}, ${rank}, ${local_rank} and ${hostname} replaced.
   [[nodiscard]] static std::string expand_prefix(const std::string& templ, const std::string& role,
                                                  int rank, int local_rank);
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,11 @@ TEST_CASE("lines are prefixed, joined across chunks, and flushed at exit", "[log
 
 TEST_CASE("the prefix template takes role, rank and local rank", "[logs]") {
   CHECK(LogRouter::expand_prefix("${role_name}/${rank}/${local_rank}> ", "w", 9, 1) == "w/9/1> ");
+  // torchrun 2.15's ${hostname}: the host name, as socket.gethostname() gives it.
+  std::array<char, 256> host{};
+  REQUIRE(::gethostname(host.data(), host.size() - 1) == 0);
+  CHECK(LogRouter::expand_prefix("${hostname}:${rank}: ", "w", 3, 0) ==
+        std::string(host.data()) + ":3: ");
   CaptureFile out;
   LogRouterOptions options;
   options.prefix_template = "";
