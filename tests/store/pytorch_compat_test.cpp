@@ -119,8 +119,10 @@ TORCH_TEST_CASE("two processes init_process_group(env://) on our store and all_r
   CHECK(store.check({prefix + gloo + "0", prefix + gloo + "1"}));
 }
 
-TEST_CASE("torch without the secret: its attempt's namespace works, nothing else is reached",
-          "[pytorch][auth]") {
+// Expected: INSIDE OK and OUTSIDE UNREACHABLE; the agent's key untouched, the client's keys
+// stored under attempt 3's namespace as it named them.
+TORCH_TEST_CASE("without the secret: the attempt's namespace works, nothing else is reached",
+                "[pytorch][auth]") {
   StoreServerOptions options = loopback();
   options.secret = "the job's secret";
   StoreServer server(options);
@@ -132,8 +134,7 @@ TEST_CASE("torch without the secret: its attempt's namespace works, nothing else
   agent.set("/torchelastic/rdzv/state", "agents only");
   agent.set_worker_namespace("/worker/attempt_3/");
 
-  ddp::test::ChildProcess py(python(ddp::test::Torch{"1.13", ddp::test::kPython, ""},
-                                    "torch_confined_client.py",
+  ddp::test::ChildProcess py(python(torch, "torch_confined_client.py",
                                     {"127.0.0.1", std::to_string(server.port()), "3"}, {}));
   const int rc = py.wait(120s);
   INFO(py.out());

@@ -55,7 +55,7 @@ TEST_CASE("store connections carry keepalive and TCP_USER_TIMEOUT on both ends",
   check_options(server_side, 1, 3000);
 }
 
-TEST_CASE("a PyTorch client's connection gets no liveness options; ours once negotiated",
+TEST_CASE("a PyTorch client's connection gets no liveness options, ours once negotiated",
           "[liveness]") {
   // A PyTorch client never reconnects: a close on a network blip would kill its worker, and
   // PyTorch's own server sets neither option (docs/store.md, "Dead peers").
