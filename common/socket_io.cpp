@@ -129,7 +129,12 @@ SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
       if (family_missing) break;
     }
     if (deadline.expired()) break;
-    std::this_thread::sleep_for(std::min(backoff, deadline.remaining()));
+    // remaining() rounds down: under 1 ms left it is 0, and the loop would spin (dozens of
+    // attempts in that last millisecond); poll_timeout_ms() rounds up.
+    std::this_thread::sleep_for(
+        deadline.is_never()
+            ? backoff
+            : std::min(backoff, std::chrono::milliseconds(deadline.poll_timeout_ms())));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
   std::string addrs;

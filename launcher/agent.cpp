@@ -366,6 +366,9 @@ bool Agent::spawn_slot(size_t index) {
   }
   WorkerCallbacks callbacks;
   int local_rank = slot.local_rank;
+  callbacks.ready_for_output = [this, local_rank](int stream) {
+    return logs_.ready(local_rank, stream);
+  };
   callbacks.on_output = [this, local_rank](int stream, std::string_view bytes) {
     logs_.write(local_rank, stream, bytes);
   };
@@ -553,6 +556,15 @@ void Agent::complete_stop() {
   events_.record("workers_stopped", {{"restart_count", attempt_}});
   for (auto& slot : workers_) {
     if (slot.pid > 0) spawner_.release(slot.pid);
+  }
+  if (const auto escaped = spawner_.stop_escaped(); !escaped.empty()) {
+    std::string list;
+    for (const auto& process : escaped) list += (list.empty() ? "" : ", ") + process;
+    DDP_LOG_WARN("killed " + std::to_string(escaped.size()) +
+                 " process(es) the workers had started outside their process groups (setsid, "
+                 "daemons), which would have outlived the job: " +
+                 list);
+    events_.record("escaped_killed", {{"processes", escaped}, {"restart_count", attempt_}});
   }
   logs_.end_attempt();
   auto then = std::move(after_stop_);

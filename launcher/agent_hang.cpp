@@ -33,6 +33,7 @@ void Agent::start_hang_watch() {
   o.file_timer = env_value(options_.env, env::kEnableFileTimer) == "1";
   o.timer_file = env_value(options_.env, env::kTimerFile);
   o.run_dir = options_.run_dir;
+  o.timer_dump_grace = std::min(options_.config.stop_timeout, kDumpGrace);
   if (o.timeout.count() == 0 && !o.file_timer) return;
   std::filesystem::create_directories(o.run_dir);
   HangWatchCallbacks callbacks;
@@ -54,9 +55,14 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
           timer.expiration_time);
   const bool killed = timer.signal > 0 && timer.kill_error == 0;
-  const std::string sent = timer.signal <= 0 ? "no signal was asked for"
-                           : !killed         ? "sending " + signal_name(timer.signal) + " failed"
-                                             : "sent " + signal_name(timer.signal);
+  const std::string sent =
+      timer.signal <= 0 ? "no signal was asked for"
+      : timer.stack_requested
+          ? "asked for its stack (SIGABRT); " + signal_name(timer.signal) + " follows in " +
+                std::to_string(std::min(options_.config.stop_timeout, kDumpGrace).count()) +
+                " ms if it is still running"
+      : !killed ? "sending " + signal_name(timer.signal) + " failed"
+                : "sent " + signal_name(timer.signal);
   const std::string what = "file timer scope '" + timer.scope + "' expired; " + sent +
                            " (TORCHELASTIC_ENABLE_FILE_TIMER)";
   if (slot == workers_.end()) {
@@ -71,6 +77,8 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
   if (cause) {
     slot->hang = what;
     slot->culprit = true;
+    // Its exit (of SIGABRT, after the stack) stops the group, as after --hang_timeout's dump.
+    slot->dumping = timer.stack_requested;
   }
   events_.record("hang", {{"rank", slot->rank},
                           {"local_rank", slot->local_rank},

@@ -166,6 +166,8 @@ struct RawOptions {
   double recovery_timeout = 60.0;
   std::string prefix_template = "[${role_name}${local_rank}]:";
   std::string pass_local_rank_arg;
+  bool use_env = false;
+  std::string slow_console = "block";
   bool no_agent_store = false;
   std::string events_file;
   std::string numa_binding;
@@ -252,6 +254,13 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_flag("--pass_local_rank_arg{local_rank},--pass-local-rank-arg{local_rank}",
                raw.pass_local_rank_arg,
                "Add --local_rank=N (=local-rank: --local-rank=N) for legacy scripts");
+  app.add_option("--slow_console,--slow-console", raw.slow_console,
+                 "When the console's reader falls behind: block (default: stop reading the "
+                 "workers' output, which then wait, as with a slow terminal; nothing is lost) or "
+                 "drop (lines are dropped and counted; workers never wait)");
+  app.add_flag("--use_env,--use-env", raw.use_env,
+               "torch.distributed.launch's flag, accepted: LOCAL_RANK is always in the "
+               "environment and no --local_rank argument is added");
   app.add_flag("--no_agent_store,--no-agent-store", raw.no_agent_store,
                "Worker rank 0 hosts the store (TORCHELASTIC_USE_AGENT_STORE=False)");
   app.add_option("--events_file,--events-file", raw.events_file, "Append JSON-lines events here");
@@ -273,8 +282,11 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "(docs/binding.md)");
 }
 
-// PET_<NAME> supplies any option not given on the command line.
-void apply_environment(CLI::App& app, const Environment& env) {
+// PET_<NAME> supplies any option not given on the command line. Returns, per option set that
+// way, its long names and the variable it came from (so errors can name what the user set).
+std::vector<std::pair<std::vector<std::string>, std::string>> apply_environment(
+    CLI::App& app, const Environment& env) {
+  std::vector<std::pair<std::vector<std::string>, std::string>> from_env;
   for (CLI::Option* option : app.get_options()) {
     if (option->count() != 0 || option->get_lnames().empty()) continue;
     if (option == app.get_help_ptr() || option == app.get_version_ptr()) continue;
@@ -287,9 +299,28 @@ void apply_environment(CLI::App& app, const Environment& env) {
       } catch (const CLI::Error& e) {
         throw ConfigError(it->first + "=" + it->second + ": " + e.what());
       }
+      from_env.emplace_back(option->get_lnames(), it->first);
       break;
     }
   }
+  return from_env;
+}
+
+// An error about an option the environment set ("--nproc_per_node=abc: ...") names the
+// variable instead ("PET_NPROC_PER_NODE=abc: ..."): that is what the user has to change.
+std::string name_env_source(
+    std::string message,
+    const std::vector<std::pair<std::vector<std::string>, std::string>>& from_env) {
+  for (const auto& [long_names, variable] : from_env) {
+    for (const auto& name : long_names) {
+      std::string flag = "--" + name;
+      if (!message.starts_with(flag) || message.size() == flag.size()) continue;
+      char next = message[flag.size()];
+      if (next != '=' && next != ' ' && next != ':') continue;
+      return variable + message.substr(flag.size());
+    }
+  }
+  return message;
 }
 
 LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, const CLI::App& app,
@@ -380,7 +411,20 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
       !given("--log_line_prefix_template") && it != env.end() && !it->second.empty()) {
     config.log_line_prefix_template = it->second;
   }
-  if (given("--pass_local_rank_arg")) config.pass_local_rank_arg = raw.pass_local_rank_arg;
+  if (given("--pass_local_rank_arg")) {
+    // torch.distributed.launch: --use_env means "do not pass --local_rank".
+    if (raw.use_env) {
+      throw ConfigError("--use_env and --pass_local_rank_arg=" + raw.pass_local_rank_arg +
+                        " contradict each other: --use_env means no --local_rank argument "
+                        "(workers read LOCAL_RANK); give one of them");
+    }
+    config.pass_local_rank_arg = raw.pass_local_rank_arg;
+  }
+  config.use_env = raw.use_env;
+  if (raw.slow_console != "block" && raw.slow_console != "drop") {
+    throw ConfigError("--slow_console=" + raw.slow_console + ": expected block or drop");
+  }
+  config.slow_console_drops = raw.slow_console == "drop";
   config.agent_store = !raw.no_agent_store;
   if (!raw.events_file.empty()) config.events_file = raw.events_file;
   if (!raw.secret_file.empty()) config.secret_file = raw.secret_file;
@@ -443,8 +487,12 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
   } catch (const CLI::ParseError& e) {
     throw ConfigError(e.what());
   }
-  apply_environment(app, env);
-  return CommandLine{to_config(raw, app.remaining(), app, env, gpus), {}};
+  auto from_env = apply_environment(app, env);
+  try {
+    return CommandLine{to_config(raw, app.remaining(), app, env, gpus), {}};
+  } catch (const ConfigError& e) {
+    throw ConfigError(name_env_source(e.what(), from_env));
+  }
 }
 
 }  // namespace ddp::launcher

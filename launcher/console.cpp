@@ -28,6 +28,11 @@ struct Console::Shared {
   std::string hint;
   size_t max_queued = kConsoleQueueBytes;
   std::chrono::milliseconds stall = kConsoleStall;
+  SlowConsole mode = SlowConsole::kDrop;
+  std::function<void()> on_room;  // kBlock: called once a congested queue drained to half
+  bool congested = false;         // kBlock: reached the bound since the last on_room
+  int open_source = -1;           // the source whose line is open on the console (-1: none)
+  bool pending_cr = false;        // ...and it ended with '\r', not yet written
 
   std::mutex mutex;
   std::condition_variable wake;      // the writer waits here for lines or the end
@@ -65,6 +70,7 @@ struct Console::Shared {
   // Past the bound with the reader stopped (its write(2) has taken nothing for `stall`),
   // or past the hard limit: text is dropped.
   [[nodiscard]] bool over_limit(size_t more) const {
+    if (mode == SlowConsole::kBlock) return false;  // the caller holds back instead
     size_t after = queued_bytes + more;
     if (more > max_queued || after > max_queued * kConsoleBurstFactor) return true;
     if (after <= max_queued) return false;
@@ -118,6 +124,13 @@ struct Console::Shared {
         drop(batch);
         clear_queue(/*count_as_dropped=*/true);
       }
+      if (congested && queued_bytes <= max_queued / 2 && on_room) {
+        congested = false;
+        auto listener = on_room;
+        lock.unlock();
+        listener();  // outside the lock: it may ask congested()
+        lock.lock();
+      }
       if (queue.empty() && overflowing && !broken && !closed) {
         // Drained after an overflow: say what was lost, where the gap is.
         overflowing = false;
@@ -131,8 +144,10 @@ struct Console::Shared {
   }
 };
 
-Console::Console(int fd, std::string hint, size_t max_queued_bytes, std::chrono::milliseconds stall)
+Console::Console(int fd, std::string hint, size_t max_queued_bytes, std::chrono::milliseconds stall,
+                 SlowConsole mode)
     : shared_(std::make_shared<Shared>()) {
+  shared_->mode = mode;
   shared_->fd = fd;
   shared_->hint = std::move(hint);
   shared_->max_queued = max_queued_bytes;
@@ -155,6 +170,53 @@ void Console::write(std::string_view text) {
   if (text.empty()) return;
   auto& s = *shared_;
   std::lock_guard lock(s.mutex);
+  if (s.open_source != -1) {
+    // A worker's line is open (a partial line, a progress bar): this goes below it.
+    s.open_source = -1;
+    s.pending_cr = false;
+    enqueue(std::string("\n") + std::string(text));
+    return;
+  }
+  enqueue(text);
+}
+
+void Console::write_segment(int source, std::string_view prefix, std::string_view body,
+                            SegmentEnd end) {
+  auto& s = *shared_;
+  std::lock_guard lock(s.mutex);
+  const bool continues = s.open_source == source;
+  // A bar's leading '\r' with nothing of it shown yet: nothing to redraw.
+  if (body.empty() && end == SegmentEnd::kCarriage && !continues) return;
+  std::string out;
+  out.reserve(prefix.size() + body.size() + 2);
+  if (s.open_source != -1 && !continues) out.push_back('\n');  // end the other source's line
+  if (!continues) {
+    out.append(prefix);
+  } else if (s.pending_cr) {
+    out.push_back('\r');
+    out.append(prefix);
+  }
+  out.append(body);
+  if (end == SegmentEnd::kNewline) out.push_back('\n');
+  s.open_source = end == SegmentEnd::kNewline ? -1 : source;
+  s.pending_cr = end == SegmentEnd::kCarriage;
+  enqueue(out);
+}
+
+bool Console::congested() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->congested;
+}
+
+void Console::set_room_listener(std::function<void()> listener) {
+  std::lock_guard lock(shared_->mutex);
+  shared_->on_room = std::move(listener);
+}
+
+// Called with the mutex held.
+void Console::enqueue(std::string_view text) {
+  if (text.empty()) return;
+  auto& s = *shared_;
   if (s.broken || s.closed) {
     s.drop(text);  // nobody reads (EPIPE), or the end: no notice to give
     return;
@@ -174,6 +236,7 @@ void Console::write(std::string_view text) {
   }
   s.queue.emplace_back(text);
   s.queued_bytes += text.size();
+  if (s.mode == SlowConsole::kBlock && s.queued_bytes >= s.max_queued) s.congested = true;
   s.wake.notify_one();
 }
 
@@ -197,9 +260,25 @@ bool Console::drain(std::chrono::milliseconds stall, std::chrono::milliseconds l
   return !s.broken;
 }
 
-std::string Console::close(std::chrono::milliseconds stall, std::chrono::milliseconds limit) {
+std::string Console::close(std::optional<std::chrono::milliseconds> given_stall,
+                           std::optional<std::chrono::milliseconds> given_limit) {
   auto& s = *shared_;
   if (!s.writer.joinable()) return "";
+  const bool block = s.mode == SlowConsole::kBlock;
+  const auto stall = given_stall.value_or(block ? kConsoleExitStallBlocking : kConsoleExitStall);
+  // "No limit" is a year: milliseconds::max() would overflow the deadline arithmetic.
+  const auto limit = given_limit.value_or(
+      block ? std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365))
+            : kConsoleExitLimit);
+  {
+    std::lock_guard lock(s.mutex);
+    s.on_room = nullptr;                     // its loop has ended; nobody reads the pipes any more
+    if (s.open_source != -1 && !s.closed) {  // the last open line gets its end
+      s.open_source = -1;
+      s.pending_cr = false;
+      enqueue("\n");
+    }
+  }
   bool drained = drain(stall, limit);
   std::string notice;
   {
@@ -253,14 +332,20 @@ std::string Console::drop_notice(ConsoleDrops drops, const std::string& hint) {
   return notice + "\n";
 }
 
-Consoles::Consoles(int out_fd, int err_fd, const std::string& hint)
-    : out_(std::make_unique<Console>(out_fd, hint)) {
+Consoles::Consoles(int out_fd, int err_fd, const std::string& hint, SlowConsole mode)
+    : out_(std::make_unique<Console>(out_fd, hint, kConsoleQueueBytes, kConsoleStall, mode)) {
   struct stat out_stat {};
   struct stat err_stat {};
   bool same = out_fd == err_fd ||
               (::fstat(out_fd, &out_stat) == 0 && ::fstat(err_fd, &err_stat) == 0 &&
                out_stat.st_dev == err_stat.st_dev && out_stat.st_ino == err_stat.st_ino);
-  if (!same) err_ = std::make_unique<Console>(err_fd, hint);
+  if (!same)
+    err_ = std::make_unique<Console>(err_fd, hint, kConsoleQueueBytes, kConsoleStall, mode);
+}
+
+void Consoles::set_room_listener(const std::function<void()>& listener) {
+  out_->set_room_listener(listener);
+  if (err_) err_->set_room_listener(listener);
 }
 
 Consoles::~Consoles() {

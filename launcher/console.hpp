@@ -17,7 +17,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -37,6 +39,24 @@ inline constexpr std::chrono::milliseconds kConsoleExitStall{1000};
 // ...or after this long in all (a reader that crawls).
 inline constexpr std::chrono::milliseconds kConsoleExitLimit{5000};
 
+// What a console does when its reader falls behind (--slow_console).
+enum class SlowConsole {
+  // Back-pressure (the default): nothing is dropped; the queue says it is congested() and the
+  // caller stops reading the workers' pipes until it has room again (set_room_listener), as
+  // a program writing to a slow pipe would block.
+  kBlock,
+  // The queue's bound holds: past it, with the reader stopped, whole lines are dropped and
+  // counted (kConsoleStall, kConsoleBurstFactor) and a notice says so.
+  kDrop,
+};
+// At exit with kBlock, queued output is waited for as long as the reader keeps taking it, and
+// given up after this long without progress (a reader that stopped for good).
+inline constexpr std::chrono::milliseconds kConsoleExitStallBlocking{10000};
+
+// How a segment of a worker's stream ends: a newline, a carriage return (a progress bar
+// redrawn in place), or not yet (a partial line shown before its end arrives).
+enum class SegmentEnd { kNewline, kCarriage, kOpen };
+
 // Output a console could not deliver.
 struct ConsoleDrops {
   uint64_t lines = 0;
@@ -48,7 +68,8 @@ class Console {
   // Writes to fd (not owned; it must stay open while this exists). hint ends the drop notice
   // and says where the whole output is ("the log files under DIR keep everything").
   explicit Console(int fd, std::string hint = "", size_t max_queued_bytes = kConsoleQueueBytes,
-                   std::chrono::milliseconds stall = kConsoleStall);
+                   std::chrono::milliseconds stall = kConsoleStall,
+                   SlowConsole mode = SlowConsole::kDrop);
   // close() with the exit limits.
   ~Console();
   Console(const Console&) = delete;
@@ -59,14 +80,28 @@ class Console {
   // queue's bound with the reader stopped for `stall`, or past its hard limit), while an
   // overflow has not drained yet, or once the console is gone (EPIPE: nobody reads).
   void write(std::string_view text);
+  // A segment of one source's stream (source: any id, e.g. a worker's rank and stream). The
+  // prefix is written where a new line of the source begins on the console: a continuation
+  // of the source's open segment gets none; a carriage return is held back and written as
+  // "\r" + prefix before the source's next segment, so a bar is redrawn in place with its
+  // prefix; another source's text (or write()) first ends an open line with "\n", so two
+  // sources never share a line. Never blocks.
+  void write_segment(int source, std::string_view prefix, std::string_view body, SegmentEnd end);
+  // With SlowConsole::kBlock: the queue is at its bound; stop feeding it until the room
+  // listener is called. Always false with kDrop.
+  [[nodiscard]] bool congested() const;
+  // Called (on the writer's thread) when a congested queue has drained to half its bound.
+  void set_room_listener(std::function<void()> listener);
   // Waits until everything queued is written (true), or the console took nothing for stall,
   // or limit passed (false).
   bool drain(std::chrono::milliseconds stall, std::chrono::milliseconds limit);
   // Ends the writer (later writes are dropped): drain(stall, limit), then the drop notice for
   // what was lost since the last one. Returns that notice when it could not be written here
   // ("" otherwise), so the caller can print it on another console. Idempotent.
-  std::string close(std::chrono::milliseconds stall = kConsoleExitStall,
-                    std::chrono::milliseconds limit = kConsoleExitLimit);
+  // The defaults: kConsoleExitStall and kConsoleExitLimit with kDrop; with kBlock,
+  // kConsoleExitStallBlocking and no limit (a reader that keeps reading gets everything).
+  std::string close(std::optional<std::chrono::milliseconds> stall = std::nullopt,
+                    std::optional<std::chrono::milliseconds> limit = std::nullopt);
   // Everything dropped so far (reported or not).
   [[nodiscard]] ConsoleDrops dropped() const;
   [[nodiscard]] int fd() const;
@@ -75,6 +110,9 @@ class Console {
   [[nodiscard]] static std::string drop_notice(ConsoleDrops drops, const std::string& hint);
 
  private:
+  // Queues text as write() describes, the mutex held.
+  void enqueue(std::string_view text);
+
   struct Shared;
   std::shared_ptr<Shared> shared_;
 };
@@ -83,13 +121,15 @@ class Console {
 // file (2>&1), they share one Console so that lines keep their order.
 class Consoles {
  public:
-  Consoles(int out_fd, int err_fd, const std::string& hint);
+  Consoles(int out_fd, int err_fd, const std::string& hint, SlowConsole mode = SlowConsole::kDrop);
   ~Consoles();
   Consoles(const Consoles&) = delete;
   Consoles& operator=(const Consoles&) = delete;
 
   Console& out() { return *out_; }
   Console& err() { return err_ ? *err_ : *out_; }
+  // The room listener of both consoles.
+  void set_room_listener(const std::function<void()>& listener);
   // At exit: closes stdout's console, then stderr's; a drop notice stdout could not deliver
   // (its reader is stuck) is printed on stderr instead. Idempotent.
   void close();

@@ -111,15 +111,27 @@ struct FileTimerServer::Impl : std::enable_shared_from_this<Impl> {
     int signal = 0;
   };
 
-  explicit Impl(asio::io_context& io) : timer(io) {}
+  explicit Impl(asio::io_context& io) : timer(io), signal_timer(io) {}
 
   void on_line(std::string_view line);
   void rearm();
   void expire();
   void forget(int pid);
+  // Sends the signals whose dump grace has passed; re-arms signal_timer for the next one.
+  void send_due_signals();
+  // kill(2), with a warning naming the timer when it fails for another reason than ESRCH.
+  int send(int pid, int sig, const std::string& scope);
 
   std::unique_ptr<FifoReader> reader;
   asio::steady_timer timer;
+  std::chrono::milliseconds dump_grace{0};
+  struct Pending {
+    int signal = 0;
+    std::string scope;
+    std::chrono::steady_clock::time_point due;
+  };
+  std::map<int, Pending> pending;  // pid -> the signal that follows its stack dump
+  asio::steady_timer signal_timer;
   std::map<std::pair<int, std::string>, Deadline> timers;  // (pid, scope) -> deadline
   ExpiryHandler on_expired;
   std::function<bool(int)> accept_pid;
@@ -143,6 +155,7 @@ FileTimerServer::~FileTimerServer() {
   impl_->stopped = true;
   impl_->reader->close();
   impl_->timer.cancel();
+  impl_->signal_timer.cancel();
 }
 
 const std::filesystem::path& FileTimerServer::path() const {
@@ -156,7 +169,12 @@ void FileTimerServer::clear(int pid) {
 
 void FileTimerServer::clear_all() {
   impl_->timers.clear();
+  impl_->pending.clear();
   impl_->rearm();
+}
+
+void FileTimerServer::set_stack_dump_grace(std::chrono::milliseconds grace) {
+  impl_->dump_grace = grace;
 }
 
 void FileTimerServer::set_pid_filter(std::function<bool(int pid)> accept) {
@@ -245,18 +263,22 @@ void FileTimerServer::Impl::expire() {
     if (chosen == list.end()) chosen = list.begin();
     ExpiredTimer report{pid, std::get<1>(*chosen), std::get<0>(*chosen),
                         std::max(0, std::get<2>(*chosen)), 0};
-    if (report.signal > 0 && ::kill(pid, report.signal) != 0) {
-      report.kill_error = errno;
-      if (report.kill_error != ESRCH) {
-        warn("file timer '" + report.scope + "' of pid " + std::to_string(pid) +
-             " expired, but kill(" + std::to_string(pid) + ", " + std::to_string(report.signal) +
-             ") failed: " + errno_text(report.kill_error));
-      }
-    }
     forget(pid);
+    if (report.signal > 0 && dump_grace.count() > 0) {
+      report.kill_error = send(pid, SIGABRT, report.scope);
+      report.stack_requested = report.kill_error == 0;
+      if (report.stack_requested) {
+        ::kill(pid, SIGCONT);  // a stopped process handles SIGABRT only once resumed
+        pending[pid] =
+            Pending{report.signal, report.scope, std::chrono::steady_clock::now() + dump_grace};
+      }
+    } else if (report.signal > 0) {
+      report.kill_error = send(pid, report.signal, report.scope);
+    }
     reports.push_back(std::move(report));
   }
   rearm();
+  send_due_signals();
   std::sort(reports.begin(), reports.end(),
             [](const auto& a, const auto& b) { return a.expiration_time < b.expiration_time; });
   // Hold ourselves: a callback may clear timers (never destroy the server, but be safe).
@@ -270,6 +292,41 @@ void FileTimerServer::Impl::expire() {
 void FileTimerServer::Impl::forget(int pid) {
   auto it = timers.lower_bound(std::make_pair(pid, std::string()));
   while (it != timers.end() && it->first.first == pid) it = timers.erase(it);
+  // A pid cleared while its stack is dumped has exited: its signal must not reach a process
+  // that reuses the pid.
+  pending.erase(pid);
+}
+
+int FileTimerServer::Impl::send(int pid, int sig, const std::string& scope) {
+  if (::kill(pid, sig) == 0) return 0;
+  const int err = errno;
+  if (err != ESRCH) {
+    warn("file timer '" + scope + "' of pid " + std::to_string(pid) + " expired, but kill(" +
+         std::to_string(pid) + ", " + std::to_string(sig) + ") failed: " + errno_text(err));
+  }
+  return err;
+}
+
+void FileTimerServer::Impl::send_due_signals() {
+  if (stopped) return;
+  const auto now = std::chrono::steady_clock::now();
+  auto next = std::chrono::steady_clock::time_point::max();
+  for (auto it = pending.begin(); it != pending.end();) {
+    if (it->second.due > now) {
+      next = std::min(next, it->second.due);
+      ++it;
+      continue;
+    }
+    send(it->first, it->second.signal, it->second.scope);
+    it = pending.erase(it);
+  }
+  if (next == std::chrono::steady_clock::time_point::max()) return;
+  signal_timer.expires_at(next);
+  signal_timer.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self || self->stopped || ec == asio::error::operation_aborted) return;
+    self->send_due_signals();
+  });
 }
 
 }  // namespace ddp::launcher

@@ -9,6 +9,7 @@
 // expires, the server sends its signal to the pid (none when signal <= 0, as torch does),
 // forgets every timer of that pid and reports it. docs/hangs.md, "Sources of progress".
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -26,6 +27,9 @@ struct ExpiredTimer {
   double expiration_time = 0;  // the deadline it missed (wall clock, seconds since the epoch)
   int signal = 0;              // the signal sent; 0: the request asked for none
   int kill_error = 0;          // errno of kill(2), 0 when sent (or none asked); ESRCH: gone
+  // With set_stack_dump_grace: SIGABRT was sent for the stack, and `signal` follows after the
+  // grace unless the process is gone by then (kill_error is SIGABRT's).
+  bool stack_requested = false;
 };
 
 // Everything runs on io's thread: call the members from there too (the agent's one loop).
@@ -54,6 +58,11 @@ class FileTimerServer {
   // Only requests from pids accept(pid) allows are served (e.g. the agent's workers and
   // their descendants); the others count as bad requests. Default: every pid.
   void set_pid_filter(std::function<bool(int pid)> accept);
+  // Before a timer's signal (> 0), ask the process for its stack as --hang_timeout does:
+  // SIGABRT (and SIGCONT), on which Python's faulthandler and the native runtime print it;
+  // then the timer's own signal after grace, unless clear(pid) came first (it died). 0, the
+  // default: the signal at once, as torch's server does.
+  void set_stack_dump_grace(std::chrono::milliseconds grace);
   // Replaces warn_on_stderr as the place warnings go (bad requests, failed kills).
   void set_warning_sink(WarningSink sink);
 

@@ -35,6 +35,7 @@ HangWatch::HangWatch(asio::io_context& io, HangWatchOptions options, HangWatchCa
       if (callbacks_.on_timer_expired) callbacks_.on_timer_expired(t);
     });
     if (callbacks_.warn) file_timer_->set_warning_sink(callbacks_.warn);
+    file_timer_->set_stack_dump_grace(options_.timer_dump_grace);
   }
   if (timeout_on()) {
     progress_ = std::make_unique<ProgressChannel>(

@@ -31,10 +31,14 @@ struct HangWatchOptions {
   bool file_timer = false;               // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::filesystem::path timer_file;      // TORCHELASTIC_TIMER_FILE (else in run_dir)
   std::filesystem::path run_dir;         // where the FIFOs are made
+  // An expired file-timer scope first asks its process for the stack (SIGABRT), and sends its
+  // signal this much later if the process is still there (FileTimerServer).
+  std::chrono::milliseconds timer_dump_grace{0};
 };
 
 struct HangWatchCallbacks {
-  // A file-timer scope expired; its worker was already sent the requested signal.
+  // A file-timer scope expired; its worker was already sent the requested signal, or SIGABRT
+  // for its stack with the signal to follow (ExpiredTimer::stack_requested).
   std::function<void(const ExpiredTimer&)> on_timer_expired;
   // Ranks are hung: the analysis over every node's ranks, and which of them are local.
   std::function<void(const HangReport&, const std::vector<RankSnapshot>& all)> on_hang;

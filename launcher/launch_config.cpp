@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/parse_int.hpp"
+#include "launcher/own_programs.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -197,6 +198,9 @@ std::optional<std::string> find_executable(const std::string& name, const Enviro
     auto candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
     if (executable(candidate)) return candidate.string();
   }
+  for (const auto& own : own_program_dirs()) {
+    if (executable(own / name)) return (own / name).string();
+  }
   return std::nullopt;
 }
 
@@ -261,8 +265,11 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
       throw ConfigError("training script '" + config.program + "' does not exist");
     }
   } else if (!find_executable(config.program, env)) {
+    std::string searched = "PATH";
+    for (const auto& own : own_program_dirs()) searched += ", " + own.string();
     throw ConfigError("program '" + config.program +
-                      "' does not exist or is not executable (searched PATH when it has no '/')");
+                      "' does not exist or is not executable (searched " + searched +
+                      " when it has no '/')");
   }
   if (config.local_ranks_filter) {
     std::string given;

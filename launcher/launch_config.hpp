@@ -81,8 +81,12 @@ struct LaunchConfig {
   bool run_path = false;  // --run_path: runpy.run_path(program) in python (wins over -m, no_python)
   std::string python_exec = "python3";             // PYTHON_EXEC overrides
   std::optional<std::string> pass_local_rank_arg;  // "local_rank" or "local-rank"
+  bool use_env = false;  // torch.distributed.launch's --use_env: no --local_rank, on purpose
 
   // --- logs and reports ---
+  // --slow_console=drop: a console whose reader stopped loses lines (counted) instead of
+  // holding the workers back (the default, block).
+  bool slow_console_drops = false;
   std::optional<std::string> log_dir;
   StreamSelection redirects;
   StreamSelection tee;
@@ -131,7 +135,8 @@ int resolve_nproc_per_node(
 bool runs_python(const LaunchConfig& config);
 // Checks everything that can be checked before spawning (ports, program, ranges).
 void validate_config(const LaunchConfig& config, const Environment& env);
-// Full path of an executable: as given when it contains '/', else searched on PATH.
+// Full path of an executable: as given when it contains '/', else searched on PATH, then in
+// ddplaunch's own program directories (own_programs.hpp: libexec, or the build tree).
 // Returns nullopt when not found or not executable.
 std::optional<std::string> find_executable(const std::string& name, const Environment& env);
 

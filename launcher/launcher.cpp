@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "launcher/event_log.hpp"
 #include "launcher/health_routes.hpp"
 #include "launcher/health_server.hpp"
+#include "launcher/local_rank_hint.hpp"
 #include "launcher/log_router.hpp"
 #include "launcher/orphan_guardian.hpp"
 #include "launcher/process_spawner.hpp"
@@ -92,7 +94,11 @@ int launch(const LaunchConfig& config, const Environment& env) {
       !wants_files     ? "-t 3 --log_dir DIR would keep everything in files"
       : config.log_dir ? "the -r/-t log files under " + run_dir.path().string() + " keep every line"
                        : "the -r/-t log files keep every line";
-  Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint);
+  // Made first and destroyed last: the log router's timer and the consoles' room listener
+  // use it.
+  boost::asio::io_context io;
+  Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint,
+                    config.slow_console_drops ? SlowConsole::kDrop : SlowConsole::kBlock);
   // Every log line of this process (the agent's, the rendezvous watchers', the store
   // server's) goes through the console's writer from now on, so no thread blocks on a
   // stalled stderr, and lines keep their order with the workers' output.
@@ -105,6 +111,8 @@ int launch(const LaunchConfig& config, const Environment& env) {
     DDP_LOG_INFO("no --log_dir given; redirected output goes to " + run_dir.path().string() +
                  " (removed at exit unless the job fails)");
   }
+
+  if (auto legacy = local_rank_hint(config)) DDP_LOG_WARN(*legacy);
 
   for (size_t rank = 0; rank < bindings.size(); ++rank) {
     DDP_LOG_INFO(describe_binding(static_cast<int>(rank), bindings[rank], machine->topology));
@@ -120,6 +128,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   log_options.stderr_filters = config.duplicate_stderr_filters;
   log_options.stdout_console = &consoles.out();
   log_options.stderr_console = &consoles.err();
+  log_options.io = &io;
   LogRouter logs(log_options);
   AgentMetrics metrics(setup.run_id, config.max_restarts);
   EventLog events(config.events_file);
@@ -141,8 +150,11 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.host = local_host_name();
   agent_options.bindings = std::move(bindings);
 
-  boost::asio::io_context io;
   ProcessSpawner spawner(io, &guardian);
+  // Called on a console's writer thread; the reads resume on the agent's loop (handlers run
+  // only inside agent.run(), while the spawner exists).
+  consoles.set_room_listener(
+      [&io, &spawner] { boost::asio::post(io, [&spawner] { spawner.resume_output(); }); });
   Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
   auto health = start_health_endpoint(io, config, agent, metrics, events);
   int status = agent.run();

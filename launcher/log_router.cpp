@@ -20,8 +20,15 @@ void replace_all(std::string& text, const std::string& token, const std::string&
 
 }  // namespace
 
+LogRouter::LogRouter(LogRouterOptions options) : options_(std::move(options)) {
+  if (options_.io != nullptr) {
+    partial_timer_ = std::make_unique<boost::asio::steady_timer>(*options_.io);
+  }
+}
+
 LogRouter::~LogRouter() {
   end_attempt();
+  if (partial_timer_) partial_timer_->cancel();
 }
 
 std::string LogRouter::expand_prefix(const std::string& templ, const std::string& role, int rank,
@@ -81,36 +88,90 @@ void LogRouter::begin_attempt(int nproc, int rank_offset,
 void LogRouter::write(int local_rank, int stream, std::string_view bytes) {
   if (local_rank < 0 || static_cast<size_t>(local_rank) >= ranks_.size()) return;
   auto& state = ranks_[static_cast<size_t>(local_rank)].streams[stream == 1 ? 0 : 1];
-  for (;;) {
-    auto newline = bytes.find('\n');
-    if (newline == std::string_view::npos) break;
-    if (state.partial.empty()) {
-      emit(local_rank, stream, bytes.substr(0, newline));
-    } else {
-      state.partial.append(bytes.substr(0, newline));
-      emit(local_rank, stream, state.partial);
-      state.partial.clear();
-    }
-    bytes.remove_prefix(newline + 1);
+  if (state.file != nullptr) {
+    // The file is the worker's stream as it wrote it (bar redraws included), kept current.
+    std::fwrite(bytes.data(), 1, bytes.size(), state.file);
+    std::fflush(state.file);
   }
+  const bool had_partial = !state.partial.empty();
+  for (;;) {
+    auto end = bytes.find_first_of("\r\n");
+    if (end == std::string_view::npos) break;
+    // "\r\n" (in one read) is a newline, not a redraw.
+    const bool carriage = bytes[end] == '\r' && !(end + 1 < bytes.size() && bytes[end + 1] == '\n');
+    const size_t text_end = end;
+    if (bytes[end] == '\r' && !carriage) ++end;
+    const auto kind = carriage ? SegmentEnd::kCarriage : SegmentEnd::kNewline;
+    if (state.partial.empty()) {
+      emit(local_rank, stream, bytes.substr(0, text_end), kind);
+    } else {
+      state.partial.append(bytes.substr(0, text_end));
+      std::string segment = std::move(state.partial);
+      state.partial.clear();
+      emit(local_rank, stream, segment, kind);
+    }
+    bytes.remove_prefix(end + 1);
+  }
+  if (!bytes.empty() && state.partial.empty())
+    state.partial_since = std::chrono::steady_clock::now();
   state.partial.append(bytes);
   // A worker printing without newlines must not grow the agent without bound: past this
-  // size the unfinished line is written out as it stands.
+  // size the unfinished line is shown as it stands.
   if (state.partial.size() >= kMaxLineBytes) {
-    emit(local_rank, stream, state.partial);
+    std::string segment = std::move(state.partial);
     state.partial.clear();
+    emit(local_rank, stream, segment, SegmentEnd::kOpen);
   }
+  if (!had_partial && !state.partial.empty()) arm_partial_timer();
 }
 
 void LogRouter::flush(int local_rank) {
   if (local_rank < 0 || static_cast<size_t>(local_rank) >= ranks_.size()) return;
   for (int stream : {1, 2}) {
     auto& state = ranks_[static_cast<size_t>(local_rank)].streams[stream - 1];
-    if (state.partial.empty()) continue;
+    if (state.partial.empty() && !state.open) continue;
     std::string line = std::move(state.partial);
     state.partial.clear();
-    emit(local_rank, stream, line);
+    emit(local_rank, stream, line, SegmentEnd::kNewline);
   }
+}
+
+void LogRouter::flush_stale(std::chrono::steady_clock::time_point now) {
+  for (size_t local_rank = 0; local_rank < ranks_.size(); ++local_rank) {
+    for (int stream : {1, 2}) {
+      auto& state = ranks_[local_rank].streams[stream - 1];
+      if (state.partial.empty() || now - state.partial_since < kPartialDelay) continue;
+      std::string segment = std::move(state.partial);
+      state.partial.clear();
+      emit(static_cast<int>(local_rank), stream, segment, SegmentEnd::kOpen);
+    }
+  }
+}
+
+bool LogRouter::ready(int local_rank, int stream) const {
+  if (local_rank < 0 || static_cast<size_t>(local_rank) >= ranks_.size()) return true;
+  const auto& state = ranks_[static_cast<size_t>(local_rank)].streams[stream == 1 ? 0 : 1];
+  Console* console = stream == 1 ? options_.stdout_console : options_.stderr_console;
+  return !state.to_console || console == nullptr || !console->congested();
+}
+
+void LogRouter::arm_partial_timer() {
+  if (!partial_timer_ || partial_timer_armed_) return;
+  auto oldest = std::chrono::steady_clock::time_point::max();
+  for (const auto& rank : ranks_) {
+    for (const auto& state : rank.streams) {
+      if (!state.partial.empty()) oldest = std::min(oldest, state.partial_since);
+    }
+  }
+  if (oldest == std::chrono::steady_clock::time_point::max()) return;
+  partial_timer_armed_ = true;
+  partial_timer_->expires_at(oldest + kPartialDelay);
+  partial_timer_->async_wait([this](boost::system::error_code ec) {
+    if (ec) return;  // cancelled: the router is going away
+    partial_timer_armed_ = false;
+    flush_stale(std::chrono::steady_clock::now());
+    arm_partial_timer();
+  });
 }
 
 void LogRouter::end_attempt() {
@@ -134,24 +195,18 @@ std::vector<std::string> LogRouter::stderr_tail(int local_rank) const {
   return {tail.begin(), tail.end()};
 }
 
-void LogRouter::emit(int local_rank, int stream, std::string_view line) {
+void LogRouter::emit(int local_rank, int stream, std::string_view line, SegmentEnd end) {
   auto& rank = ranks_[static_cast<size_t>(local_rank)];
   auto& state = rank.streams[stream == 1 ? 0 : 1];
-  if (stream == 2) {
+  state.open = end == SegmentEnd::kOpen;
+  if (stream == 2 && !line.empty()) {
     rank.stderr_tail.emplace_back(line.substr(0, 512));
     if (rank.stderr_tail.size() > kStderrTailLines) rank.stderr_tail.pop_front();
   }
-  if (state.file != nullptr) {
-    std::fwrite(line.data(), 1, line.size(), state.file);
-    std::fputc('\n', state.file);
-  }
-  duplicate_filtered(stream, rank.prefix, line);
+  if (!line.empty()) duplicate_filtered(stream, rank.prefix, line);
   Console* console = stream == 1 ? options_.stdout_console : options_.stderr_console;
   if (state.to_console && console != nullptr) {
-    std::string out;
-    out.reserve(rank.prefix.size() + line.size() + 1);
-    out.append(rank.prefix).append(line).push_back('\n');
-    console->write(out);
+    console->write_segment(local_rank * 2 + (stream == 1 ? 0 : 1), rank.prefix, line, end);
   }
 }
 

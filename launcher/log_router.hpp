@@ -1,13 +1,20 @@
 #pragma once
-// Routes worker output to the console and log files: whole lines only (so two ranks never
-// share a line), a per-rank prefix, torchrun's -r/-t selection, --local_ranks_filter, and
-// partial last lines flushed when a worker exits. The console is a Console: it never blocks,
-// and drops lines (counted) when nobody reads it; the files get every line.
+// Routes worker output to the console and log files: a per-rank prefix at the start of every
+// line and of every redraw of a progress bar ('\r'), torchrun's -r/-t selection,
+// --local_ranks_filter. A line still unfinished kPartialDelay after its first bytes (a
+// prompt, a bar) is shown as it stands and continued when the rest comes; the console keeps
+// two ranks off one line (Console::write_segment). The console is a Console: it never blocks;
+// ready() says when it is congested, so the caller stops reading that worker's pipe. The
+// -r/-t files get the bytes exactly as the worker wrote them, at once.
 #include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,7 +38,14 @@ struct LogRouterOptions {
   // filtered_stderr.log): torchrun 2.x's --duplicate_stdout_filters/--duplicate_stderr_filters.
   std::vector<std::string> stdout_filters;
   std::vector<std::string> stderr_filters;
+  // The loop whose timer shows partial lines after kPartialDelay; null: only flush_stale()
+  // (tests), flush() and kMaxLineBytes do.
+  boost::asio::io_context* io = nullptr;
 };
+
+// An unfinished line is shown this long after its first bytes arrived (a C program's 4 KiB
+// stdio buffer splits lines, and the rest normally follows at once).
+inline constexpr std::chrono::milliseconds kPartialDelay{100};
 
 // A worker line still without a newline at this size is routed as it stands.
 inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
@@ -40,7 +54,7 @@ inline constexpr size_t kStderrTailLines = 40;
 
 class LogRouter {
  public:
-  explicit LogRouter(LogRouterOptions options) : options_(std::move(options)) {}
+  explicit LogRouter(LogRouterOptions options);
   ~LogRouter();
   LogRouter(const LogRouter&) = delete;
   LogRouter& operator=(const LogRouter&) = delete;
@@ -51,11 +65,17 @@ class LogRouter {
   // Throws Error naming the file when one cannot be created.
   void begin_attempt(int nproc, int rank_offset,
                      const std::optional<std::filesystem::path>& attempt_dir);
-  // Bytes from a worker's stream (1 stdout, 2 stderr); complete lines are routed now
-  // (an unfinished line once it reaches kMaxLineBytes). Never blocks on the console.
+  // Bytes from a worker's stream (1 stdout, 2 stderr): written to its file at once; complete
+  // lines and '\r' redraws go to the console now, an unfinished line after kPartialDelay (or
+  // once it reaches kMaxLineBytes). Never blocks on the console.
   void write(int local_rank, int stream, std::string_view bytes);
-  // Writes out a worker's unfinished last lines (with a newline added).
+  // Writes out a worker's unfinished last lines (with a newline added on the console).
   void flush(int local_rank);
+  // Shows every unfinished line whose first bytes came kPartialDelay or more before now.
+  void flush_stale(std::chrono::steady_clock::time_point now);
+  // False while the console this stream goes to is congested (SlowConsole::kBlock): read no
+  // more of it until the console's room listener fires.
+  [[nodiscard]] bool ready(int local_rank, int stream) const;
   // Flushes every rank and closes the attempt's files.
   void end_attempt();
   // The last stderr lines of a worker in this attempt (at most kStderrTailLines), for the
@@ -67,7 +87,9 @@ class LogRouter {
 
  private:
   struct StreamState {
-    std::string partial;  // bytes after the last newline
+    std::string partial;  // bytes after the last newline or '\r', not shown yet
+    std::chrono::steady_clock::time_point partial_since;  // when partial got its first byte
+    bool open = false;  // part of the current line was shown already (flush_stale)
     bool to_console = false;
     std::FILE* file = nullptr;
   };
@@ -76,13 +98,17 @@ class LogRouter {
     std::array<StreamState, 2> streams;
     std::deque<std::string> stderr_tail;
   };
-  void emit(int local_rank, int stream, std::string_view line);
+  void emit(int local_rank, int stream, std::string_view line, SegmentEnd end);
+  // Arms the timer for the oldest partial line, if any (and an io was given).
+  void arm_partial_timer();
   // Writes prefix + line to the stream's filtered file when the line matches a filter.
   void duplicate_filtered(int stream, const std::string& prefix, std::string_view line);
 
   LogRouterOptions options_;
   std::vector<RankState> ranks_;
   std::array<std::FILE*, 2> filtered_{};  // filtered_stdout.log, filtered_stderr.log
+  std::unique_ptr<boost::asio::steady_timer> partial_timer_;
+  bool partial_timer_armed_ = false;
 };
 
 }  // namespace ddp::launcher

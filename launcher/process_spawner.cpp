@@ -16,6 +16,7 @@
 
 #include "common/error.hpp"
 #include "common/recovery_protocol.hpp"
+#include "launcher/adopted_processes.hpp"
 #include "launcher/orphan_guardian.hpp"
 
 namespace ddp::launcher {
@@ -126,6 +127,7 @@ struct ProcessSpawner::Child {
   ExitStatus status;
   bool eof[2] = {false, false};      // per stream: nothing more can come
   bool settled[2] = {false, false};  // per stream: all output written before the exit is in
+  bool parked[2] = {false, false};   // per stream: no read issued, the console is congested
   bool reported = false;
   bool released = false;
 };
@@ -136,6 +138,9 @@ ProcessSpawner::ProcessSpawner(asio::io_context& io, OrphanGuardian* guardian)
   // terminal there stops them (SIGTTIN) and the job would hang. Give them /dev/null then;
   // a pipe or file on stdin is inherited as torchrun does.
   if (::isatty(STDIN_FILENO) != 0) stdin_fd_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  // A worker's daemon (setsid -f) is adopted by the agent, not by PID 1, so the group's stop
+  // can find it (stop_escaped). Without it (Linux < 3.4) daemons escape, as under torchrun.
+  become_child_subreaper();
 }
 
 ProcessSpawner::~ProcessSpawner() {
@@ -198,6 +203,12 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
     for (int stream : {1, 2}) {
       if (child->eof[stream - 1]) {
         child->settled[stream - 1] = true;
+      } else if (child->parked[stream - 1]) {
+        // No read in flight to cancel: what it wrote before the exit is read now (at most a
+        // pipe's worth past the console's bound), so the exit is never held by the console.
+        child->parked[stream - 1] = false;
+        drain(*child, stream);
+        child->settled[stream - 1] = true;
       } else {
         boost::system::error_code ignored;
         child->pipe(stream).cancel(ignored);
@@ -209,6 +220,13 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
 }
 
 void ProcessSpawner::read_stream(const std::shared_ptr<Child>& child, int stream) {
+  // Back-pressure: while the console this stream goes to is congested, its pipe is not read,
+  // and the worker blocks in write(2) as under a slow terminal. Its exit still is seen.
+  if (!child->exited && child->callbacks.ready_for_output &&
+      !child->callbacks.ready_for_output(stream)) {
+    child->parked[stream - 1] = true;
+    return;
+  }
   child->pipe(stream).async_read_some(
       asio::buffer(child->buffer(stream)),
       [this, child, stream](boost::system::error_code ec, size_t n) {
@@ -252,12 +270,36 @@ void ProcessSpawner::drain(Child& child, int stream) {
   }
 }
 
+void ProcessSpawner::resume_output() {
+  // Copies: a read's handler may release a child (and erase it from the map).
+  std::vector<std::shared_ptr<Child>> children;
+  for (const auto& entry : children_) children.push_back(entry.second);
+  for (const auto& child : children) {
+    for (int stream : {1, 2}) {
+      if (!child->parked[stream - 1] || child->released) continue;
+      child->parked[stream - 1] = false;
+      read_stream(child, stream);
+    }
+  }
+}
+
 void ProcessSpawner::signal_group(int pid, int sig) {
   if (children_.count(pid) != 0) ::killpg(pid, sig);
 }
 
 void ProcessSpawner::signal_process(int pid, int sig) {
   if (children_.count(pid) != 0) ::kill(pid, sig);
+}
+
+std::vector<std::string> ProcessSpawner::stop_escaped() {
+  const pid_t guardian = guardian_ != nullptr ? guardian_->pid() : -1;
+  auto stopped = stop_adopted_children(
+      [&](pid_t pid) { return pid == guardian || children_.count(pid) != 0; });
+  std::vector<std::string> described;
+  for (const auto& process : stopped) {
+    described.push_back("pid " + std::to_string(process.pid) + " (" + process.name + ")");
+  }
+  return described;
 }
 
 void ProcessSpawner::release(int pid) {

@@ -27,6 +27,10 @@ class ProcessSpawner final : public WorkerSpawner {
   void signal_group(int pid, int sig) override;
   void signal_process(int pid, int sig) override;
   void release(int pid) override;
+  // The agent is a child subreaper (adopted_processes.hpp): its adopted children that are
+  // neither workers nor the guardian are the workers' escaped descendants.
+  std::vector<std::string> stop_escaped() override;
+  void resume_output() override;
 
  private:
   struct Child;

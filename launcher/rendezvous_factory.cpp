@@ -147,6 +147,15 @@ std::function<void(const std::string&)> namespace_setter(rendezvous::StoreServer
   };
 }
 
+// A multi-node job without a secret. Said once the options are known good (a usage error is
+// then the only line), and before any wait for the store (which may last minutes).
+void note_open_store(const LaunchConfig& config, const std::string& secret) {
+  if (!secret.empty() || config.max_nodes <= 1 || !config.agent_store) return;
+  DDP_LOG_INFO(
+      "no --secret_file: anyone who reaches the rendezvous store can join or disturb this job "
+      "(docs/security.md)");
+}
+
 // Static: node 0 hosts the store on master_addr:master_port (or --rdzv_endpoint, as
 // torchrun), the others connect to it with retry until join_timeout.
 RendezvousSetup make_static_rendezvous(const LaunchConfig& config, std::string secret) {
@@ -182,6 +191,7 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config, std::string s
   o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
   o.hosts_store = *config.node_rank == 0;
 
+  note_open_store(config, secret);
   if (secret.empty() && o.hosts_store && config.max_nodes == 1) secret = generate_secret();
   std::shared_ptr<rendezvous::Store> store;
   if (o.hosts_store) {
@@ -248,6 +258,7 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
   bool host = explicit_host ? *conf.is_host
               : local_addr  ? *local_addr == endpoint.host
                             : is_local_address(endpoint.host);
+  note_open_store(config, secret);
   // One node that hosts its own store: nobody else needs the secret, so make one.
   if (secret.empty() && host && config.max_nodes == 1) secret = generate_secret();
   if (host) {
@@ -331,11 +342,6 @@ std::string job_secret(const LaunchConfig& config, const Environment& env) {
   if (config.secret_file) return load_secret_file(*config.secret_file);
   auto it = env.find(env::kSecretFile);
   if (it != env.end() && !it->second.empty()) return load_secret_file(it->second);
-  if (config.max_nodes > 1 && config.agent_store) {
-    DDP_LOG_INFO(
-        "no --secret_file: anyone who reaches the rendezvous store can join or disturb this job "
-        "(docs/security.md)");
-  }
   return {};
 }
 
@@ -346,7 +352,9 @@ RendezvousSetup make_rendezvous(const LaunchConfig& given, const Environment& en
   std::string secret = job_secret(config, env);
   if (config.standalone) return make_local(config, std::move(secret));
   if (config.rdzv_backend && is_etcd_backend(*config.rdzv_backend)) {
-    return make_etcd_rendezvous(config, secret);
+    auto setup = make_etcd_rendezvous(config, secret);
+    note_open_store(config, secret);
+    return setup;
   }
   if (config.rdzv_backend && *config.rdzv_backend != "static") {
     return make_dynamic_rendezvous(config, std::move(secret));

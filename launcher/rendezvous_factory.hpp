@@ -26,7 +26,7 @@ struct RendezvousSetup {
 };
 
 // The secret the job was given: --secret_file, else DDPLAUNCH_SECRET_FILE in env; empty when
-// neither (with a notice for a multi-node job). ConfigError for a bad file.
+// neither. ConfigError for a bad file. (make_rendezvous says so for a multi-node job.)
 std::string job_secret(const LaunchConfig& config, const Environment& env);
 
 // Builds the rendezvous for config; env supplies scheduler defaults (SLURM_*). The store is

@@ -26,6 +26,9 @@ struct WorkerCallbacks {
   std::function<void(int stream, std::string_view bytes)> on_output;
   // The worker ended; all output it wrote before exiting was delivered first.
   std::function<void(ExitStatus status)> on_exit;
+  // False while output of this stream cannot be taken (the console is congested): the
+  // spawner stops reading that pipe until resume_output(). Null: always read.
+  std::function<bool(int stream)> ready_for_output;
 };
 
 class WorkerSpawner {
@@ -40,6 +43,11 @@ class WorkerSpawner {
   virtual void signal_process(int pid, int sig) = 0;
   // After the worker exited: kills what is left of its process group and forgets it.
   virtual void release(int pid) = 0;
+  // Once the whole group is released: kills what the workers started outside their process
+  // groups (setsid daemons) and returns one "pid 123 (sleep)" per process. Default: none.
+  virtual std::vector<std::string> stop_escaped() { return {}; }
+  // The console has room again: reads paused by ready_for_output are asked again.
+  virtual void resume_output() {}
 };
 
 }  // namespace ddp::launcher

@@ -14,6 +14,19 @@
 #include "common/log.hpp"
 
 namespace ddp::rendezvous {
+namespace {
+
+// A slice shorter than this is not worth a try of its own (its error would read "within 1 ms").
+constexpr auto kMinSlice = std::chrono::milliseconds(100);
+
+// "cannot connect to store at tcp://h:p within 5000 ms (6 attempts; tried h:p): Connection
+// refused (errno 111)" -> "Connection refused (errno 111)": the cause, for the waiting lines.
+std::string cause_of(const std::string& what) {
+  auto end_of_counts = what.rfind("): ");
+  return end_of_counts == std::string::npos ? what : what.substr(end_of_counts + 3);
+}
+
+}  // namespace
 
 std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
   using Clock = std::chrono::steady_clock;
@@ -38,12 +51,12 @@ std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
       throw;  // waiting does not change the secret
     } catch (const StoreError& e) {
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started);
-      if (deadline.expired()) {
+      if (deadline.expired() || deadline.remaining() < kMinSlice) {
         throw StoreError("could not reach the rendezvous store of " + o.who + " at " + endpoint +
-                         " within " + describe_timeout(o.patience) + ": " + e.what());
+                         " within " + describe_timeout(o.patience) + "; the last try: " + e.what());
       }
       DDP_LOG_INFO("waiting for the rendezvous store of " + o.who + " at " + endpoint + " (" +
-                   std::to_string(waited.count()) + " s so far)");
+                   std::to_string(waited.count()) + " s so far): " + cause_of(e.what()));
     }
   }
 }

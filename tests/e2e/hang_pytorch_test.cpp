@@ -29,7 +29,10 @@ TORCH_TEST_CASE(
     INFO(a.log());
     REQUIRE(rc == 0);
     CHECK_THAT(a.log(), Contains("rank 1 (pid ") &&
-                            Contains("file timer scope 'stuck_step' expired; sent SIGKILL"));
+                            Contains("file timer scope 'stuck_step' expired; asked for its "
+                                     "stack (SIGABRT); SIGKILL follows"));
+    // The stack it printed (faulthandler) is the failure's traceback, in the summary.
+    CHECK_THAT(a.log(), Contains("stuck_in_here"));
     CHECK_THAT(a.log(), Contains("restarting, attempt 1 of 1") && Contains("WORKER RANK=1 DONE"));
   }
   std::error_code ec;

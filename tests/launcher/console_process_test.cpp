@@ -36,7 +36,10 @@ TEST_CASE("a console nobody reads does not stop the agent from reacting", "[proc
   auto events = dir.path() / "events.jsonl";
   auto rc_file = dir.path() / "rc";
   // stdout is a pipe into `sleep`, which never reads it.
-  std::string command = "{ " + kDdplaunch + " --nproc_per_node 2 --standalone --log_dir " +
+  // --slow_console=drop: this is the test of dropping (the default holds the workers back).
+  std::string command = "{ " + kDdplaunch +
+                        " --slow_console=drop --nproc_per_node 2 "
+                        "--standalone --log_dir " +
                         logs.string() + " -t 3 --events_file " + events.string() + " --no_python " +
                         source_path("tests/launcher/workers/flood_then_fail.sh") + "; echo $? > " +
                         rc_file.string() + "; } | sleep 120";
@@ -86,10 +89,10 @@ TEST_CASE("a stderr nobody reads does not hold the failure summary (or the agent
   auto events = dir.path() / "events.jsonl";
   auto rc_file = dir.path() / "rc";
   // stdout to a file; stderr (worker stderr lines, notices, the summary) a pipe into sleep.
-  std::string command = "{ " + kDdplaunch + " --nproc_per_node 2 --standalone --events_file " +
-                        events.string() + " --no_python " +
-                        source_path("tests/launcher/workers/flood_then_fail.sh") + " 2>&1 >" +
-                        dir.file("out") + "; echo $? > " + rc_file.string() + "; } | sleep 120";
+  std::string command =
+      "{ " + kDdplaunch + " --slow_console=drop --nproc_per_node 2 --standalone --events_file " +
+      events.string() + " --no_python " + source_path("tests/launcher/workers/flood_then_fail.sh") +
+      " 2>&1 >" + dir.file("out") + "; echo $? > " + rc_file.string() + "; } | sleep 120";
   ChildOptions options;
   options.argv = {"/bin/sh", "-c", command};
   options.env = {{"OUT_DIR", dir.path().string()}, {"FLOOD_LINES", "80000"}, {"FLOOD_FD", "2"}};

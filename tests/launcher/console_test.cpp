@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
@@ -246,4 +247,53 @@ TEST_CASE(
   REQUIRE(err_lines.size() == 2);
   CHECK(err_lines[0] == "err line");
   CHECK_THAT(err_lines[1], Contains("console blocked: dropped") && Contains("; hint"));
+}
+
+TEST_CASE("segments of two sources never share a line; a bar is redrawn with its prefix",
+          "[console]") {
+  Pipe pipe;
+  std::future<std::string> reader = std::async(std::launch::async, [&] { return pipe.read_all(); });
+  {
+    Console console(pipe.fds[1]);
+    console.write_segment(0, "[a]:", "", SegmentEnd::kCarriage);  // tqdm's leading '\r'
+    console.write_segment(0, "[a]:", "10%", SegmentEnd::kCarriage);
+    console.write_segment(0, "[a]:", "20%", SegmentEnd::kCarriage);
+    console.write_segment(1, "[b]:", "hello", SegmentEnd::kNewline);  // below the bar
+    console.write_segment(0, "[a]:", "30%", SegmentEnd::kOpen);
+    console.write_segment(0, "[a]:", " done", SegmentEnd::kNewline);  // continues, no prefix
+    console.write("agent\n");
+    console.write_segment(0, "[a]:", "part", SegmentEnd::kOpen);
+    console.write("notice\n");  // ends the open line first
+    console.write_segment(0, "[a]:", "last", SegmentEnd::kOpen);
+    console.close();  // and the last open line
+  }
+  pipe.close_write();
+  CHECK(reader.get() ==
+        "[a]:10%\r[a]:20%\n[b]:hello\n[a]:30% done\nagent\n[a]:part\nnotice\n[a]:last\n");
+}
+
+TEST_CASE("a blocking console never drops: it says it is congested, then that it has room",
+          "[console]") {
+  Pipe pipe;
+  pipe.fill();  // the reader is stopped
+  std::atomic<int> room_calls{0};
+  Console console(pipe.fds[1], "", 8 * 1024, 100ms, SlowConsole::kBlock);
+  console.set_room_listener([&] { ++room_calls; });
+  REQUIRE(write_lines(console, 200));  // 20 KB, past the 8 KB bound: write() still returns
+  CHECK(console.congested());
+  std::this_thread::sleep_for(300ms);  // longer than the stall: kDrop would drop now
+  CHECK(console.dropped().lines == 0);
+  CHECK(room_calls == 0);
+  std::future<std::string> reader = std::async(std::launch::async, [&] { return pipe.read_all(); });
+  REQUIRE(console.drain(10s, 20s));
+  CHECK_FALSE(console.congested());
+  CHECK(room_calls >= 1);
+  console.close();
+  pipe.close_write();
+  std::string text = reader.get();
+  text.erase(0, text.find("line 0 "));  // what fill() put there
+  auto lines = lines_of(text);
+  REQUIRE(lines.size() == 200);
+  for (int i = 0; i < 200; ++i) CHECK(lines[static_cast<size_t>(i)] + "\n" == numbered_line(i));
+  CHECK(console.dropped().lines == 0);
 }

@@ -134,9 +134,40 @@ TEST_CASE("an endless line is written out in 1 MiB pieces", "[logs]") {
   router.begin_attempt(1, 0, std::nullopt);
   std::string chunk(64 * 1024, 'x');
   for (int i = 0; i < 20; ++i) router.write(0, 1, chunk);  // 1.25 MiB, no newline
-  CHECK(out.text().size() == (1 << 20) + 1);
+  CHECK(out.text().size() == (1 << 20));                   // shown as it stands, the line left open
   router.end_attempt();
-  CHECK(out.text().size() == 20 * chunk.size() + 2);
+  CHECK(out.text().size() == 20 * chunk.size() + 1);  // continued, then ended
+}
+
+TEST_CASE("'\\r' redraws keep their prefix; an unfinished line shows after kPartialDelay",
+          "[logs]") {
+  CaptureFile out;
+  auto dir =
+      std::filesystem::temp_directory_path() / ("log_router_bar_" + std::to_string(::getpid()));
+  LogRouterOptions options;
+  options.stdout_console = out.console.get();
+  options.tee = parse_stream_selection("-t", "3");
+  LogRouter router(options);
+  router.begin_attempt(2, 0, dir);
+  router.write(0, 1, "\r 10%");  // tqdm: '\r' first, then the bar
+  router.write(0, 1, "\r 20%");
+  CHECK(out.text() == "[default0]: 10%");  // 20% is not a line yet...
+  // The file has the bytes as written, at once.
+  CHECK(read_file(dir / "0" / "stdout.log") == "\r 10%\r 20%");
+  router.flush_stale(std::chrono::steady_clock::now());  // ...nor stale yet
+  CHECK(out.text() == "[default0]: 10%");
+  router.flush_stale(std::chrono::steady_clock::now() + kPartialDelay);
+  CHECK(out.text() == "[default0]: 10%\r[default0]: 20%");  // redrawn in place
+  router.write(1, 1, "other rank\n");                       // never on the bar's line
+  router.write(0, 1, "\r100%\r\n");                         // "\r\n" ends a line
+  router.write(0, 1, "Epoch 1: ");
+  router.flush_stale(std::chrono::steady_clock::now() + kPartialDelay);
+  router.write(0, 1, "loss 0.5\n");  // continues the shown part, no second prefix
+  router.end_attempt();
+  CHECK(out.text() ==
+        "[default0]: 10%\r[default0]: 20%\n[default1]:other rank\n[default0]:100%\n"
+        "[default0]:Epoch 1: loss 0.5\n");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("lines matching a duplicate filter also go, prefixed, to filtered_std*.log", "[logs]") {

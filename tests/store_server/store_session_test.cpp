@@ -180,6 +180,14 @@ TEST_CASE("end of stream: silent between requests, logged mid-frame and mid-wait
     CHECK_THAT(lines[0], Catch::Contains("truncated frame") && Catch::Contains("end of stream") &&
                              Catch::Contains("9 bytes"));
   }
+  SECTION("a clean end while a wait is parked: a client leaving, no line") {
+    Fixture f;
+    f.session->received(handshake() + frame(wire::Command::kWait, {"never"}));
+    f.session->read_ended(0);
+    CHECK(f.session->closed());
+    CHECK(log.lines().empty());
+    CHECK(f.state.num_waiters() == 0);
+  }
   SECTION("a reset while a wait is parked") {
     Fixture f;
     f.session->received(handshake() + frame(wire::Command::kWait, {"never"}));

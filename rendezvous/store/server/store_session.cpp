@@ -129,6 +129,11 @@ void StoreSession::read_ended(int err) {
   if (!server_nonce_.empty() && !authenticated_) {
     close("left after AUTH_CHALLENGE without proving the job secret (" + what +
           "): a client without the secret (--secret_file / DDPLAUNCH_SECRET_FILE)?");
+  } else if (state_.waiting(*this) && err == 0) {
+    // A client that closes while it waits is going away (an agent whose job ended leaves its
+    // watchers' waits behind): normal, not an alarm. A reset still is one (below).
+    DDP_LOG_DEBUG("connection from " + peer_ + " ended during a wait (end of stream)");
+    close("");
   } else if (state_.waiting(*this)) {
     close("connection lost in the middle of a wait (" + what + ")");
   } else if (buffered > 0) {
