@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# All-reduce benchmark: 2 ranks on Gloo (loopback), ours (build/allreduce_bench) and PyTorch
-# 1.13's dist.all_reduce side by side in one run, same sizes, same timing loop; then the
-# share of all-reduce time hidden behind a synthetic backward with bucketing.
+# All-reduce benchmark: 2 ranks on Gloo (loopback), ours (build/allreduce_bench) and PyTorch's
+# dist.all_reduce side by side in one run, same sizes, same timing loop, once per PyTorch of
+# TORCH_PYTHONS (scripts/bench/torch_refs.sh; default Debian's 1.13); then the share of
+# all-reduce time hidden behind a synthetic backward with bucketing.
 # Usage: scripts/bench/allreduce.sh [build-dir] [budget-seconds-per-size] [rounds]
-# Prints a markdown table (medians, ratio torch/ours) to stdout.
+#   env: SIZES="4096 65536 ..." (bytes; default 4 KiB .. 256 MiB), SKIP_OVERLAP=1
+# Prints a markdown table (medians, ratio torch/ours per PyTorch) to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/bench/torch_refs.sh
 BUILD="${1:-build}"
 BUDGET="${2:-1.0}"
 ROUNDS="${3:-3}"
 BENCH="$BUILD/allreduce_bench"
 [ -x "$BENCH" ] || { echo "missing $BENCH: build target allreduce_bench first" >&2; exit 2; }
-SIZES=(4096 65536 1048576 16777216 268435456)
+read -r -a SIZES <<< "${SIZES:-4096 65536 1048576 16777216 268435456}"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 
@@ -37,14 +40,20 @@ run_pair() {
 # is the median over rounds of each round's median.
 for round in $(seq 1 "$ROUNDS"); do
   run_pair "ours.$round" "$BENCH" --mode sizes --budget-s "$BUDGET" --bytes "${SIZES[@]}"
-  run_pair "torch.$round" /usr/bin/python3 scripts/bench/allreduce_torch.py "$BUDGET" "${SIZES[@]}"
+  for i in "${!TORCH_PYS[@]}"; do
+    run_pair "torch$i.$round" "${TORCH_PYS[$i]}" scripts/bench/allreduce_torch.py "$BUDGET" "${SIZES[@]}"
+  done
 done
-run_pair overlap "$BENCH" --mode overlap --bucket-cap-mb 4
-run_pair overlap_gpu_like "$BENCH" --mode overlap --bucket-cap-mb 4 --off-cpu
+if [ "${SKIP_OVERLAP:-0}" != 1 ]; then
+  run_pair overlap "$BENCH" --mode overlap --bucket-cap-mb 4
+  run_pair overlap_gpu_like "$BENCH" --mode overlap --bucket-cap-mb 4 --off-cpu
+fi
+versions=()
+for py in "${TORCH_PYS[@]}"; do versions+=("$(torch_version "$py")"); done
 
-/usr/bin/python3 - "$OUT" "$ROUNDS" <<'PY'
-import statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+/usr/bin/python3 - "$OUT" "$ROUNDS" "${versions[@]}" <<'PY'
+import os, statistics, sys
+out, rounds, versions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def load(name):
     per, init = {}, []
     for r in range(1, rounds + 1):
@@ -55,15 +64,19 @@ def load(name):
             elif f[0] == "init":
                 init.append(float(f[2]))
     return {k: statistics.median(v) for k, v in per.items()}, statistics.median(init)
-(ours, ours_init), (torch, torch_init) = load("ours"), load("torch")
-print("| size | ours median (ms) | PyTorch 1.13 median (ms) | ours GB/s | PyTorch GB/s | PyTorch / ours |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-for b in sorted(ours):
-    size = f"{b // 1048576} MiB" if b >= 1048576 else f"{b // 1024} KiB"
-    o, t = ours[b], torch[b]
-    print(f"| {size} | {o:.3f} | {t:.3f} | {b / o / 1e6:.2f} | {b / t / 1e6:.2f} | {t / o:.2f}x |")
-print(f"| init (store + Gloo mesh) | {ours_init:.1f} | {torch_init:.1f} | | | {torch_init / ours_init:.2f}x |")
-print()
+ours, ours_init = load("ours")
+for i, version in enumerate(versions):
+    torch, torch_init = load(f"torch{i}")
+    print(f"| size | ours median (ms) | PyTorch {version} median (ms) | ours GB/s | PyTorch GB/s | PyTorch {version} / ours |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for b in sorted(ours):
+        size = f"{b // 1048576} MiB" if b >= 1048576 else f"{b // 1024} KiB"
+        o, t = ours[b], torch[b]
+        print(f"| {size} | {o:.3f} | {t:.3f} | {b / o / 1e6:.2f} | {b / t / 1e6:.2f} | {t / o:.2f}x |")
+    print(f"| init (store + Gloo mesh) | {ours_init:.1f} | {torch_init:.1f} | | | {torch_init / ours_init:.2f}x |")
+    print()
+if not os.path.exists(f"{out}/overlap"):
+    sys.exit(0)
 print("| synthetic backward | buckets | all-reduce alone (ms) | backward alone (ms) | both, bucketed (ms) | all-reduce time hidden |")
 print("| --- | ---: | ---: | ---: | ---: | ---: |")
 for name, kind in (("overlap", "busy CPU loop (CPU training)"),

@@ -1,6 +1,6 @@
-"""PyTorch 1.13 gloo all_reduce on the same sizes as allreduce_bench (run by allreduce.sh).
+"""PyTorch gloo all_reduce (any version) on the same sizes as allreduce_bench (run by allreduce.sh).
 
-Usage: /usr/bin/python3 allreduce_torch.py BUDGET_S BYTES... (env: RANK, WORLD_SIZE,
+Usage: PYTHON allreduce_torch.py BUDGET_S BYTES... (env: RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT). Rank 0 prints "allreduce <bytes> <median_ms> <min_ms> <iters>".
 """
 import statistics

@@ -10,7 +10,8 @@
 #     agent c SIGKILLed (elastic 2:3); times from the agents' --events_file and the workers';
 #  3. a cut link: three hosts from network namespaces on a bridge, elastic 2:3, host b's veth
 #     set down (its own end, then the switch's end);
-#  4. the reference: Debian's torchrun 1.13 (c10d) on the loopback scenarios.
+#  4. the reference: torchrun (c10d) on the loopback scenarios, once per PyTorch of
+#     TORCH_PYTHONS (scripts/bench/torch_refs.sh; default Debian's 1.13).
 # Every wait is bounded; about 10 minutes in all.
 #   scripts/bench/failure.sh [build-dir]
 #   env: REPEATS=5 (end-to-end runs per row), TORCH_REPEATS=2, NETNS_REPEATS=3,
@@ -19,6 +20,7 @@
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
+. scripts/bench/torch_refs.sh
 root=$PWD
 build=$(cd "$build" && pwd)
 REPEATS=${REPEATS:-5}
@@ -294,11 +296,13 @@ netns_cut() {  # host|switch RUN: which end of host b's cable goes down
     >> "$WORK/netns_cut_$end"
 }
 
-# --- torchrun 1.13 (c10d) ------------------------------------------------------------------
+# --- torchrun (c10d), the PyTorch of $TPY; result files end in $TSUF -----------------------
+TPY=$PY
+TSUF=
 torch_agent() {  # DIR TAG PORT ID NNODES MODE [torchrun flags...]
   local extra=("${@:7}")
   start "$1" "$2" env FB_MODE="$6" FB_CRASH_NODE=c FB_NODES=3 FB_PEER_NODE=c \
-    FB_PEER_PORT="${PEER_PORT:-0}" "$PY" -m torch.distributed.run -r 1 -t 1 \
+    FB_PEER_PORT="${PEER_PORT:-0}" "$TPY" -m torch.distributed.run -r 1 -t 1 \
     --log_dir "$1/tlogs.$2" --nnodes "$5" --nproc_per_node 1 --rdzv_backend c10d \
     --rdzv_endpoint "127.0.0.1:$3" --rdzv_id "$4" --max_restarts 1 "${extra[@]}" --no_python \
     "$WORKER"
@@ -307,7 +311,7 @@ store_up() { (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null; }
 
 # columns: a/b workers got SIGTERM, every restarted worker runs; ms after the crash.
 torch_crash() {  # NAME RUN [torchrun flags...]
-  local name=$1 i=$2 d=$WORK/${1}_$2 port
+  local name=$1$TSUF i=$2 d=$WORK/${1}${TSUF}_$2 port
   shift 2
   mkdir -p "$d"
   port=$(free_port)
@@ -331,7 +335,7 @@ torch_crash() {  # NAME RUN [torchrun flags...]
 # columns: a/b restarted workers run; ms after agent c's session (agent and worker: the
 # node) was SIGKILLed. "nan" when they never restarted within the bound.
 torch_kill() {  # sleep|peer RUN BOUND_S
-  local mode=$1 i=$2 bound=$3 d=$WORK/torch_kill_${1}_$2 port
+  local mode=$1 i=$2 bound=$3 d=$WORK/torch_kill${TSUF}_${1}_$2 port
   mkdir -p "$d"
   port=$(free_port)
   PEER_PORT=$(free_port)
@@ -353,7 +357,7 @@ torch_kill() {  # sleep|peer RUN BOUND_S
   local wstart
   wstart=$(latest "$(nth_time "$d/start.a" 2)" "$(nth_time "$d/start.b" 2)")
   [ -n "$wstart" ] || echo "  torchrun ($mode workers): survivors not restarted within ${bound} s of the kill" >&2
-  echo "$(ms "$t0" "$wstart")" >> "$WORK/torch_kill_$mode"
+  echo "$(ms "$t0" "$wstart")" >> "$WORK/torch_kill${TSUF}_$mode"
 }
 
 echo "# Job-wide failures and node loss ($(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD))"
@@ -426,8 +430,11 @@ echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
 
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
+for ti in "${!TORCH_PYS[@]}"; do
+  TPY=${TORCH_PYS[$ti]}
+  TSUF=$ti
   echo
-  echo "# Reference: torchrun $("$PY" -c 'import torch; print(torch.__version__)') (-r 1 -t 1, --rdzv_backend c10d, defaults otherwise)"
+  echo "# Reference: torchrun $(torch_version "$TPY") ($TPY; -r 1 -t 1, --rdzv_backend c10d, defaults otherwise)"
   for i in $(seq "$TORCH_REPEATS"); do
     torch_crash torch_crash "$i"
     torch_crash torch_crash_fast "$i" --monitor_interval 0.1
@@ -435,24 +442,27 @@ if [ "${SKIP_TORCH:-0}" != 1 ]; then
   done
   torch_kill sleep 1 40
   echo
-  echo "| scenario | runs | torchrun, median (min to max), ms | ddplaunch, same scenario, median (ms) | torchrun / ddplaunch |"
+  echo "| scenario | runs | torchrun $(torch_version "$TPY"), median (min to max), ms | ddplaunch, same scenario, median (ms) | torchrun / ddplaunch |"
   echo "| --- | ---: | ---: | ---: | ---: |"
   for name in torch_crash torch_crash_fast; do
     label="crash on c (3:3)"
     [ "$name" = torch_crash_fast ] && label="crash on c (3:3), --monitor_interval 0.1"
-    t=$(median_of "$WORK/$name" 1)
+    f=$WORK/$name$TSUF
+    t=$(median_of "$f" 1)
     o=$(median_of "$WORK/ddp_crash_elastic" 4)
-    echo "| $label: a, b workers got SIGTERM | $(runs "$WORK/$name") | $(stats "$WORK/$name" 1) | $o | $(ratio "$t" "$o") |"
-    t=$(median_of "$WORK/$name" 2)
+    echo "| $label: a, b workers got SIGTERM | $(runs "$f") | $(stats "$f" 1) | $o | $(ratio "$t" "$o") |"
+    t=$(median_of "$f" 2)
     o=$(median_of "$WORK/ddp_crash_elastic" 5)
-    echo "| $label: every restarted worker running | $(runs "$WORK/$name") | $(stats "$WORK/$name" 2) | $o | $(ratio "$t" "$o") |"
+    echo "| $label: every restarted worker running | $(runs "$f") | $(stats "$f" 2) | $o | $(ratio "$t" "$o") |"
   done
-  t=$(median_of "$WORK/torch_kill_peer" 1)
+  f=$WORK/torch_kill${TSUF}_peer
+  t=$(median_of "$f" 1)
   o=$(median_of "$WORK/ddp_kill_peer" 4)
-  echo "| node c killed (2:3), workers fail with their peer: a, b restarted workers running | $(runs "$WORK/torch_kill_peer") | $(stats "$WORK/torch_kill_peer" 1) | $o | $(ratio "$t" "$o") |"
+  echo "| node c killed (2:3), workers fail with their peer: a, b restarted workers running | $(runs "$f") | $(stats "$f" 1) | $o | $(ratio "$t" "$o") |"
   o=$(median_of "$WORK/ddp_kill_sleep" 4)
-  t=$(stats "$WORK/torch_kill_sleep" 1)
+  t=$(stats "$WORK/torch_kill${TSUF}_sleep" 1)
   [ "$t" = - ] && t="none within 40 s"
   echo "| node c killed (2:3), sleeping workers: a, b restarted workers running | 1 | $t | $o | - |"
   echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+done
 fi

@@ -4,6 +4,10 @@ over C10dRendezvousBackend, as torchrun uses it) with N simulated nodes as threa
 process against one TCPStore, min = max = N. Prints "| N | median s | min | max |" rows.
 
     /usr/bin/python3 scripts/bench/rdzv_torch_reference.py 8 32 64
+
+Any PyTorch: next_rendezvous() returns a (store, rank, world_size) tuple up to 2.3 and a
+RendezvousInfo from 2.4 on (which also makes rank 0 start the workers' TCPStore, as torchrun
+does); the header names the version.
 """
 import statistics
 import sys
@@ -33,7 +37,8 @@ def one_round(port, nodes, run_id):
 
     def join(i):
         go.wait()
-        _, ranks[i], _ = handlers[i].next_rendezvous()
+        info = handlers[i].next_rendezvous()
+        ranks[i] = info.rank if hasattr(info, "rank") else info[1]
 
     threads = [threading.Thread(target=join, args=(i,)) for i in range(nodes)]
     for t in threads:
@@ -51,7 +56,9 @@ def one_round(port, nodes, run_id):
 
 def main():
     server = TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=600))
-    print("| nodes | torch c10d median (s) | min | max |")
+    import torch
+    version = torch.__version__.split("+")[0]
+    print(f"| nodes | torch {version} c10d median (s) | min | max |")
     print("| ---: | ---: | ---: | ---: |")
     for nodes in [int(a) for a in sys.argv[1:]] or [8, 32, 64]:
         times = [one_round(server.port, nodes, f"ref-{nodes}-{r}") for r in range(REPEATS)]
