@@ -12,7 +12,8 @@
 //   kV2       (PyTorch >= 2.2): opens with VALIDATE (0x00) + uint32 0x3C85F7CE, then
 //             SET=1 COMPARE_SET=2 GET=3 ADD=4 CHECK=5 WAIT=6 GETNUMKEYS=7 DELETE_KEY=8
 //             APPEND=9 MULTI_GET=10 MULTI_SET=11 CANCEL_WAIT=12, PING=13 (2.5),
-//             QUEUE_PUSH=14 QUEUE_POP=15 QUEUE_LEN=16 (2.8), LIST_KEYS=17 BARRIER=18 (newest).
+//             QUEUE_PUSH=14 QUEUE_POP=15 QUEUE_LEN=16 (2.8), LIST_KEYS=17 (2.10),
+//             BARRIER=18 (2.12).
 //   kNative   (ddplaunch's own clients): kV2 plus records tied to the connection's life,
 //             ON_CLOSE=0x40 EPHEMERAL=0x41 CLEAR_CLOSE_ACTIONS=0x42, each answered with one
 //             byte 0; the authentication AUTH_CHALLENGE=0x43 AUTH_PROOF=0x44 and
@@ -80,9 +81,9 @@ enum class Command : uint8_t {
   kQueuePop,
   // kV2 (2.8+): key; replies int64 queue length.
   kQueueLen,
-  // kV2 (newest): no arguments; replies int64 count, then each key as a string.
+  // kV2 (2.10+): no arguments; replies int64 count, then each key as a string.
   kListKeys,
-  // kV2 (newest): key + int64 world size (in Request::delta). Adds 1 to the key's decimal
+  // kV2 (2.12+): key + int64 world size (in Request::delta). Adds 1 to the key's decimal
   // counter; replies STOP_WAITING (uint8 0) to every caller once it reaches the world size.
   kBarrier,
 };

@@ -126,6 +126,23 @@ def start_ddpstore(path, io):
     return proc, int(line)
 
 
+# Where ddpstore differs from PyTorch's server on purpose, each (release, backend, scenario,
+# step) with the reply PyTorch sends there and ddpstore does not. Nothing else is excused.
+#
+# A 1.13/2.0 client abandons a timed-out WAIT without CANCEL_WAIT (it has none) and goes on
+# with the same connection. PyTorch's server keeps that WAIT parked and answers it when the key
+# appears, later, in the middle of other replies: the client reads that stale 0x00 as the reply
+# to its next request and fails ("get('never')" raises Socket Timeout in the recording).
+# ddpstore drops a parked WAIT when the connection's next WAIT arrives (docs/store.md, "Server
+# specifics"), so the stale byte never comes and the connection stays in step.
+ABANDONED_WAIT = "PyTorch's server answers a WAIT the client abandoned; ddpstore dropped it"
+DIVERGENCES = {
+    ("1.13", "classic", "wait_timeout", "set_never"): (b"\x00", ABANDONED_WAIT),
+    ("2.0.1", "classic", "wait_timeout", "set_never"): (b"\x00", ABANDONED_WAIT),
+}
+DIVERGENCE_SILENCE_S = 0.3
+
+
 def load(path):
     with open(path) as f:
         lines = [json.loads(line) for line in f if line.strip()]
@@ -202,6 +219,18 @@ def replay(header, events, port):
                                f"(as PyTorch's did), it stayed open {EOF_TIMEOUT_S} s")
             continue
         want = bytes.fromhex(e["hex"])
+        divergence = DIVERGENCES.get(
+            (header["release"], header["backend"], header["scenario"], step["step"]))
+        if divergence is not None and divergence[0] == want:
+            # Checked, not skipped: the reply PyTorch sends here must not come from ddpstore.
+            c.pump(len(c.buf) + 1, DIVERGENCE_SILENCE_S)
+            if c.buf:
+                raise Mismatch(f"{where(c)}: expected no reply ({divergence[1]}), got "
+                               f"{short(bytes(c.buf))}")
+            nxt = next_own(i, e["conn"])
+            c.replies_done = nxt is None or nxt["dir"] == "c2s"
+            c.fresh = True
+            continue
         c.pump(len(want), REPLY_TIMEOUT_S)
         got = bytes(c.buf[:len(want)])
         if got != want and c.handshake and c.last_chunk == LIST_KEYS and same_keys(got, want):
@@ -281,7 +310,7 @@ def main():
     if failed:
         print(f"{len(failed)} of {len(files)} transcripts differ: " + ", ".join(failed))
         return 1
-    print(f"all {len(files)} transcripts replayed identically")
+    print(f"all {len(files)} transcripts replayed identically (where ddpstore differs on purpose, DIVERGENCES, it was checked that it does)")
     return 0
 
 
