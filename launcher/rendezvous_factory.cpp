@@ -349,6 +349,13 @@ RendezvousSetup make_rendezvous(const LaunchConfig& given, const Environment& en
   LaunchConfig config = given;
   // Inside an srun step the missing multi-node options come from SLURM; flags win.
   if (!config.standalone) apply_slurm_defaults(config, env);
+  // torchrun 2.15: one node with no port and no rendezvous endpoint is a standalone job (a
+  // free port, a random run id unless one was given), so two such jobs on one machine do not
+  // both try 29500.
+  if (!config.standalone && config.max_nodes == 1 && !config.master_port && !config.rdzv_endpoint &&
+      (!config.rdzv_backend || *config.rdzv_backend == "static")) {
+    config.standalone = true;
+  }
   std::string secret = job_secret(config, env);
   if (config.standalone) return make_local(config, std::move(secret));
   if (config.rdzv_backend && is_etcd_backend(*config.rdzv_backend)) {

@@ -62,6 +62,9 @@ TEST_CASE("rendezvous factory: which rendezvous each command line gets", "[facto
   const std::vector<Row> table{
       {{"--nproc_per_node", "2", "--master_port", "0"}, "local", true, "none"},
       {{"--standalone"}, "local", true, ""},  // random run id, port 0
+      // torchrun 2.15: one node, no port, no endpoint: standalone (a free port, a random id).
+      {{"--nproc_per_node", "2"}, "local", true, ""},
+      {{"--nproc_per_node", "2", "--rdzv_id", "job9"}, "local", true, "job9"},
       {{"--master_port", "0", "--rdzv_id", "job7"}, "local", true, "job7"},
       {{"--no_agent_store", "--master_port", "0"}, "local", false, "none"},
       {{"--nnodes", "2", "--node_rank", "0", "--master_addr", "127.0.0.1", "--master_port", "0"},
