@@ -211,10 +211,9 @@ void require_reference() {
 TEST_CASE("one node: torchrun 2.x and ddplaunch give every worker the same environment",
           "[pytorch][torchrun2]") {
   require_reference();
-  // --standalone: a free port for each run. Without it ddplaunch binds 29500, which another
-  // job on this machine may hold (torchrun 2.15 runs such a job as --standalone; the
-  // difference is in docs/cli.md, "Differences from torchrun").
-  const std::vector<std::string> args = {"--standalone", "--nproc_per_node", "2"};
+  // The plain one-node command line: both run it as --standalone (a free port and a random
+  // run id per run, torchrun 2.15's default that ddplaunch follows).
+  const std::vector<std::string> args = {"--nproc_per_node", "2"};
   auto torchrun = run_job(Launcher::kTorchrun, {args}, 2);
   auto ddplaunch = run_job(Launcher::kDdplaunch, {args}, 2);
   auto differences = common_differences();
@@ -227,11 +226,11 @@ TEST_CASE("one node: torchrun 2.x and ddplaunch give every worker the same envir
          return t == fqdn && d == "127.0.0.1";
        }});
   differences.push_back(
-      {"MASTER_PORT", "--standalone: a free port, picked per run",
+      {"MASTER_PORT", "one node: a free port, picked per run",
        [](const Value& t, const Value& d, const Env&) { return is_port(t) && is_port(d); }});
   differences.push_back(
       {"TORCHELASTIC_RUN_ID",
-       "--standalone: a random run id per run (torchrun: a uuid4, ddplaunch: 16 hex digits)",
+       "one node: a random run id per run (torchrun: a uuid4, ddplaunch: 16 hex digits)",
        [](const Value& t, const Value& d, const Env&) {
          return t && t->size() == 36 && (*t)[8] == '-' && d && d->size() == 16 &&
                 d->find_first_not_of("0123456789abcdef") == std::string::npos;
