@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds ddplaunch into build/ (or $BUILD_DIR).
+# Configures and builds ddplaunch into build/ (or $BUILD_DIR); through ccache when it is
+# installed (cmake/Ccache.cmake).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}

@@ -22,23 +22,27 @@ which=("$@")
 [ ${#which[@]} -eq 0 ] && which=(asan tsan)
 SUPP=$PWD/tests/sanitizers
 
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache
-                                          -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 # GCC, the project's compiler (clang 14 lacks C++20's lambda captures of structured bindings,
 # which the tests use); SANITIZE_CC/SANITIZE_CXX pick another.
-configure() {  # dir sanitizers
-  CC=${SANITIZE_CC:-gcc} CXX=${SANITIZE_CXX:-g++} cmake -S . -B "$1" \
+# Only the targets named after the sanitizers are built (the test binaries a scope runs; their
+# add_dependencies bring the programs they start): the top-level CMakeLists.txt groups them
+# into one target, `selected`, built in one parallel build. None named: the whole tree. ccache
+# is the compiler launcher when installed (cmake/Ccache.cmake).
+configure() {  # dir sanitizers [targets...]
+  local dir=$1 sanitizers=$2
+  shift 2
+  CC=${SANITIZE_CC:-gcc} CXX=${SANITIZE_CXX:-g++} cmake -S . -B "$dir" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DDDP_SANITIZE="$2" -DDDP_BUILD_BENCH=OFF \
-    -DDDP_ENABLE_CUDA=OFF "${launcher[@]}" >/dev/null
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DDDP_SANITIZE="$sanitizers" -DDDP_BUILD_BENCH=OFF \
+    -DDDP_ENABLE_CUDA=OFF -DDDP_SELECTED_TARGETS="$(IFS=';'; echo "$*")" >/dev/null
 }
-# Builds into $1 (more cmake --build arguments after it); the compiler's output goes to
-# $1/build.log (GCC's -O1 + sanitizer builds warn about library headers), shown on failure.
+# Builds what configure selected into $1 (everything when it selected nothing); the
+# compiler's output goes to $1/build.log (GCC's -O1 + sanitizer builds warn about library
+# headers), shown on failure.
 build() {
-  local dir=$1
-  shift
-  if ! cmake --build "$dir" -j "$JOBS" "$@" >"$dir/build.log" 2>&1; then
+  local dir=$1 target=()
+  grep -q '^DDP_SELECTED_TARGETS:STRING=.' "$dir/CMakeCache.txt" && target=(--target selected)
+  if ! cmake --build "$dir" -j "$JOBS" "${target[@]}" >"$dir/build.log" 2>&1; then
     grep -E 'error|Error' "$dir/build.log" | head -30
     echo "sanitize: build failed (log: $dir/build.log)"
     exit 1
@@ -59,7 +63,6 @@ for s in "${which[@]}"; do
   case $s in
     asan)
       dir=build-asan
-      configure "$dir" address,undefined
       # The test binaries with ddplaunch, ddpstore, train and the test workers they start
       # (children are instrumented too, so a bug in a worker fails its test).
       if [ "$SCOPE" = ci ]; then
@@ -70,11 +73,12 @@ for s in "${which[@]}"; do
                  test_store_io test_store_robustness test_store_listen test_store_liveness
                  test_ddpstore test_store_dead_peer test_store_auth test_store_limits
                  test_store_abuse test_common_secret test_etcd_codec)
-        build "$dir" --target "${targets[@]}"
+        configure "$dir" address,undefined "${targets[@]}"
         select=(-R "$(cases_of "${targets[@]}")")
       else
-        build "$dir"
+        configure "$dir" address,undefined
       fi
+      build "$dir"
       built=$(date +%s)
       # detect_leaks: a leak fails the test. abort_on_error: an abort, not exit(1), so a
       # child's report shows in its exit status.
@@ -90,11 +94,11 @@ for s in "${which[@]}"; do
       ;;
     tsan)
       dir=build-tsan
-      configure "$dir" thread
       targets=(test_store_session test_store_server test_store_robustness test_store_listen
                test_store_liveness test_store_io test_store_auth test_store_limits
                test_rt_collectives test_launcher_units)
-      build "$dir" --target "${targets[@]}"
+      configure "$dir" thread "${targets[@]}"
+      build "$dir"
       built=$(date +%s)
       export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
       # Not under TSan: two console tests whose Console gives up on a writer thread blocked

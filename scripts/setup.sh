@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config git
+  ccache                    # compiler cache for every build (cmake/Ccache.cmake)
   libboost1.81-all-dev      # Asio, Process v2
   liburing-dev              # the store server's io_uring loop
   nlohmann-json3-dev libcli11-dev catch2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, lints (format, layers, clang-tidy against its baseline),
 # runs the whole CTest suite, then the fuzzers and the sanitizer builds (docs/fuzzing.md:
-# scripts/fuzz.sh, scripts/sanitize.sh; together about 10 minutes on 2 cores, from clean).
+# scripts/fuzz.sh, scripts/sanitize.sh; each builds only what it runs). Every build goes
+# through ccache when installed (docs/build_times.md: cold and warm times).
 # The lint runs beside the test suite, at the lowest CPU priority: most of the suite waits on
 # processes, sockets and timers, so clang-tidy takes the idle cores without slowing the tests
 # (about 4 minutes saved on 2 cores). Each phase prints how long it took.
