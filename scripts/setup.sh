@@ -32,7 +32,9 @@ for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  exec "$(dirname "$0")/setup_torch.sh"  # PyTorch 2.x venvs for the live tests
+  # PyTorch 2.x venvs for the live tests; DDP_SETUP_TORCH=0 skips them (scripts/demo.sh)
+  [ "${DDP_SETUP_TORCH:-1}" = 0 ] || exec "$(dirname "$0")/setup_torch.sh"
+  exit 0
 fi
 
 SUDO=""
@@ -52,4 +54,4 @@ if printf '%s\n' "${missing[@]}" | grep -qx prometheus && command -v systemctl >
   $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 echo "setup: done"
-exec "$(dirname "$0")/setup_torch.sh"
+[ "${DDP_SETUP_TORCH:-1}" = 0 ] || exec "$(dirname "$0")/setup_torch.sh"
