@@ -221,6 +221,14 @@ def has(name):
 
 # --- scenarios: each gets a fresh server, a fresh proxy, and its own client(s) ---------------
 
+
+def construct(rec):
+    """The scenario's client, made as its first recorded step."""
+    made = []
+    run_op(rec, "construct", "TCPStore(host, port, 2, False, 10s)",
+           lambda: made.append(client(rec)))
+    return made[0] if made else None
+
 def sc_construct(rec):
     """Only the client's construction (world_size=2: it ADDs init/), then it goes away."""
     run_op(rec, "construct", "TCPStore(host, port, 2, False, 10s)", lambda: client(rec))
@@ -235,12 +243,7 @@ def sc_construct_no_world(rec):
 
 
 def sc_basic(rec):
-    st = [None]
-
-    def make():
-        st[0] = client(rec)
-    run_op(rec, "construct", "TCPStore(host, port, 2, False, 10s)", make)
-    c = st[0]
+    c = construct(rec)
     run_op(rec, "set", "set('key', 'value')", lambda: c.set("key", "value"))
     run_op(rec, "get", "get('key')", lambda: c.get("key"))
     run_op(rec, "add_new", "add('counter', 5)", lambda: c.add("counter", 5))
@@ -276,12 +279,7 @@ def sc_basic(rec):
 
 
 def sc_wait_timeout(rec):
-    st = [None]
-
-    def make():
-        st[0] = client(rec)
-    run_op(rec, "construct", "TCPStore(host, port, 2, False, 10s)", make)
-    c = st[0]
+    c = construct(rec)
     run_op(rec, "wait_times_out", "wait(['never'], 300ms)",
            lambda: c.wait(["never"], timedelta(milliseconds=300)))
     # The same connection, used again after the timeout.
@@ -344,12 +342,7 @@ def sc_wait_wake(rec):
 def sc_append_multi(rec):
     if not (has("append") and has("multi_get")):
         return False
-    st = [None]
-
-    def make():
-        st[0] = client(rec)
-    run_op(rec, "construct", "TCPStore(host, port, 2, False, 10s)", make)
-    c = st[0]
+    c = construct(rec)
     run_op(rec, "append_new", "append('ap', 'a')", lambda: c.append("ap", "a"))
     run_op(rec, "append_more", "append('ap', 'bc')", lambda: c.append("ap", "bc"))
     run_op(rec, "get_ap", "get('ap')", lambda: c.get("ap"))
@@ -418,12 +411,7 @@ def sc_queue(rec):
 def sc_list_keys(rec):
     if not has("list_keys"):
         return False
-    st = [None]
-
-    def make():
-        st[0] = client(rec)
-    run_op(rec, "construct", "TCPStore(host, port, 2, False, 10s)", make)
-    c = st[0]
+    c = construct(rec)
     run_op(rec, "list_keys_initial", "list_keys()", c.list_keys)
     run_op(rec, "set_b", "set('b/2', 'x')", lambda: c.set("b/2", "x"))
     run_op(rec, "set_a", "set('a/1', 'y')", lambda: c.set("a/1", "y"))
@@ -479,12 +467,7 @@ def sc_barrier(rec):
 def sc_clone(rec):
     if not has("clone"):
         return False
-    st = [None]
-
-    def make():
-        st[0] = client(rec)
-    run_op(rec, "construct", "TCPStore(host, port, 2, False, 10s)", make)
-    c = st[0]
+    c = construct(rec)
     st2 = [None]
 
     def do_clone():
