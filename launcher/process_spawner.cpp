@@ -296,6 +296,7 @@ std::vector<std::string> ProcessSpawner::stop_escaped() {
   auto stopped = stop_adopted_children(
       [&](pid_t pid) { return pid == guardian || children_.count(pid) != 0; });
   std::vector<std::string> described;
+  described.reserve(stopped.size());
   for (const auto& process : stopped) {
     described.push_back("pid " + std::to_string(process.pid) + " (" + process.name + ")");
   }

@@ -2,7 +2,8 @@
 # Lint, as CI runs it (scripts/test.sh calls this after the build):
 #  1. clang-format: every tracked C++/CUDA file is formatted (.clang-format);
 #  2. layers: no lower layer includes a higher one (scripts/check_layers.sh);
-#  3. test names: no ';' in a TEST_CASE name (CTest splits it, and then nothing runs);
+#  3. test names: no ';' in a TEST_CASE name (CTest splits it, and then nothing runs), none
+#     starting with '-' (the test binary reads it as an option, and the test fails at once);
 #  4. clang-tidy (.clang-tidy) on the library sources: the number of distinct findings may
 #     not grow past scripts/tidy_baseline.txt (older findings are listed there to be paid
 #     down; a change that removes some lowers the number).
@@ -27,6 +28,12 @@ bad_names=$(grep -rnE 'TEST_CASE\("[^"]*;' tests || true)
 if [ -n "$bad_names" ]; then
   echo "lint: test names with ';' (CTest splits them and runs nothing):"
   echo "$bad_names" | sed 's/^/  /'
+  status=1
+fi
+dash_names=$(grep -rnE 'TEST_CASE\("-' tests || true)
+if [ -n "$dash_names" ]; then
+  echo "lint: test names starting with '-' (the test binary reads them as an option):"
+  echo "$dash_names" | sed 's/^/  /'
   status=1
 fi
 

@@ -91,17 +91,24 @@ TEST_CASE("e2e security: strangers cannot join, close or overwrite a job with a 
              Contains("store 127.0.0.1:" + std::to_string(port) + " refused authentication"));
   CHECK_THAT(wrong.log(), Contains("refused authentication: wrong secret"));
 
-  // A raw client (PyTorch's dialect, no secret): closing the rendezvous, overwriting or
-  // deleting keys, and reading the failure record are all refused.
-  for (const auto& r : {req(wire::Command::kSet, {"/torchelastic/sec/closed"}, {"1"}),
-                        req(wire::Command::kAdd, {"/torchelastic/sec/round"}),
-                        req(wire::Command::kDeleteKey, {"/torchelastic/sec/members"}),
-                        req(wire::Command::kGet, {"/torchelastic/sec/failure"}),
-                        req(wire::Command::kSet, {"/worker/attempt_5/x"}, {"1"})}) {
-    Raw raw(static_cast<uint16_t>(port));
-    raw.send(r);
-    CHECK(raw.closed_by_server());
-  }
+  // A raw client (PyTorch's dialect, no secret) is scoped to the workers' attempt: closing the
+  // rendezvous, bumping its round, deleting its members and reading its failure record all
+  // reach keys of its own scope, never the agents' (docs/store.md, "Attempt scopes").
+  Raw raw(static_cast<uint16_t>(port));
+  raw.send(req(wire::Command::kSet, {"/torchelastic/sec/closed"}, {"1"}));
+  raw.send(req(wire::Command::kAdd, {"/torchelastic/sec/round"}));
+  CHECK(raw.recv_i64() == 0);  // a counter of its own, from 0
+  raw.send(req(wire::Command::kDeleteKey, {"/torchelastic/sec/members"}));
+  CHECK(raw.recv_i64() == 0);
+  raw.send(req(wire::Command::kCheck, {"/torchelastic/sec/failure"}));
+  CHECK(raw.recv_u8() == wire::kCheckNotReady);
+  // ddplaunch's own commands (presence records) still need the secret: refused, closed.
+  Raw native(static_cast<uint16_t>(port));
+  native.send(req(wire::Command::kCheck, {wire::kExtensionProbeKey}));
+  REQUIRE(native.recv_u8() == wire::kCheckReady);
+  native.send(req(wire::Command::kOnClose, {"/torchelastic/sec/closed"}, {"1"}),
+              wire::Dialect::kNative);
+  CHECK(native.closed_by_server());
 
   // The job goes on as if nobody had tried.
   REQUIRE(a.wait(kGuard) == 0);

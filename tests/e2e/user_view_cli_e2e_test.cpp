@@ -46,7 +46,7 @@ size_t count_of(const std::string& text, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("--use_env runs as torch.distributed.launch ran it: LOCAL_RANK, no --local_rank",
+TEST_CASE("use_env: runs as torch.distributed.launch ran it, LOCAL_RANK and no --local_rank",
           "[e2e][user_view]") {
   TempDir dir;
   auto script = dir.write("legacy.py", kLegacyScript);
@@ -109,7 +109,7 @@ TEST_CASE("an unreachable store: every waiting line gives the cause, the error t
   CHECK(!std::regex_search(run.output, std::regex("within [0-9]{1,2} ms")));
 }
 
-TEST_CASE("a usage error is the only line; errors name the PET_ variable the user set",
+TEST_CASE("a usage error is the only line, and errors name the PET_ variable the user set",
           "[e2e][user_view]") {
   TempDir dir;
   auto script = dir.write("w.py", "print('never runs')\n");

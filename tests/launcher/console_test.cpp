@@ -249,7 +249,7 @@ TEST_CASE(
   CHECK_THAT(err_lines[1], Contains("console blocked: dropped") && Contains("; hint"));
 }
 
-TEST_CASE("segments of two sources never share a line; a bar is redrawn with its prefix",
+TEST_CASE("segments of two sources never share a line, and a bar is redrawn with its prefix",
           "[console]") {
   Pipe pipe;
   std::future<std::string> reader = std::async(std::launch::async, [&] { return pipe.read_all(); });

@@ -139,7 +139,7 @@ TEST_CASE("an endless line is written out in 1 MiB pieces", "[logs]") {
   CHECK(out.text().size() == 20 * chunk.size() + 1);  // continued, then ended
 }
 
-TEST_CASE("'\\r' redraws keep their prefix; an unfinished line shows after kPartialDelay",
+TEST_CASE("'\\r' redraws keep their prefix, and an unfinished line shows after kPartialDelay",
           "[logs]") {
   CaptureFile out;
   auto dir =
