@@ -168,6 +168,7 @@ struct RawOptions {
   std::string pass_local_rank_arg;
   bool use_env = false;
   std::string slow_console = "block";
+  bool adopt_daemons = false;
   bool no_agent_store = false;
   std::string events_file;
   std::string numa_binding;
@@ -258,6 +259,9 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "When the console's reader falls behind: block (default: stop reading the "
                  "workers' output, which then wait, as with a slow terminal; nothing is lost) or "
                  "drop (lines are dropped and counted; workers never wait)");
+  app.add_flag("--adopt_daemons,--adopt-daemons", raw.adopt_daemons,
+               "Adopt what workers start outside their process groups (setsid, daemons) and "
+               "stop it with the group (a child subreaper; off by default, docs/cli.md)");
   app.add_flag("--use_env,--use-env", raw.use_env,
                "torch.distributed.launch's flag, accepted: LOCAL_RANK is always in the "
                "environment and no --local_rank argument is added");
@@ -425,6 +429,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
     throw ConfigError("--slow_console=" + raw.slow_console + ": expected block or drop");
   }
   config.slow_console_drops = raw.slow_console == "drop";
+  config.adopt_daemons = raw.adopt_daemons;
   config.agent_store = !raw.no_agent_store;
   if (!raw.events_file.empty()) config.events_file = raw.events_file;
   if (!raw.secret_file.empty()) config.secret_file = raw.secret_file;

@@ -150,7 +150,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.host = local_host_name();
   agent_options.bindings = std::move(bindings);
 
-  ProcessSpawner spawner(io, &guardian);
+  ProcessSpawner spawner(io, &guardian, config.adopt_daemons);
   // Called on a console's writer thread; the reads resume on the agent's loop (handlers run
   // only inside agent.run(), while the spawner exists).
   consoles.set_room_listener(

@@ -19,7 +19,9 @@ class OrphanGuardian;
 class ProcessSpawner final : public WorkerSpawner {
  public:
   // guardian may be null (then only PDEATHSIG protects against a killed agent).
-  ProcessSpawner(boost::asio::io_context& io, OrphanGuardian* guardian);
+  // adopt_daemons: become a child subreaper, so stop_escaped() finds what the workers started
+  // outside their process groups.
+  ProcessSpawner(boost::asio::io_context& io, OrphanGuardian* guardian, bool adopt_daemons = false);
   // Kills (SIGKILL) the groups of every worker still known and reaps them.
   ~ProcessSpawner() override;
 

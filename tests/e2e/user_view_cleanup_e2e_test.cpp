@@ -29,7 +29,8 @@ ProcessResult launch(std::vector<std::string> args, std::map<std::string, std::s
 
 }  // namespace
 
-TEST_CASE("a daemon a worker started with setsid -f is gone after the job", "[e2e][user_view]") {
+TEST_CASE("with --adopt_daemons a daemon a worker started with setsid -f is gone after the job",
+          "[e2e][user_view]") {
   TempDir dir;
   // The daemon leaves the worker's process group and session; the worker exits 0 at once.
   auto script = dir.write("daemonize.sh", R"(#!/bin/sh
@@ -37,8 +38,9 @@ setsid -f sh -c 'echo $$ > "$OUT_DIR/daemon_$LOCAL_RANK.pid"; exec sleep 313'
 while [ ! -s "$OUT_DIR/daemon_$LOCAL_RANK.pid" ]; do sleep 0.05; done
 echo started
 )");
-  auto run = launch({"--nproc_per_node=2", "--standalone", "--no_python", "/bin/sh", script},
-                    {{"OUT_DIR", dir.path().string()}});
+  auto run = launch(
+      {"--nproc_per_node=2", "--standalone", "--adopt_daemons", "--no_python", "/bin/sh", script},
+      {{"OUT_DIR", dir.path().string()}});
   INFO(run.output);
   // Expected: exit 0; one line names the two sleeps it had to kill; neither survives.
   CHECK(run.exit_code == 0);
