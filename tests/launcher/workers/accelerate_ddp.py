@@ -15,6 +15,8 @@ from accelerate import Accelerator  # noqa: E402
 from accelerate.utils import set_seed  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
+from framework_exit import exit_without_teardown  # noqa: E402
+
 
 def main():
     # cpu=True: on CPUs, Accelerator() only runs distributed when told so (accelerate launch
@@ -52,20 +54,6 @@ def main():
         json.dump(result, f, sort_keys=True)
     accelerator.end_training()
 
-
-
-def exit_without_teardown():
-    """PyTorch 2.15 sometimes aborts at interpreter exit after a gloo job ("terminate called
-    without an active exception", no Python frame; seen under torchrun 2.15 and ddplaunch
-    alike, about one run in ten on 2 busy cores). The result file is written and the group
-    destroyed by then, so the process leaves without the interpreter's teardown: what the
-    test compares (the per-rank results, the exit status of a finished run) stays PyTorch's
-    and the launcher's, not the teardown's luck."""
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import lightning as L  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
+from framework_exit import exit_without_teardown  # noqa: E402
+
 
 class Tiny(L.LightningModule):
     def __init__(self):
@@ -60,20 +62,6 @@ def main():
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 
-
-
-def exit_without_teardown():
-    """PyTorch 2.15 sometimes aborts at interpreter exit after a gloo job ("terminate called
-    without an active exception", no Python frame; seen under torchrun 2.15 and ddplaunch
-    alike, about one run in ten on 2 busy cores). The result file is written and the group
-    destroyed by then, so the process leaves without the interpreter's teardown: what the
-    test compares (the per-rank results, the exit status of a finished run) stays PyTorch's
-    and the launcher's, not the teardown's luck."""
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":
