@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/launch_config.hpp"
+#include "launcher/config/launch_config.hpp"
 
 namespace ddp::launcher {
 

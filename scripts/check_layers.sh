@@ -7,6 +7,9 @@
 #   common <- rendezvous/store <- rendezvous (algorithms)
 #   launcher uses all of the above; worker_runtime uses common, the store and its server;
 #   trainer uses worker_runtime (and common) only.
+# Inside launcher/, folders by concern, each including only those below it (lowest first):
+#   binding < config < process < output < hang, health, rendezvous_setup < agent < the top
+#   (main.cpp and launcher.cpp, the composition root). docs/architecture.md says what each owns.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +54,45 @@ check "worker_runtime/ includes the agent, the rendezvous algorithms or the trai
 check "launcher/ includes the worker runtime or the trainer" 'worker_runtime/|trainer/' \
   "${launcher[@]}"
 check "trainer/ includes the agent or the store" 'launcher/|rendezvous/' "${trainer[@]}"
+
+# launcher/'s own layers: each folder may include only the folders listed before it.
+launcher_layers=(binding config process output hang health rendezvous_setup agent)
+launcher_allowed=(
+  ''                               # binding: the machine and binding arithmetic
+  'binding'                        # config: argv and PET_* in, a validated config out
+  'binding|config'                 # process: spawning, signals, exits, argv and env
+  'config|process'                 # output: what users read
+  ''                               # hang: detection sources and analysis
+  ''                               # health: the endpoint and the metrics view
+  'config'                         # rendezvous_setup: the factory, etcd, the workers' store
+  'binding|config|process|output|hang|health|rendezvous_setup'  # agent: the state machine
+)
+for i in "${!launcher_layers[@]}"; do
+  layer=${launcher_layers[$i]}
+  [ -d "launcher/$layer" ] || continue
+  mapfile -t layer_files < <(files "launcher/$layer")
+  others=()
+  for other in "${launcher_layers[@]}"; do
+    [ "$other" = "$layer" ] && continue
+    if [ -n "${launcher_allowed[$i]}" ] && [[ "|${launcher_allowed[$i]}|" == *"|$other|"* ]]; then
+      continue
+    fi
+    others+=("launcher/$other/")
+  done
+  # Nor the top (the composition root).
+  others+=('launcher/[a-z_]+\.hpp')
+  forbidden=$(IFS='|'; echo "${others[*]}")
+  check "launcher/$layer/ includes a launcher folder it may not (allowed: ${launcher_allowed[$i]:-none})" \
+    "$forbidden" "${layer_files[@]}"
+done
+# No file of launcher/ outside a folder but main.cpp and the composition root.
+loose=$(find launcher -maxdepth 1 \( -name '*.cpp' -o -name '*.hpp' \) \
+  ! -name main.cpp ! -name launcher.cpp ! -name launcher.hpp | sort)
+if [ -n "$loose" ]; then
+  echo "check_layers: launcher/ files outside a folder by concern (docs/architecture.md):"
+  echo "$loose" | sed 's/^/  /'
+  status=1
+fi
 
 if [ $status -eq 0 ]; then echo "check_layers: every include points down"; fi
 exit $status

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <memory>
 #include <typeinfo>
 
 #include "common/env_names.hpp"
+#include "common/error_file_format.hpp"
 #include "common/log.hpp"
 
 #if __has_include(<cxxabi.h>)
@@ -123,11 +123,7 @@ void fatal_signal_handler(int sig) {
 
 std::string error_file_json(const std::string& message, const std::string& callstack,
                             long long timestamp) {
-  nlohmann::json doc = {
-      {"message",
-       {{"message", message},
-        {"extraInfo", {{"py_callstack", callstack}, {"timestamp", std::to_string(timestamp)}}}}}};
-  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return error_file::to_json(message, callstack, timestamp);
 }
 
 bool record_error(const std::string& message, const std::string& callstack,
@@ -136,14 +132,7 @@ bool record_error(const std::string& message, const std::string& callstack,
   if (target.empty()) {
     return false;
   }
-  try {
-    std::ofstream out(target, std::ios::trunc);
-    out << error_file_json(message, callstack, static_cast<long long>(std::time(nullptr))) << '\n';
-    out.close();
-    return static_cast<bool>(out);
-  } catch (const std::exception&) {
-    return false;
-  }
+  return error_file::write(target, message, callstack);
 }
 
 void install_fatal_signal_handlers() {

@@ -1,8 +1,8 @@
-// libFuzzer target: the agent's reader of TORCHELASTIC_ERROR_FILE (launcher/error_report.hpp),
-// and the failure summary built from what it read. Any file content is read (nullopt when it
-// is not PyTorch's format, never an exception) and summarised without a crash. An input whose
-// first byte is 0x01 is instead a message the worker runtime records
-// (worker_runtime/error_file.hpp): what it writes must read back.
+// libFuzzer target: the agent's reader of TORCHELASTIC_ERROR_FILE
+// (launcher/output/error_report.hpp), and the failure summary built from what it read. Any file
+// content is read (nullopt when it is not PyTorch's format, never an exception) and summarised
+// without a crash. An input whose first byte is 0x01 is instead a message the worker runtime
+// records (worker_runtime/error_file.hpp): what it writes must read back.
 #include <unistd.h>
 
 #include <chrono>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/error_report.hpp"
+#include "launcher/output/error_report.hpp"
 #include "worker_runtime/error_file.hpp"
 
 namespace {

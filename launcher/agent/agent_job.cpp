@@ -1,0 +1,239 @@
+// The agent's side of job-wide failure handling (docs/multinode.md, "When a node fails"):
+// every attempt of a multi-node job has one failure record in the store; this node publishes
+// its own failure there, and stops its workers as soon as any node's record appears.
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <csignal>
+
+#include "common/log.hpp"
+#include "launcher/agent/agent.hpp"
+
+namespace ddp::launcher {
+namespace asio = boost::asio;
+
+namespace {
+
+// How long a node that published its own failure waits for the record that holds (its own,
+// or an earlier one from another node) before it decides alone: the publish returns it, so
+// this is a store round trip normally; deciding alone risks disagreeing with the others.
+constexpr std::chrono::milliseconds kRecordWait{10000};
+
+}  // namespace
+
+JobRootCause root_cause_of(const rendezvous::FailureRecord& r) {
+  JobRootCause root;
+  root.attempt = r.attempt;
+  root.node = r.group_rank;
+  root.host = r.host;
+  root.what = r.describe();
+  root.rank = r.rank;
+  root.local_rank = r.local_rank;
+  root.pid = r.pid;
+  root.exit_status = r.shell_status();
+  root.time = r.time;
+  root.message = r.message;
+  root.traceback = r.traceback;
+  return root;
+}
+
+void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
+  info_ = info;
+  job_watch_.reset();
+  job_failure_.reset();
+  published_ = false;
+  awaiting_record_ = false;
+  if (info.group_world_size <= 1) return;  // one node: its own failures are the job's
+  std::shared_ptr<rendezvous::Store> wait_store;
+  std::shared_ptr<rendezvous::Store> publish_store;
+  try {
+    wait_store = rendezvous_.connect_job_store();
+    publish_store = wait_store ? rendezvous_.connect_job_store() : nullptr;
+  } catch (const std::exception& e) {
+    on_store_lost(e.what());
+    return;
+  }
+  if (!wait_store) return;
+  rendezvous::FailureWatchCallbacks callbacks;
+  callbacks.on_failure = [this, generation = generation_](const rendezvous::FailureRecord& r) {
+    asio::post(io_, [this, generation, r] { on_job_failure(generation, r); });
+  };
+  callbacks.on_store_lost = [this, generation = generation_](const std::string& message) {
+    asio::post(io_, [this, generation, message] {
+      if (generation == generation_) on_store_lost(message);
+    });
+  };
+  job_watch_ =
+      std::make_unique<rendezvous::FailureWatch>(std::move(wait_store), std::move(publish_store),
+                                                 info.round, info.group_rank, std::move(callbacks));
+}
+
+rendezvous::FailureRecord Agent::worker_record(const WorkerSlot& slot, ExitStatus status) const {
+  rendezvous::FailureRecord record;
+  record.kind = slot.hang.empty() ? "worker" : "hang";
+  record.rank = slot.rank;
+  record.local_rank = slot.local_rank;
+  record.pid = slot.pid;
+  record.exit_code = status.exit_code;
+  record.signal = status.signal;
+  if (!failures_.empty() && failures_.back().pid == slot.pid) {
+    const auto& failure = failures_.back();
+    if (failure.error) {
+      record.message = failure.error->message;
+      record.traceback = failure.error->traceback;
+    }
+  }
+  if (record.message.empty() && !slot.hang.empty()) record.message = "hang: " + slot.hang;
+  return record;
+}
+
+void Agent::publish_failure(rendezvous::FailureRecord record) {
+  if (!job_watch_ || published_ || job_failure_) return;
+  published_ = true;
+  record.attempt = info_.round;
+  record.group_rank = info_.group_rank;
+  // The address the other nodes know this node by, where one was given; else its name.
+  record.host = options_.config.local_addr.value_or(options_.host);
+  if (record.time == 0) record.time = rendezvous::unix_now();
+  events_.record("failure_published", {{"kind", record.kind}, {"rank", record.rank}});
+  job_watch_->publish(std::move(record));
+}
+
+bool Agent::is_mine(const rendezvous::FailureRecord& record) const {
+  return published_ && record.group_rank == info_.group_rank &&
+         record.host == options_.config.local_addr.value_or(options_.host);
+}
+
+void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record) {
+  if (generation != generation_ || job_failure_) return;
+  // Kept workers keep the generation through an in-place re-form; the round tells a record
+  // of the round left behind (posted just before its watch stopped) from a current one.
+  if (options_.config.in_place_recovery && record.attempt != info_.round) return;
+  if (!record.is_failure()) {
+    // The store host finished and leaves: this node's workers run on, on their own.
+    store_leaving_ = true;
+    store_lost_ = true;  // its exit barrier is over: there is nothing left to leave
+    events_.record("store_leaving", {{"node", record.group_rank}});
+    DDP_LOG_WARN("node " + std::to_string(record.group_rank) + " (" + record.host +
+                 "), which hosts the store, finished and is leaving; this node's workers run "
+                 "on, but failures are no longer shared between nodes");
+    if (awaiting_record_) {
+      awaiting_record_ = false;
+      record_timer_.cancel();
+      decide_after_failure();
+    }
+    return;
+  }
+  job_failure_ = record;
+  events_.record("job_failure", {{"kind", record.kind},
+                                 {"node", record.group_rank},
+                                 {"rank", record.rank},
+                                 {"exit_code", record.exit_code},
+                                 {"signal", record.signal},
+                                 {"mine", is_mine(record)}});
+  if (awaiting_record_) {
+    awaiting_record_ = false;
+    record_timer_.cancel();
+    decide_after_failure();
+    return;
+  }
+  if (is_mine(record)) return;  // this node is stopping for it already
+  if (record.kind == "node_lost" && record.group_rank == info_.group_rank) {
+    DDP_LOG_ERROR(
+        "the store lost this node's own connection (a network outage longer than the "
+        "TCP timeouts, see DDPLAUNCH_TCP_USER_TIMEOUT): to the other nodes this node is "
+        "gone");
+  }
+  if (state_ == State::kHealthy ||
+      (state_ == State::kStopping && stop_reason_ == StopReason::kMembership)) {
+    note_failure(record.kind == "worker" ? (record.signal != 0 ? "signal" : "exit") : record.kind,
+                 record.rank);
+  }
+  switch (state_) {
+    case State::kHealthy:
+      if (can_recover_in_place() && record.restartable() &&
+          restart_count_ < options_.config.max_restarts) {
+        // The same count every node keeps (decide_after_failure), without stopping anything.
+        ++restart_count_;
+        events_.record("restart", {{"restarts_spent", restart_count_},
+                                   {"failed_rank", record.rank},
+                                   {"failed_node", record.group_rank},
+                                   {"in_place", true}});
+        DDP_LOG_WARN("the job failed on another node (" + record.describe() +
+                     "); re-forming in place, restart " + std::to_string(restart_count_) + " of " +
+                     std::to_string(options_.config.max_restarts));
+        recover_in_place("job_failure");
+        break;
+      }
+      DDP_LOG_ERROR("the job failed on another node: " + record.describe() +
+                    "; stopping this node's workers (pids " + running_pids() + ")");
+      begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
+      break;
+    case State::kStopping:
+      // A re-form in progress is a failed attempt now; a signal or a failure stays as it is.
+      if (stop_reason_ == StopReason::kMembership) {
+        stop_reason_ = StopReason::kFailure;
+        after_stop_ = [this] { after_failure(); };
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void Agent::on_store_lost(const std::string& message) {
+  if (job_failure_ || state_ == State::kExiting || state_ == State::kDone) return;
+  if (store_leaving_) return;  // announced: not a failure
+  const std::string store = "the rendezvous store";
+  const std::string advice =
+      "the store lived in the agent of the node that hosts it, so that node is gone; to let a "
+      "job outlive any one node, run a standalone store (ddpstore) and start every agent with "
+      "--rdzv_conf is_host=false";
+  if (awaiting_record_) {
+    store_lost_ = true;
+    awaiting_record_ = false;
+    record_timer_.cancel();
+    decide_after_failure();
+    return;
+  }
+  switch (state_) {
+    case State::kHealthy:
+      store_lost_ = true;
+      note_failure("store_lost", -1);
+      DDP_LOG_ERROR("lost " + store + " (" + message + "): " + advice +
+                    "; stopping this node's workers (pids " + running_pids() + ")");
+      events_.record("store_lost", {{"message", message}});
+      begin_stop(SIGTERM, StopReason::kStoreLost, [this] { finish(1); });
+      break;
+    case State::kStopping:
+      if (stop_reason_ == StopReason::kMembership) {
+        store_lost_ = true;
+        DDP_LOG_ERROR("lost " + store + " (" + message + "): " + advice);
+        events_.record("store_lost", {{"message", message}});
+        stop_reason_ = StopReason::kStoreLost;
+        after_stop_ = [this] { finish(1); };
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void Agent::after_failure() {
+  if (job_watch_ && published_ && !job_failure_) {
+    // The record that holds (ours, or another node's a moment earlier) is a round trip away:
+    // every node must decide from the same one.
+    awaiting_record_ = true;
+    record_timer_.expires_after(kRecordWait);
+    record_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || !awaiting_record_) return;
+      awaiting_record_ = false;
+      DDP_LOG_WARN("the job-wide failure record did not arrive; deciding from this node alone");
+      decide_after_failure();
+    });
+    return;
+  }
+  decide_after_failure();
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,48 @@
+#include "launcher/config/local_rank_hint.hpp"
+
+#include <fstream>
+
+namespace ddp::launcher {
+namespace {
+
+// Enough for any training script; a larger file is read this far.
+constexpr std::streamsize kMaxScriptBytes = std::streamsize{4} << 20;
+
+// The spelling the script declares ("local_rank" or "local-rank"), quoted as argparse takes it.
+std::optional<std::string> declared_spelling(const std::string& text) {
+  for (const char* spelling : {"local_rank", "local-rank"}) {
+    for (char quote : {'"', '\''}) {
+      std::string literal = std::string(1, quote) + "--" + spelling + quote;
+      if (text.find(literal) != std::string::npos) return spelling;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> local_rank_hint(const LaunchConfig& config) {
+  if (!runs_python(config) || config.module || config.pass_local_rank_arg || config.use_env) {
+    return std::nullopt;
+  }
+  for (const auto& arg : config.program_args) {
+    if (arg.starts_with("--local_rank") || arg.starts_with("--local-rank")) return std::nullopt;
+  }
+  std::ifstream in(config.program, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text(static_cast<size_t>(kMaxScriptBytes), '\0');
+  in.read(text.data(), kMaxScriptBytes);
+  text.resize(static_cast<size_t>(in.gcount()));
+  auto spelling = declared_spelling(text);
+  if (!spelling) return std::nullopt;
+  std::string flag =
+      *spelling == "local_rank" ? "--pass_local_rank_arg" : "--pass_local_rank_arg=local-rank";
+  return config.program + " declares a --" + *spelling +
+         " argument, which ddplaunch does not pass (as torchrun does not): every rank gets its "
+         "default; add " +
+         flag +
+         " (torch.distributed.launch's behaviour) or read LOCAL_RANK "
+         "from the environment";
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,172 @@
+#include "launcher/hang/progress_board.hpp"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+namespace ddp::launcher {
+
+namespace {
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string key(uint64_t round, int group_rank) {
+  return "hang/" + std::to_string(round) + "/" + std::to_string(group_rank);
+}
+
+}  // namespace
+
+std::string encode_snapshots(const std::vector<RankSnapshot>& ranks, int64_t now_ms) {
+  auto out = nlohmann::json::array();
+  for (const auto& r : ranks) {
+    out.push_back({{"rank", r.rank},
+                   {"source", r.has_source},
+                   // To 100 ms: the same progress gives the same text check after check.
+                   {"moved_ms", (now_ms - static_cast<int64_t>(r.silent_s * 1000)) / 100 * 100},
+                   {"state", std::string(r.state == 0 ? "" : std::string(1, r.state))},
+                   {"hung", r.hung},
+                   {"step", r.last.step},
+                   {"op", r.last.op},
+                   {"seq", r.last.seq},
+                   {"phase", progress::phase_name(r.last.phase)}});
+  }
+  return out.dump();
+}
+
+std::vector<RankSnapshot> decode_snapshots(const std::string& text, int64_t now_ms) {
+  std::vector<RankSnapshot> out;
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_array()) return out;
+  for (const auto& item : json) {
+    try {
+      RankSnapshot r;
+      r.rank = item.at("rank").get<int>();
+      r.has_source = item.at("source").get<bool>();
+      r.silent_s = static_cast<double>(now_ms - item.at("moved_ms").get<int64_t>()) / 1000.0;
+      const auto state = item.at("state").get<std::string>();
+      r.state = state.empty() ? char{0} : state[0];
+      r.hung = item.at("hung").get<bool>();
+      r.last.rank = r.rank;
+      r.last.step = item.at("step").get<int64_t>();
+      r.last.op = item.at("op").get<std::string>();
+      r.last.seq = item.at("seq").get<int64_t>();
+      const auto phase = item.at("phase").get<std::string>();
+      r.last.phase = phase == "enter"  ? progress::Phase::kEnter
+                     : phase == "exit" ? progress::Phase::kExit
+                                       : progress::Phase::kNone;
+      out.push_back(std::move(r));
+    } catch (const nlohmann::json::exception&) {
+      // Another node's entry this version cannot read: leave that rank out.
+    }
+  }
+  return out;
+}
+
+ProgressBoard::ProgressBoard(Connector connect) : connect_(std::move(connect)) {
+  if (connect_) thread_ = std::thread([this] { run(); });
+}
+
+rendezvous::Store* ProgressBoard::store() {
+  if (!connect_tried_) {
+    connect_tried_ = true;
+    try {
+      store_ = connect_();
+      // A dead store must not hold the board (and whoever destroys it) for long.
+      if (store_) store_->set_timeout(std::chrono::seconds(5));
+    } catch (const std::exception&) {
+      store_ = nullptr;  // analysis falls back to this node's ranks
+    }
+  }
+  return store_.get();
+}
+
+ProgressBoard::~ProgressBoard() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ProgressBoard::begin_round(uint64_t round, int group_rank, int group_world_size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  round_ = round;
+  group_rank_ = group_rank;
+  group_world_size_ = group_world_size;
+  pending_.reset();
+  last_written_.clear();
+}
+
+void ProgressBoard::publish(std::vector<RankSnapshot> local) {
+  if (!connect_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = std::move(local);
+  }
+  cv_.notify_all();
+}
+
+void ProgressBoard::collect(std::vector<RankSnapshot> local,
+                            std::function<void(std::vector<RankSnapshot>)> done) {
+  if (!connect_) {
+    done(std::move(local));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    collects_.emplace_back(std::move(local), std::move(done));
+  }
+  cv_.notify_all();
+}
+
+void ProgressBoard::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || pending_ || !collects_.empty(); });
+    if (stop_) return;
+    const uint64_t round = round_;
+    const int group_rank = group_rank_;
+    const int nodes = group_world_size_;
+    if (pending_) {
+      auto local = std::move(*pending_);
+      pending_.reset();
+      // moved_ms is what changes while ranks progress; the text is compared as written.
+      auto text = encode_snapshots(local, wall_ms());
+      if (text == last_written_) continue;
+      last_written_ = text;
+      lock.unlock();
+      try {
+        if (auto* s = store()) s->set(key(round, group_rank), text);
+      } catch (const std::exception&) {
+        // The store is gone: the rendezvous reports that; hang analysis falls back to local.
+      }
+      lock.lock();
+      continue;
+    }
+    auto [local, done] = std::move(collects_.front());
+    collects_.erase(collects_.begin());
+    lock.unlock();
+    std::vector<RankSnapshot> all = local;
+    try {
+      auto* s = store();
+      if (s != nullptr) s->set(key(round, group_rank), encode_snapshots(local, wall_ms()));
+      for (int node = 0; s != nullptr && node < nodes; ++node) {
+        if (node == group_rank) continue;
+        if (auto text = rendezvous::read_if_present(*s, key(round, node))) {
+          auto theirs = decode_snapshots(*text, wall_ms());
+          all.insert(all.end(), theirs.begin(), theirs.end());
+        }
+      }
+    } catch (const std::exception&) {
+      // Analyse what we have: this node's ranks.
+    }
+    done(std::move(all));
+    lock.lock();
+  }
+}
+
+}  // namespace ddp::launcher

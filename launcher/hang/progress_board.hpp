@@ -1,0 +1,66 @@
+#pragma once
+// Makes every node's view of its ranks' progress visible to the others through the job's
+// store, so that all agents analyse the same snapshots and name the same culprit. One key
+// per node and round (hang/<round>/<group_rank>: a JSON array of its ranks), written only
+// when it changed. Store calls run on a thread of the board's own: a slow or dead store
+// never blocks the agent's loop. Without a store (one node) it only echoes the local view.
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/hang/hang_analysis.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ddp::launcher {
+
+// Snapshots travel with wall-clock times so a reader recomputes how long each rank has
+// been silent; exposed for tests.
+std::string encode_snapshots(const std::vector<RankSnapshot>& ranks, int64_t now_ms);
+std::vector<RankSnapshot> decode_snapshots(const std::string& text, int64_t now_ms);
+
+class ProgressBoard {
+ public:
+  using Connector = std::function<std::shared_ptr<rendezvous::Store>()>;
+  // connect: opens the job's store on the board's thread when first needed (null or
+  // returning null: this node is alone).
+  explicit ProgressBoard(Connector connect);
+  ~ProgressBoard();
+  ProgressBoard(const ProgressBoard&) = delete;
+  ProgressBoard& operator=(const ProgressBoard&) = delete;
+
+  // A new group: this node is group_rank of group_world_size in round.
+  void begin_round(uint64_t round, int group_rank, int group_world_size);
+  // This node's ranks now (the latest call wins; written in the background).
+  void publish(std::vector<RankSnapshot> local);
+  // Every node's ranks (this node's from `local`, written first), delivered to done on the
+  // board's thread. Nodes that published nothing are missing from the result.
+  void collect(std::vector<RankSnapshot> local,
+               std::function<void(std::vector<RankSnapshot>)> done);
+
+ private:
+  void run();
+  // The store, connected on first use (board thread only); null when there is none.
+  rendezvous::Store* store();
+
+  Connector connect_;
+  bool connect_tried_ = false;
+  std::shared_ptr<rendezvous::Store> store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  uint64_t round_ = 0;
+  int group_rank_ = 0;
+  int group_world_size_ = 1;
+  std::optional<std::vector<RankSnapshot>> pending_;  // to publish
+  std::string last_written_;
+  std::vector<std::pair<std::vector<RankSnapshot>, std::function<void(std::vector<RankSnapshot>)>>>
+      collects_;
+  std::thread thread_;
+};
+
+}  // namespace ddp::launcher

@@ -1,0 +1,118 @@
+#include "launcher/process/worker_command.hpp"
+
+#include "common/env_names.hpp"
+#include "common/error.hpp"
+#include "launcher/config/signal_list.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+// --run_path: what torchrun 1.13's worker does with it (run.py's run_script_path under
+// elastic's record()): sys.argv = [script, args...], runpy.run_path(script, "__main__"), and
+// an uncaught exception is written to TORCHELASTIC_ERROR_FILE in PyTorch's format unless the
+// script's own @record already wrote one. argv[0] of `python -c` is "-c", dropped here.
+constexpr const char* kRunPathBootstrap = R"(import json, os, runpy, sys, time, traceback
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except Exception as e:
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path and not os.path.exists(path):
+        extra = {"py_callstack": traceback.format_exc(), "timestamp": str(int(time.time()))}
+        with open(path, "w") as f:
+            json.dump({"message": {"message": f"{type(e).__name__}: {e}", "extraInfo": extra}}, f)
+    raise
+)";
+
+}  // namespace
+
+std::string substitute_local_rank(const std::string& text, int local_rank) {
+  static const std::string kToken = "${local_rank}";
+  std::string result = text;
+  for (auto pos = result.find(kToken); pos != std::string::npos; pos = result.find(kToken, pos)) {
+    auto value = std::to_string(local_rank);
+    result.replace(pos, kToken.size(), value);
+    pos += value.size();
+  }
+  return result;
+}
+
+std::vector<std::string> build_worker_argv(const LaunchConfig& config, const Environment& env,
+                                           int local_rank) {
+  std::vector<std::string> argv;
+  bool python = runs_python(config);
+  const std::string& executable = python ? config.python_exec : config.program;
+  auto resolved = find_executable(executable, env);
+  if (!resolved) {
+    throw ConfigError("'" + executable + "' does not exist or is not executable");
+  }
+  argv.push_back(*resolved);
+  if (python) {
+    argv.emplace_back("-u");  // unbuffered: lines reach the agent (and the console) at once
+    if (config.run_path) {
+      argv.emplace_back("-c");
+      argv.emplace_back(kRunPathBootstrap);
+    } else if (config.module) {
+      argv.emplace_back("-m");
+    }
+    argv.push_back(substitute_local_rank(config.program, local_rank));
+  }
+  if (config.pass_local_rank_arg) {
+    // torch.distributed.launch put it before the script's own arguments.
+    argv.push_back("--" + *config.pass_local_rank_arg + "=" + std::to_string(local_rank));
+  }
+  for (const auto& arg : config.program_args) {
+    argv.push_back(substitute_local_rank(arg, local_rank));
+  }
+  return argv;
+}
+
+bool sets_default_omp_threads(const LaunchConfig& config, const Environment& env) {
+  return config.nproc_per_node > 1 && env.count(env::kOmpNumThreads) == 0;
+}
+
+std::vector<std::string> build_worker_env(const LaunchConfig& config, const Environment& env,
+                                          const AttemptInfo& attempt, int local_rank,
+                                          const std::string& error_file) {
+  Environment worker = env;
+  const auto& info = attempt.rendezvous;
+  int rank = info.rank_offset + local_rank;
+  auto set = [&](const char* name, const std::string& value) { worker[name] = value; };
+  set(env::kRank, std::to_string(rank));
+  if (config.virtual_local_rank) {
+    // torchrun 2.x: each worker sees only its own GPU, as device 0.
+    set(env::kLocalRank, "0");
+    set(env::kCudaVisibleDevices, virtual_visible_device(env, local_rank));
+  } else {
+    set(env::kLocalRank, std::to_string(local_rank));
+  }
+  set(env::kWorldSize, std::to_string(info.world_size));
+  set(env::kLocalWorldSize, std::to_string(config.nproc_per_node));
+  set(env::kGroupRank, std::to_string(info.group_rank));
+  set(env::kGroupWorldSize, std::to_string(info.group_world_size));
+  set(env::kRoleName, config.role);
+  // One role per job: the role rank is the global rank.
+  set(env::kRoleRank, std::to_string(rank));
+  set(env::kRoleWorldSize, std::to_string(info.world_size));
+  set(env::kMasterAddr, info.master_addr);
+  set(env::kMasterPort, std::to_string(info.master_port));
+  set(env::kRestartCount, std::to_string(attempt.restart_count));
+  set(env::kMaxRestarts, std::to_string(config.max_restarts));
+  set(env::kRunId, attempt.run_id);
+  set(env::kUseAgentStore, attempt.use_agent_store ? "True" : "False");
+  set(env::kErrorFile, error_file);
+  set(env::kSignalsToHandle, signal_list_names(config.signals_to_handle));
+  if (sets_default_omp_threads(config, env)) set(env::kOmpNumThreads, "1");
+  if (env.count(env::kPythonFaultHandler) == 0) set(env::kPythonFaultHandler, "1");
+  if (env.count(env::kTorchNcclAsyncErrorHandling) == 0) {
+    set(env::kTorchNcclAsyncErrorHandling, "1");
+  }
+  if (env.count(env::kNcclAsyncErrorHandling) == 0) set(env::kNcclAsyncErrorHandling, "1");
+
+  std::vector<std::string> result;
+  result.reserve(worker.size());
+  for (const auto& [name, value] : worker) result.push_back(name + "=" + value);
+  return result;
+}
+
+}  // namespace ddp::launcher

@@ -1,0 +1,180 @@
+#pragma once
+// Test doubles for the agent: a WorkerSpawner whose "processes" are scripted by the test,
+// and a RendezvousHandler that counts calls and can fail or report membership changes.
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <condition_variable>
+#include <csignal>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "launcher/process/worker_spawner.hpp"
+#include "rendezvous/rendezvous_handler.hpp"
+
+namespace ddp::launcher::testing {
+
+class FakeSpawner final : public WorkerSpawner {
+ public:
+  struct Worker {
+    WorkerProcessSpec spec;
+    WorkerCallbacks callbacks;
+    int pid = 0;
+    bool exited = false;
+    bool released = false;
+    std::vector<int> signals;
+    // The worker's end of its recovery channel (a dup of spec.channel_fd), or -1.
+    std::shared_ptr<int> channel;
+  };
+
+  explicit FakeSpawner(boost::asio::io_context& io) : io_(io) {}
+
+  // Called (on the loop) right after worker `index` is spawned.
+  std::function<void(size_t index)> on_spawn;
+  // Called when a signal reaches worker `index`; default: it dies of any signal.
+  std::function<void(size_t index, int sig)> on_signal = [this](size_t index, int sig) {
+    exit(index, ExitStatus{0, sig});
+  };
+
+  // true -> the n-th spawn() call throws, as for a program that cannot be run.
+  std::function<bool(size_t n)> fail_spawn;
+  size_t spawn_calls = 0;
+
+  int spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbacks) override {
+    if (fail_spawn && fail_spawn(spawn_calls++)) throw Error("fake spawn: cannot run the program");
+    workers.push_back(Worker{spec, std::move(callbacks), next_pid_++, false, false, {}, nullptr});
+    if (spec.channel_fd >= 0) {
+      // Kept open as a real worker would: the agent closes its copy after spawn().
+      workers.back().channel = std::shared_ptr<int>(new int(::dup(spec.channel_fd)), [](int* fd) {
+        if (*fd >= 0) ::close(*fd);
+        delete fd;
+      });
+    }
+    size_t index = workers.size() - 1;
+    if (on_spawn) boost::asio::post(io_, [this, index] { on_spawn(index); });
+    return workers.back().pid;
+  }
+  void signal_group(int pid, int sig) override {
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (workers[i].pid == pid && !workers[i].exited) {
+        workers[i].signals.push_back(sig);
+        boost::asio::post(io_, [this, i, sig] { on_signal(i, sig); });
+      }
+    }
+  }
+  void signal_process(int pid, int sig) override { signal_group(pid, sig); }
+  void release(int pid) override {
+    for (auto& worker : workers) {
+      if (worker.pid == pid) worker.released = true;
+    }
+  }
+
+  // Makes worker `index` print `text` on stream and exit with status (once).
+  void exit(size_t index, ExitStatus status, const std::string& text = "") {
+    auto& worker = workers.at(index);
+    if (worker.exited) return;
+    worker.exited = true;
+    if (!text.empty()) worker.callbacks.on_output(1, text);
+    worker.callbacks.on_exit(status);
+  }
+  // The value of NAME in worker `index`'s environment ("" when absent).
+  std::string env(size_t index, const std::string& name) const {
+    for (const auto& entry : workers.at(index).spec.env) {
+      if (entry.starts_with(name + "=")) return entry.substr(name.size() + 1);
+    }
+    return "";
+  }
+
+  std::vector<Worker> workers;
+
+ private:
+  boost::asio::io_context& io_;
+  int next_pid_ = 1000;
+};
+
+class FakeRendezvous final : public rendezvous::RendezvousHandler {
+ public:
+  explicit FakeRendezvous(int nproc) : nproc_(nproc) {}
+
+  rendezvous::RendezvousInfo next_rendezvous() override {
+    int call = ++calls;
+    if (on_call) on_call();
+    if (block_until_shutdown) {
+      // Like a multi-node round waiting for peers: only shutdown() ends it.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return shut_down.load(); });
+    }
+    if (fail_on_call == call) throw RendezvousError("fake rendezvous: 1/2 joined before timeout");
+    if (shut_down) throw RendezvousClosed("fake rendezvous: closed");
+    rendezvous::RendezvousInfo info;
+    info.round = static_cast<uint64_t>(call - 1);
+    info.world_size = nproc_;
+    info.master_addr = "127.0.0.1";
+    info.master_port = 29999;
+    info.members = members;
+    info.group_rank = group_rank;
+    info.group_world_size = group_world_size;
+    return info;
+  }
+  // A multi-node job's store, when the test gives one (job_store): the agent watches its
+  // failure records there.
+  std::shared_ptr<rendezvous::Store> connect_job_store() override { return job_store; }
+  void watch(std::function<void(rendezvous::MembershipChange)> on_change) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_change_ = std::move(on_change);
+  }
+  void shutdown() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    shut_down = true;
+    cv_.notify_all();
+    if (on_shutdown) on_shutdown();
+    // Like the store host's exit barrier: only interrupt() ends it.
+    if (block_exit_until_interrupt && !after_failure) {
+      cv_.wait(lock, [this] { return interrupted.load(); });
+    }
+  }
+  void interrupt() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    interrupted = true;
+    cv_.notify_all();
+  }
+  void shutdown_after_failure() override {
+    after_failure = true;
+    shutdown();
+  }
+  [[nodiscard]] std::string run_id() const override { return "fake-run"; }
+
+  // Reports a membership change as the real handlers do (from "another thread").
+  void change(rendezvous::MembershipChange change) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (on_change_) on_change_(change);
+  }
+
+  std::shared_ptr<rendezvous::Store> job_store;  // null: a single-node job
+  int group_rank = 0;
+  int group_world_size = 1;
+  std::atomic<int> calls{0};
+  std::atomic<int> fail_on_call{0};
+  std::atomic<bool> shut_down{false};
+  std::atomic<bool> after_failure{false};  // closed by shutdown_after_failure()
+  std::atomic<bool> block_until_shutdown{false};
+  std::function<void()> on_call;      // runs on the rendezvous thread at each call
+  std::function<void()> on_shutdown;  // runs in shutdown(), on the agent's exit thread
+  std::atomic<bool> block_exit_until_interrupt{false};
+  std::atomic<bool> interrupted{false};
+  std::string members;  // RendezvousInfo::members of every round
+
+ private:
+  int nproc_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void(rendezvous::MembershipChange)> on_change_;
+};
+
+}  // namespace ddp::launcher::testing
