@@ -8,7 +8,7 @@
 #   launcher uses all of the above; worker_runtime uses common, the store and its server;
 #   trainer uses worker_runtime (and common) only.
 # Inside launcher/, folders by concern, each including only those below it (lowest first):
-#   binding < config < process < output < hang, health, rendezvous_setup < agent < the top
+#   binding < config < process < output, hang, health, rendezvous_setup < agent < the top
 #   (main.cpp and launcher.cpp, the composition root). docs/architecture.md says what each owns.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +62,7 @@ launcher_allowed=(
   'binding'                        # config: argv and PET_* in, a validated config out
   'binding|config'                 # process: spawning, signals, exits, argv and env
   'config|process'                 # output: what users read
-  ''                               # hang: detection sources and analysis
+  'process'                        # hang: detection sources and analysis (/proc via process/)
   ''                               # health: the endpoint and the metrics view
   'config'                         # rendezvous_setup: the factory, etcd, the workers' store
   'binding|config|process|output|hang|health|rendezvous_setup'  # agent: the state machine

@@ -7,10 +7,9 @@
 
 #include <chrono>
 #include <csignal>
-#include <fstream>
-#include <optional>
-#include <sstream>
 #include <thread>
+
+#include "launcher/process/proc_status.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -18,28 +17,6 @@ namespace {
 // A daemon that forks a daemon that forks...: each round adopts the next generation.
 constexpr int kMaxRounds = 8;
 constexpr auto kDieWait = std::chrono::milliseconds(1000);
-
-struct ProcStat {
-  pid_t ppid = 0;
-  char state = '?';
-  std::string name;
-};
-
-// /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces and ')'.
-std::optional<ProcStat> read_stat(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!std::getline(in, text)) return std::nullopt;
-  auto open = text.find('(');
-  auto close = text.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
-  ProcStat stat;
-  stat.name = text.substr(open + 1, close - open - 1);
-  std::istringstream rest(text.substr(close + 1));
-  rest >> stat.state >> stat.ppid;
-  if (!rest) return std::nullopt;
-  return stat;
-}
 
 std::vector<std::pair<pid_t, ProcStat>> children_of(pid_t parent) {
   std::vector<std::pair<pid_t, ProcStat>> children;
@@ -49,7 +26,7 @@ std::vector<std::pair<pid_t, ProcStat>> children_of(pid_t parent) {
     char* end = nullptr;
     long pid = std::strtol(entry->d_name, &end, 10);
     if (end == entry->d_name || *end != '\0' || pid <= 0) continue;
-    auto stat = read_stat(static_cast<pid_t>(pid));
+    auto stat = read_proc_stat(static_cast<int>(pid));
     if (stat && stat->ppid == parent) children.emplace_back(static_cast<pid_t>(pid), *stat);
   }
   ::closedir(proc);
@@ -70,7 +47,7 @@ std::vector<AdoptedProcess> stop_adopted_children(const std::function<bool(pid_t
     for (const auto& [pid, stat] : children_of(self)) {
       if (known(pid)) continue;
       if (stat.state != 'Z') {
-        stopped.push_back({pid, stat.name});
+        stopped.push_back({pid, stat.comm});
         // Its own group too (a daemon that leads one), then the process itself.
         if (::getpgid(pid) == pid) ::killpg(pid, SIGKILL);
         ::kill(pid, SIGKILL);

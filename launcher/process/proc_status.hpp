@@ -1,5 +1,6 @@
 #pragma once
-// What /proc says about a process and its threads: the floor of hang detection. A worker
+// What /proc says about a process and its threads: the floor of hang detection, and how the
+// agent finds the daemons it adopted (adopted_processes.cpp). A worker
 // stopped (T) or stuck in the kernel (D) makes no progress whatever it would report; the
 // wait channel of each thread says where it waits.
 #include <optional>
@@ -33,9 +34,17 @@ std::optional<ProcStatus> read_proc_status(int pid);
 // wchan), joined by '\n' (no final newline); after 64 threads, one line counting the rest.
 // A process that vanished reads "pid 1234 gone".
 std::string describe(const ProcStatus& status);
-// The comm and state of a /proc/<pid>/stat line: "1234 (a (b) c) S 1 ..." -> "a (b) c", 'S'
-// (comm is cut at the last ')', since it may hold spaces and parentheses). false when the
-// text is not such a line.
-bool parse_proc_stat(std::string_view text, std::string* comm, char* state);
+// The comm, state and (when ppid is given) parent of a /proc/<pid>/stat line:
+// "1234 (a (b) c) S 1 ..." -> "a (b) c", 'S', 1 (comm is cut at the last ')', since it may
+// hold spaces and parentheses). false when the text is not such a line.
+bool parse_proc_stat(std::string_view text, std::string* comm, char* state, int* ppid = nullptr);
+
+// /proc/<pid>/stat read and parsed: the one reader of it (adopted daemons, hang detection).
+struct ProcStat {
+  std::string comm;
+  char state = 0;
+  int ppid = 0;
+};
+std::optional<ProcStat> read_proc_stat(int pid);
 
 }  // namespace ddp::launcher

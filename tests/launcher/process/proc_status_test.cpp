@@ -1,7 +1,7 @@
 // proc_status, in process: the stat line parser (comm with spaces and parentheses), this
 // process's own threads, and a pid that cannot exist. Stopped and vanished children are in
 // hang_process_test.cpp.
-#include "launcher/hang/proc_status.hpp"
+#include "launcher/process/proc_status.hpp"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -31,6 +31,16 @@ TEST_CASE("parse_proc_stat finds comm and state whatever the name holds", "[proc
   CHECK_FALSE(parse_proc_stat("5 (name", &comm, &state));
   CHECK_FALSE(parse_proc_stat("5 (name)", &comm, &state));
   CHECK_FALSE(parse_proc_stat("5 )name( S", &comm, &state));
+  int ppid = -1;
+  REQUIRE(parse_proc_stat("77 (a) (b c)) Z 4321 2 3", &comm, &state, &ppid));
+  CHECK(ppid == 4321);
+  CHECK_FALSE(parse_proc_stat("5 (x) S", &comm, &state, &ppid));  // no parent field
+  // This process, read back: its parent is the one getppid() names.
+  const auto self = read_proc_stat(::getpid());
+  REQUIRE(self.has_value());
+  CHECK(self->ppid == ::getppid());
+  CHECK(self->state == 'R');
+  CHECK_FALSE(read_proc_stat(0).has_value());
 }
 
 TEST_CASE("read_proc_status lists this process's threads, names and states", "[proc_status]") {

@@ -1,4 +1,4 @@
-#include "launcher/hang/proc_status.hpp"
+#include "launcher/process/proc_status.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -8,6 +8,9 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <limits>
+
+#include "common/parse_int.hpp"
 
 namespace ddp::launcher {
 
@@ -65,7 +68,7 @@ std::optional<std::vector<int>> list_tasks(const std::string& dir) {
 
 }  // namespace
 
-bool parse_proc_stat(std::string_view text, std::string* comm, char* state) {
+bool parse_proc_stat(std::string_view text, std::string* comm, char* state, int* ppid) {
   size_t open = text.find('(');
   size_t close = text.rfind(')');
   if (open == std::string_view::npos || close == std::string_view::npos || close < open ||
@@ -74,7 +77,24 @@ bool parse_proc_stat(std::string_view text, std::string* comm, char* state) {
   }
   *comm = std::string(text.substr(open + 1, close - open - 1));
   *state = text[close + 2];
-  return *state != ' ' && *state != '\n';
+  if (*state == ' ' || *state == '\n') return false;
+  if (ppid != nullptr) {
+    // " S 1 ...": the parent follows the state after one space.
+    const std::string_view rest = text.substr(std::min(text.size(), close + 4));
+    const size_t end = rest.find(' ');
+    auto parent = try_parse_int(rest.substr(0, end), 0, std::numeric_limits<int>::max());
+    if (!parent) return false;
+    *ppid = static_cast<int>(*parent);
+  }
+  return true;
+}
+
+std::optional<ProcStat> read_proc_stat(int pid) {
+  if (pid <= 0) return std::nullopt;
+  auto text = read_small_file("/proc/" + std::to_string(pid) + "/stat");
+  ProcStat stat;
+  if (!text || !parse_proc_stat(*text, &stat.comm, &stat.state, &stat.ppid)) return std::nullopt;
+  return stat;
 }
 
 std::optional<ProcStatus> read_proc_status(int pid) {
