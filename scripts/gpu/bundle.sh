@@ -4,6 +4,7 @@
 # run then needs nothing built there: `run` with carry=["gpu-bundle"], scripts/gpu/run.sh.
 #   scripts/gpu/bundle.sh              # build into build-gpu/, pack into gpu-bundle/
 #   scripts/gpu/bundle.sh --pack-only  # pack what build-gpu/ holds, no build
+#   scripts/gpu/bundle.sh --print-targets  # the targets it builds and packs
 #   env: GPU_BUILD_DIR (build-gpu), GPU_BUNDLE_DIR (gpu-bundle), JOBS (nproc)
 # Binaries carry DT_RPATH=$ORIGIN/../lib (not RUNPATH: RPATH also serves the libraries' own
 # needs, e.g. libopenblas -> libgfortran), so nothing is set in the environment that PyTorch
@@ -19,6 +20,7 @@ PROGRAMS=(ddplaunch train ddpstore)
 TESTS=(test_rt_nccl test_trainer_units rt_test_worker)
 BENCHES=(store_bench rdzv_bench launch_bench launch_bench_worker allreduce_bench)
 TARGETS=("${PROGRAMS[@]}" "${TESTS[@]}" "${BENCHES[@]}")
+[[ "${1:-}" == --print-targets ]] && { echo "${TARGETS[*]}"; exit 0; }
 
 if [[ "${1:-}" != --pack-only ]]; then
   [[ -x /usr/local/cuda/bin/nvcc ]] || { echo "bundle.sh: no /usr/local/cuda/bin/nvcc here" >&2; exit 1; }

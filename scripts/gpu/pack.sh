@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Packs built programs into a bundle for the GPU machine and checks it (docs/gpu.md):
 #   scripts/gpu/pack.sh BUILD_DIR BUNDLE_DIR TARGET...
+# BUNDLE_DIR gets bundle.tar.xz (what travels: about a fifth of the unpacked size, which is
+# over the device tool's 64 MiB with OpenBLAS alone at 36 MB) and a copy of its MANIFEST.txt.
+# Inside the archive:
 # bin/      the programs and test binaries, debug info stripped
 # lib/      every shared library they need that the image does not provide (ldd here)
 # lib/compat/  libstdc++ and libgcc_s: run.sh puts them on the path only when the image's are
 #           older than these binaries need (check_glibcxx in run.sh)
 # MANIFEST.txt  files, sizes, and the symbol versions the binaries need from the image
 # Then scripts/gpu/check_bundle.sh verifies it. A target not built (no CUDA here) is an error
-# unless ALLOW_MISSING lists it (the dry run packs a build without CUDA).
+# unless ALLOW_MISSING lists it (the dry run packs a build without CUDA). XZ_LEVEL: 6.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [[ $# -ge 3 ]] || { echo "usage: pack.sh BUILD_DIR BUNDLE_DIR TARGET..." >&2; exit 2; }
@@ -17,7 +20,9 @@ shift 2
 . scripts/gpu/image_libs.sh
 read -r -a allow_missing <<<"${ALLOW_MISSING:-}"
 
-rm -rf "$BUNDLE"
+OUT_DIR=$BUNDLE
+BUNDLE=$(mktemp -d)
+trap 'rm -rf "$BUNDLE"' EXIT
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib/compat"
 packed=()
 for t in "$@"; do
@@ -68,7 +73,7 @@ mapfile -t all_files < <(find "$BUNDLE/bin" "$BUNDLE/lib" -maxdepth 1 -type f | 
 {
   echo "# gpu bundle manifest (scripts/gpu/pack.sh $BUILD_DIR $BUNDLE $*)"
   # shellcheck source=/dev/null
-  echo "built_on $(. /etc/os-release && echo "$PRETTY_NAME") glibc $(ldd --version | head -1 | awk '{print $NF}')"
+  echo "built_on $(. /etc/os-release && echo "$PRETTY_NAME") glibc $(ldd --version | sed -n 1p | awk '{print $NF}')"
   echo "needs GLIBC $(max_version GLIBC "${all_files[@]}" "$BUNDLE"/lib/compat/*)"
   echo "needs GLIBCXX $(max_version GLIBCXX "${all_files[@]}")"
   echo "needs CXXABI $(max_version CXXABI "${all_files[@]}")"
@@ -78,7 +83,13 @@ mapfile -t all_files < <(find "$BUNDLE/bin" "$BUNDLE/lib" -maxdepth 1 -type f | 
   for f in "${all_files[@]}" "$BUNDLE"/lib/compat/*; do
     [[ -f "$f" ]] && echo "file ${f#"$BUNDLE"/} $(stat -c %s "$f")"
   done
-  echo "total_bytes $(du -sb "$BUNDLE" | cut -f1)"
+  echo "unpacked_bytes $(du -sb "$BUNDLE" | cut -f1)"
 } >"$BUNDLE/MANIFEST.txt"
-echo "pack.sh: ${#packed[@]} programs, ${#carried[@]} libraries, $(du -sh "$BUNDLE" | cut -f1) in $BUNDLE"
-exec scripts/gpu/check_bundle.sh "$BUNDLE"
+rm -rf "$OUT_DIR"
+mkdir -p "$OUT_DIR"
+start=$SECONDS
+tar -C "$BUNDLE" -cf - . | xz -T"${JOBS:-$(nproc)}" "-${XZ_LEVEL:-6}" >"$OUT_DIR/bundle.tar.xz"
+cp "$BUNDLE/MANIFEST.txt" "$OUT_DIR/MANIFEST.txt"
+echo "pack.sh: ${#packed[@]} programs, ${#carried[@]} libraries, $(du -sh "$BUNDLE" | cut -f1) unpacked," \
+  "$(du -sh "$OUT_DIR/bundle.tar.xz" | cut -f1) packed into $OUT_DIR/bundle.tar.xz ($((SECONDS - start)) s)"
+scripts/gpu/check_bundle.sh "$OUT_DIR"
