@@ -153,15 +153,16 @@ step_launch() {
   # PyTorch 1.13 under Python 3.11 needs its output redirected (the dry run's Debian torch).
   [[ "$TORCH_VERSION" == 1.* ]] && torchrun+=(-r 1 -t 1)
   local probe=("$REPO/scripts/gpu/torch_nccl_probe.py" --out_dir "$WORK/launch")
+  export PYTHON_EXEC=$PY  # ddplaunch's interpreter; set for both, so it is no difference
   mkdir -p "$WORK/launch"
   for i in $(seq 1 "$reps"); do  # alternating, so machine noise hits both
-    timed "launch_ddplaunch_$i" env PYTHON_EXEC="$PY" "$B/bin/ddplaunch" --standalone --nproc_per_node=1 \
+    timed "launch_ddplaunch_$i" "$B/bin/ddplaunch" --standalone --nproc_per_node=1 \
       "${probe[@]}" --tag "ddplaunch" || rc=1
     timed "launch_torchrun_$i" "${torchrun[@]}" --standalone --nproc_per_node=1 "${probe[@]}" \
       --tag "torchrun" || rc=1
   done
   for i in $(seq 1 "$restarts"); do
-    timed "restart_ddplaunch_$i" env PYTHON_EXEC="$PY" "$B/bin/ddplaunch" --standalone --nproc_per_node=1 \
+    timed "restart_ddplaunch_$i" "$B/bin/ddplaunch" --standalone --nproc_per_node=1 \
       --max_restarts=1 "${probe[@]}" --tag "ddplaunch_restart$i" --fail_once || rc=1
     timed "restart_torchrun_$i" "${torchrun[@]}" --standalone --nproc_per_node=1 --max_restarts=1 \
       "${probe[@]}" --tag "torchrun_restart$i" --fail_once || rc=1
@@ -184,8 +185,9 @@ timed() {
 }
 
 step_store() {
-  local clients=1024 requests=1000 reps=3 rc=0
+  local clients=1024 requests=1000 reps=3 rc=0 dialect=v2
   [[ $DRY == 1 ]] && { clients=16; requests=50; reps=1; }
+  [[ "$TORCH_VERSION" == 1.* ]] && dialect=legacy  # PyTorch 1.13's server (the dry run's)
   ulimit -n "$(ulimit -Hn)"
   export DDPLAUNCH_STORE_MAX_CONNS_PER_PEER=1000000
   for r in $(seq 1 "$reps"); do
@@ -202,7 +204,7 @@ step_store() {
         # epoll load generator: io_uring may be refused on the device's kernel (gVisor).
         local line
         line=$("$B/bin/store_bench" --port "$port" --clients "$clients" --requests "$requests" \
-          --dialect v2 --io epoll) || rc=1
+          --dialect "$dialect" --io epoll) || rc=1
         echo "store run=$r server=$server $line" | tee -a "$WORK/store.txt"
       fi
       kill "$pid" 2>/dev/null || true

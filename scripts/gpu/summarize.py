@@ -94,7 +94,7 @@ def launch(directory, timed_path):
     if len(envs) == 2:
         a, b = envs["ddplaunch"], envs["torchrun"]
         for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
+            if key != "_" and a.get(key) != b.get(key):  # "_": the shell's last command
                 diff[key] = {"ddplaunch": a.get(key), "torchrun": b.get(key)}
         out["env_keys_only_ddplaunch"] = ",".join(k for k in diff if k not in b) or "none"
         out["env_keys_only_torchrun"] = ",".join(k for k in diff if k not in a) or "none"
