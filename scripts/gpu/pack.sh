@@ -74,7 +74,8 @@ mapfile -t all_files < <(find "$BUNDLE/bin" "$BUNDLE/lib" -maxdepth 1 -type f | 
   echo "# gpu bundle manifest (scripts/gpu/pack.sh $BUILD_DIR $BUNDLE $*)"
   # shellcheck source=/dev/null
   echo "built_on $(. /etc/os-release && echo "$PRETTY_NAME") glibc $(ldd --version | sed -n 1p | awk '{print $NF}')"
-  echo "needs GLIBC $(max_version GLIBC "${all_files[@]}" "$BUNDLE"/lib/compat/*)"
+  echo "needs GLIBC $(max_version GLIBC "${all_files[@]}")"
+  echo "needs GLIBC_with_compat $(max_version GLIBC "${all_files[@]}" "$BUNDLE"/lib/compat/*)"
   echo "needs GLIBCXX $(max_version GLIBCXX "${all_files[@]}")"
   echo "needs CXXABI $(max_version CXXABI "${all_files[@]}")"
   echo "needs GCC $(max_version GCC "${all_files[@]}")"

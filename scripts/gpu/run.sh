@@ -286,7 +286,7 @@ lib_dirs=()
 ld_cache=$(ldconfig -p 2>/dev/null || true)
 for lib in "${IMAGE_FIND_LIBS[@]}"; do
   if grep -q " $lib " <<<"$ld_cache"; then continue; fi
-  dir=$( { "$PY" -c "import nvidia, os; print('\n'.join(os.path.dirname(p) for p in nvidia.__path__))" 2>/dev/null \
+  dir=$( { "$PY" -c "import nvidia, os; print('\n'.join(nvidia.__path__))" 2>/dev/null \
     | while read -r d; do find "$d" -name "$lib" 2>/dev/null; done; \
     find /usr/local/cuda/lib64/ /usr/local/cuda/targets/x86_64-linux/lib/ -maxdepth 1 -name "$lib" 2>/dev/null; } | head -1 || true)
   [[ -n "$dir" ]] && lib_dirs+=("$(dirname "$dir")")
