@@ -25,14 +25,15 @@ TARGETS=("${PROGRAMS[@]}" "${TESTS[@]}" "${BENCHES[@]}")
 if [[ "${1:-}" != --pack-only ]]; then
   [[ -x /usr/local/cuda/bin/nvcc ]] || { echo "bundle.sh: no /usr/local/cuda/bin/nvcc here" >&2; exit 1; }
   start=$SECONDS
+  mkdir -p "$BUILD_DIR"
   # shellcheck disable=SC2016  # $ORIGIN is for the dynamic loader, not the shell
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_WERROR=ON \
     -DDDP_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_RPATH='$ORIGIN/../lib' -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags \
-    -DDDP_SELECTED_TARGETS="$(IFS=';'; echo "${TARGETS[*]}")" >"$BUILD_DIR.configure.log" \
-    || { cat "$BUILD_DIR.configure.log" >&2; exit 1; }
-  grep -q "building GPU targets" "$BUILD_DIR.configure.log" \
-    || { echo "bundle.sh: CMake did not enable CUDA/NCCL:" >&2; cat "$BUILD_DIR.configure.log" >&2; exit 1; }
+    -DDDP_SELECTED_TARGETS="$(IFS=';'; echo "${TARGETS[*]}")" >"$BUILD_DIR/configure.log" \
+    || { cat "$BUILD_DIR/configure.log" >&2; exit 1; }
+  grep -q "building GPU targets" "$BUILD_DIR/configure.log" \
+    || { echo "bundle.sh: CMake did not enable CUDA/NCCL:" >&2; cat "$BUILD_DIR/configure.log" >&2; exit 1; }
   nice cmake --build "$BUILD_DIR" -j "$JOBS" --target selected
   echo "bundle.sh: built ${#TARGETS[@]} targets in $((SECONDS - start)) s"
 fi
