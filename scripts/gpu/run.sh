@@ -124,7 +124,11 @@ train_pair() {
   local name=$1 hidden=$2 batch=$3 steps=$4 epochs=$5 every=$6 rc=0
   local common=(--data "$WORK/mlp.npy" --hidden "$hidden" --batch_size "$batch" --max_steps "$steps"
     --epochs "$epochs" --log_every "$every" --warmup_steps 100 --lr 0.001 --optimizer adamw)
-  "$B/bin/train" "${common[@]}" --metrics "$WORK/${name}_native.jsonl" 2>&1 | tee "$WORK/${name}_native.log" || rc=1
+  # Alone (no RANK): --backend nccl puts the model on the GPU or fails, never the CPU quietly.
+  local backend=nccl
+  [[ $DRY == 1 ]] && backend=auto
+  "$B/bin/train" "${common[@]}" --backend "$backend" --metrics "$WORK/${name}_native.jsonl" 2>&1 \
+    | tee "$WORK/${name}_native.log" || rc=1
   "$PY" "$REPO/scripts/gpu/torch_mlp.py" train "${common[@]}" --device "$DEVICE" \
     --metrics "$WORK/${name}_torch.jsonl" 2>&1 | tee "$WORK/${name}_torch.log" || rc=1
   "$PY" "$REPO/scripts/gpu/summarize.py" compare "$name" "$WORK/${name}_native.jsonl" \
