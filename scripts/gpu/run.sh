@@ -65,7 +65,10 @@ EOF
   done
   "$B/bin/ddplaunch" --version
   "$B/bin/train" --help >/dev/null
-  echo "result unresolved_libraries=$missing"
+  local have need
+  have=$(ldd --version | sed -n '1s/.* //p')
+  need=$(awk '$1 == "needs" && $2 == "GLIBC" {print $3}' "$B/MANIFEST.txt")
+  echo "result glibc_image=$have glibc_needed=$need unresolved_libraries=$missing"
   return "$missing"
 }
 
@@ -251,8 +254,10 @@ export DRY REPO
 DEADLINE_S=${DEADLINE_S:-420}
 [[ $DRY == 1 ]] && DEADLINE_S=${DRY_DEADLINE_S:-300}
 PACKED=${GPU_BUNDLE:-gpu-bundle}
+own_out=0
 if [[ -z "${OUT:-}" ]]; then
   OUT=$(mktemp -d /tmp/ddp-gpu-out.XXXXXX)
+  own_out=1
   echo "run.sh: no \$OUT set; results go to $OUT"
 fi
 WORK=$(mktemp -d /tmp/ddp-gpu-work.XXXXXX)
@@ -358,6 +363,7 @@ done
 cat "$OUT/summary.txt"
 if [[ $DRY == 1 ]]; then
   rm -rf "$WORK"
+  [[ $own_out == 1 ]] && rm -rf "$OUT"
   [[ $overall == 0 ]] || { echo "run.sh --dry-run: a step failed (above)" >&2; exit 1; }
   echo "run.sh --dry-run: every step passed"
 fi
