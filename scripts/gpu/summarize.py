@@ -28,17 +28,23 @@ def rate_median(train_records):
 def compare(name, native_path, torch_path):
     out = {}
     curves = {}
+    missing = []
     for who, path in (("native", native_path), ("torch", torch_path)):
-        recs = read_jsonl(path)
+        recs = read_jsonl(path) if os.path.exists(path) else []
         train = [r for r in recs if r.get("kind") == "train"]
         val = [r for r in recs if r.get("kind") == "val"]
         if not train:
-            raise SystemExit(f"compare {name}: no train records in {path}")
+            missing.append(who)
+            continue
         out[f"{name}_{who}_samples_per_s"] = round(rate_median(train))
         out[f"{name}_{who}_final_loss"] = round(train[-1]["loss"], 4)
         if val:
             out[f"{name}_{who}_val_accuracy"] = round(val[-1]["accuracy"], 4)
         curves[who] = {r["step"]: r["loss"] for r in train}
+    if missing:
+        print("result " + " ".join(f"{k}={v}" for k, v in out.items()) +
+              f" {name}_no_records={','.join(missing)}")
+        raise SystemExit(f"compare {name}: no train records from {', '.join(missing)}")
     if out[f"{name}_torch_samples_per_s"]:
         out[f"{name}_native_over_torch"] = round(
             out[f"{name}_native_samples_per_s"] / out[f"{name}_torch_samples_per_s"], 2)
