@@ -308,12 +308,15 @@ for lib in "${IMAGE_FIND_LIBS[@]}"; do
   dir=$( { "$PY" -c "import nvidia, os; print('\n'.join(nvidia.__path__))" 2>/dev/null \
     | while read -r d; do find "$d" -name "$lib" 2>/dev/null; done; \
     find /usr/local/cuda/lib64/ /usr/local/cuda/targets/x86_64-linux/lib/ -maxdepth 1 -name "$lib" 2>/dev/null; } | head -1 || true)
-  [[ -n "$dir" ]] && lib_dirs+=("$(dirname "$dir")")
+  if [[ -n "$dir" ]]; then lib_dirs+=("$(dirname "$dir")"); fi
 done
 # libstdc++/libgcc_s: the image's own unless older than the bundle needs (MANIFEST.txt).
 need_glibcxx=$(awk '$1 == "needs" && $2 == "GLIBCXX" {print $3}' "$B/MANIFEST.txt")
 image_stdcxx=$(awk '/libstdc\+\+\.so\.6 .*x86-64/ && !found {print $NF; found = 1}' <<<"$ld_cache")
-have_glibcxx=$( [[ -n "$image_stdcxx" ]] && grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$image_stdcxx" | sed 's/GLIBCXX_//' | sort -Vu | tail -1)
+have_glibcxx=""
+if [[ -n "$image_stdcxx" && -f "$image_stdcxx" ]]; then
+  have_glibcxx=$(grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$image_stdcxx" | sed 's/GLIBCXX_//' | sort -Vu | tail -1 || true)
+fi
 if [[ -n "$have_glibcxx" && "$(printf '%s\n%s\n' "$need_glibcxx" "$have_glibcxx" | sort -V | tail -1)" == "$have_glibcxx" ]]; then
   COMPAT_NOTE="image libstdc++ $image_stdcxx has GLIBCXX $have_glibcxx >= $need_glibcxx needed: used"
 else
