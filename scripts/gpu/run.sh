@@ -103,23 +103,25 @@ step_nccl() {
     # Two ranks on one GPU: our runtime refuses before NCCL (one GPU per local rank); PyTorch
     # asks NCCL, which has refused duplicate GPUs since 2.5 ("Duplicate GPU detected").
     log=$WORK/nccl_two_ranks_ours.log
-    if "$B/bin/ddplaunch" --standalone --nproc_per_node=2 "$B/bin/rt_test_worker" collectives >"$log" 2>&1; then
-      echo "result two_ranks_one_gpu_ours=ran"
-    else
-      echo "result two_ranks_one_gpu_ours=refused"
-    fi
+    local two=0
+    timeout -k 5 30 "$B/bin/ddplaunch" --standalone --nproc_per_node=2 "$B/bin/rt_test_worker" \
+      collectives >"$log" 2>&1 || two=$?
+    echo "result two_ranks_one_gpu_ours=$(outcome_word "$two" ran)"
     grep -m2 -E "GPU per local rank|Error|error" "$log" || true
     log=$WORK/nccl_two_ranks_torch.log
-    if PYTHON_EXEC=$PY "$B/bin/ddplaunch" --standalone --nproc_per_node=2 \
+    two=0
+    PYTHON_EXEC=$PY timeout -k 5 30 "$B/bin/ddplaunch" --standalone --nproc_per_node=2 \
       "$REPO/scripts/gpu/torch_nccl_probe.py" --out_dir "$WORK/two_ranks" --tag two --backend nccl \
-      --same_device >"$log" 2>&1; then
-      echo "result two_ranks_one_gpu_nccl=allowed"
-    else
-      echo "result two_ranks_one_gpu_nccl=refused"
-    fi
+      --same_device >"$log" 2>&1 || two=$?
+    echo "result two_ranks_one_gpu_nccl=$(outcome_word "$two" allowed)"
     grep -m3 -E "Duplicate GPU|invalid usage|NCCL version" "$log" || true
   fi
   return "$rc"
+}
+
+# outcome_word RC WORD: WORD when RC is 0, "hung" when timeout killed it, else "refused".
+outcome_word() {
+  if [[ $1 == 0 ]]; then echo "$2"; elif [[ $1 == 124 || $1 == 137 ]]; then echo hung; else echo refused; fi
 }
 
 # train_pair NAME HIDDEN BATCH STEPS EPOCHS LOG_EVERY: build/train and torch_mlp.py on the data.
