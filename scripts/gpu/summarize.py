@@ -102,6 +102,8 @@ def launch(directory, timed_path):
         for key in sorted(set(a) | set(b)):
             if key != "_" and a.get(key) != b.get(key):  # "_": the shell's last command
                 diff[key] = {"ddplaunch": a.get(key), "torchrun": b.get(key)}
+                if "SECRET" in key:  # the job's one-off secret: its presence, not its value
+                    diff[key] = {k: v and "(set)" for k, v in diff[key].items()}
         out["env_keys_only_ddplaunch"] = ",".join(k for k in diff if k not in b) or "none"
         out["env_keys_only_torchrun"] = ",".join(k for k in diff if k not in a) or "none"
         out["env_keys_differing"] = ",".join(k for k in diff if k in a and k in b) or "none"
