@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, lints (format, layers, clang-tidy against its baseline),
-# runs the whole CTest suite, then the fuzzers and the sanitizer builds (docs/fuzzing.md:
+# runs the whole CTest suite, the GPU run's dry run (docs/gpu.md), then the fuzzers and the
+# sanitizer builds (docs/fuzzing.md:
 # scripts/fuzz.sh, scripts/sanitize.sh; each builds only what it runs). Every build goes
 # through ccache when installed (docs/build_times.md: cold and warm times).
 # The lint runs beside the test suite, at the lowest CPU priority: most of the suite waits on
@@ -31,6 +32,12 @@ if [ "$test_status" -ne 0 ] || [ "$lint_status" -ne 0 ]; then
   echo "test.sh: ctest exit $test_status, lint exit $lint_status"
   exit 1
 fi
+
+# The prepared GPU run (docs/gpu.md), dry: its scripts, a bundle packed from build/ (no CUDA
+# rebuild) and every step scaled down on the CPU, so the device's minutes never go to a broken
+# script.
+BUILD_DIR=$BUILD_DIR scripts/gpu/run.sh --dry-run
+phase gpu-dry-run
 
 # A fixed seed: CI replays the corpus and the regressions and explores the same way each run,
 # so a red CI means a change broke something, not that this run's luck found an old bug (run

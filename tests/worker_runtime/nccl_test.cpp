@@ -2,6 +2,9 @@
 #include <cuda_runtime_api.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
 
 #include "common/error.hpp"
 #include "rendezvous/store/memory_store.hpp"
@@ -112,4 +115,38 @@ TEST_CASE("nccl abort: later collectives refuse at once, the watchdog stays quie
     CHECK_THAT(error, Catch::Matchers::Contains("test: membership changed"));
   }  // destroyed after the abort without hanging
   CHECK(fatal.empty());
+}
+
+// A collective held back on the GPU past the group's timeout: the watchdog thread (not a
+// waiter: nobody waits on the Work) must abort the communicator and report it. A host function
+// on the legacy default stream holds it back: the group's blocking stream is ordered after it.
+TEST_CASE("nccl watchdog: a collective past its timeout aborts the group",
+          "[gpu][nccl][watchdog]") {
+  if (cuda_device_count() < 1) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  NcclOptions o;
+  o.timeout = 1s;
+  o.connect_timeout = 60s;
+  std::promise<std::string> fatal;
+  auto reported = fatal.get_future();
+  o.on_fatal = [&](const std::string& why) { fatal.set_value(why); };
+  o.exit_on_fatal = false;
+  NcclProcessGroup pg(store, o);
+  DeviceBuffer dev(1024 * sizeof(float));
+  REQUIRE(cudaMemset(dev.ptr, 0, 1024 * sizeof(float)) == cudaSuccess);
+  auto hold = [](void*) { std::this_thread::sleep_for(4s); };
+  REQUIRE(cudaLaunchHostFunc(cudaStreamLegacy, hold, nullptr) == cudaSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  auto work = pg.all_reduce_async(dev.ptr, 1024, DataType::kFloat32, ReduceOp::kSum);
+  REQUIRE(reported.wait_for(3s) == std::future_status::ready);
+  const auto after = std::chrono::steady_clock::now() - start;
+  CHECK(after >= 1s);
+  const std::string why = reported.get();
+  CHECK_THAT(why, Catch::Matchers::Contains("NCCL watchdog on rank 0/1") &&
+                      Catch::Matchers::Contains("passed its timeout of 1000 ms"));
+  const std::string error = test::error_of([&] { pg.barrier(); });
+  CHECK_THAT(error, Catch::Matchers::Contains("passed its timeout"));
 }
