@@ -60,6 +60,9 @@ def parse_args():
     p.add_argument("--fault_kill_node_at_step", type=int, default=0)
     p.add_argument("--fault_hang_at_step", type=int, default=0)
     p.add_argument("--fault_rank", type=int, default=-1, help="default: the last rank")
+    p.add_argument("--no_recovery", action="store_true",
+                   help="never open ddplaunch's recovery channel (as a script without the "
+                        "module: restarted at a change)")
     return p.parse_args()
 
 
@@ -81,6 +84,8 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.9)
 
+    if args.no_recovery:
+        os.environ.pop(dr.ENV_FD, None)
     # 1. The process group, the recovery channel and the state, in one object.
     elastic = dr.Elastic(model, optimizer, scheduler, backend="gloo")
     ckpt = os.path.join(args.checkpoint_dir, "ckpt.pt") if args.checkpoint_dir else ""
