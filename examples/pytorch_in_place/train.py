@@ -52,10 +52,15 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
+    p.add_argument("--device", default="cpu",
+                   help="cpu (gloo) or cuda (NCCL; this rank's GPU is cuda:$LOCAL_RANK)")
     p.add_argument("--checkpoint_dir", default="")
     p.add_argument("--checkpoint_every", type=int, default=0, help="steps (0: at epoch ends)")
     p.add_argument("--out", default="", help="rank 0 writes the final parameters here (text)")
     p.add_argument("--sample_log", default="", help="folder: the indices each step trained")
+    p.add_argument("--step_lines", action="store_true",
+                   help="rank 0 prints step=S samples=N world=W to stderr after every step "
+                        "(bench/recovery)")
     p.add_argument("--slow_step_ms", type=int, default=0)
     p.add_argument("--fault_kill_node_at_step", type=int, default=0)
     p.add_argument("--fault_hang_at_step", type=int, default=0)
@@ -81,13 +86,18 @@ def main():
         torch.nn.Linear(args.features, args.hidden), torch.nn.ReLU(),
         torch.nn.Linear(args.hidden, args.hidden), torch.nn.ReLU(),
         torch.nn.Linear(args.hidden, args.classes))
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.9)
 
     if args.no_recovery:
         os.environ.pop(dr.ENV_FD, None)
     # 1. The process group, the recovery channel and the state, in one object.
-    elastic = dr.Elastic(model, optimizer, scheduler, backend="gloo")
+    elastic = dr.Elastic(model, optimizer, scheduler,
+                         backend="nccl" if device.type == "cuda" else "gloo")
     ckpt = os.path.join(args.checkpoint_dir, "ckpt.pt") if args.checkpoint_dir else ""
 
     def resume():  # only when no rank holds live state (a first start or a full restart)
@@ -115,6 +125,7 @@ def main():
         for x, y, index in elastic.batches(loader):  # 4. rebuilt after a change
             with elastic.step():                    # 5. a change ends the step here
                 optimizer.zero_grad(set_to_none=True)
+                x, y = x.to(device), y.to(device)
                 loss = loss_fn(elastic.model(x), y)
                 loss.backward()                     # the gradient all-reduce
                 optimizer.step()                    # only after it completed
@@ -124,6 +135,9 @@ def main():
                         elastic.round, epoch, elastic.global_step + 1, elastic.rank,
                         ",".join(str(int(i)) for i in index)))
             step = elastic.global_step
+            if args.step_lines and elastic.rank == 0:
+                print("step=%d samples=%d world=%d" % (step, elastic.epoch * args.rows +
+                      elastic.position, elastic.world_size), file=sys.stderr, flush=True)
             if elastic.rank == 0 and step % 5 == 0:
                 print("epoch %d step %d loss %.4f world %d" % (epoch, step, loss.item(),
                       elastic.world_size), flush=True)
@@ -141,7 +155,7 @@ def main():
         if ckpt and not args.checkpoint_every and elastic.rank == 0:
             save_checkpoint(elastic, args.checkpoint_dir)
 
-    if args.out and elastic.rank == 0:
+    if args.out and elastic.rank == 0:  # repr of a float32 as a Python float: exact
         with open(args.out + ".tmp", "w") as out:
             for p in model.parameters():
                 out.writelines("%r\n" % v for v in p.detach().flatten().tolist())

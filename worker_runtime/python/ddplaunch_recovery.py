@@ -34,6 +34,8 @@ The channel protocol is common/recovery_protocol.hpp's (lines ``<type> key=value
 """
 
 import contextlib
+import datetime
+import inspect
 import io
 import os
 import socket
@@ -319,9 +321,8 @@ class Elastic:
             kwargs = {}
             if self.device.type == "cuda":
                 torch.cuda.set_device(self.device)
-                if "device_id" in dist.init_process_group.__code__.co_varnames:
-                    kwargs["device_id"] = self.device
-            import datetime
+                if "device_id" in inspect.signature(dist.init_process_group).parameters:
+                    kwargs["device_id"] = self.device  # 2.3+: the communicator at once
             dist.init_process_group(self.backend, init_method="env://",
                                     timeout=datetime.timedelta(seconds=self.timeout_s),
                                     **kwargs)
