@@ -134,6 +134,8 @@ def main():
                     log.write("round=%d epoch=%d step=%d rank=%d idx=%s\n" % (
                         elastic.round, epoch, elastic.global_step + 1, elastic.rank,
                         ",".join(str(int(i)) for i in index)))
+            if not elastic.step_done:  # aborted by a change: the new group redoes it
+                continue
             step = elastic.global_step
             if args.step_lines and elastic.rank == 0:
                 print("step=%d samples=%d world=%d" % (step, elastic.epoch * args.rows +
@@ -171,7 +173,9 @@ def fault(args, elastic, ckpt):
     if elastic.rank != rank:
         return
     step = elastic.global_step
-    if args.fault_kill_node_at_step and step == args.fault_kill_node_at_step:
+    first_run = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0" and \
+        not elastic.recoveries
+    if args.fault_kill_node_at_step and step == args.fault_kill_node_at_step and first_run:
         if ckpt and args.checkpoint_every:  # rank 0's checkpoint of this step is written
             while not (os.path.exists(ckpt) and torch.load(ckpt, weights_only=False)
                        ["progress"]["global_step"] == step):

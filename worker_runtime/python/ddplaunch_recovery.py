@@ -17,6 +17,8 @@ PYTHONPATH, or install ddplaunch's .deb or wheel (which put it on the path). doc
                 loss_fn(elastic.model(x), y).backward()  # elastic.model: the DDP wrapper
                 optimizer.step()
                 scheduler.step()
+            if not elastic.step_done:                  # aborted: redone with new batches
+                continue
         if elastic.rank == 0:
             torch.save(elastic.state_dict(), "ckpt.pt")
 
@@ -283,6 +285,8 @@ class Elastic:
         self.recoveries = 0
         self.generation = 0  # bumped by every recovery: batches() rebuilds its iterator
         self.last_recovery = None  # dict: round, step, source, state_bytes, seconds
+        # False after a step() whose step was aborted by a change (redone by the new group).
+        self.step_done = False
         self._live = False
         self._group_fds = set()
         self._building = False
@@ -520,12 +524,14 @@ class Elastic:
         ended without one, if no optimizer is tracked). A failure here is a membership change
         when the agent announces one: it is recovered from and swallowed; otherwise it raises."""
         self._stepped = False
+        self.step_done = False
         _progress(self.global_step)
         try:
             yield
         except Exception:
             if self._stepped:
                 self._advance()
+                self.step_done = True
             if self.channel is None or not self.channel.wait_change(self.channel.change_wait):
                 raise
             if self.optimizer is not None:
@@ -533,6 +539,7 @@ class Elastic:
             self._recover()
             return
         self._advance()
+        self.step_done = True
 
     def _advance(self):
         self.global_step += 1
