@@ -245,9 +245,10 @@ def _tcp_sockets():
 
 
 def _shutdown_sockets(fds):
-    """Shuts the sockets down (not closed: their owner closes them), so every read or write
-    on them fails at once: the gloo collective in flight raises."""
-    for fd in fds:
+    """Shuts the TCP connections among fds down (not closed: their owner closes them), so
+    every read or write on them fails at once: the gloo collective in flight raises. A number
+    that is no longer a TCP connection (closed and reused since) is left alone."""
+    for fd in fds & _tcp_sockets():
         try:
             probe = socket.socket(fileno=os.dup(fd))
         except OSError:
@@ -358,6 +359,9 @@ class Elastic:
 
     def _destroy(self):
         self.model = None
+        with self._lock:
+            fds, self._group_fds = self._group_fds, set()
+        _shutdown_sockets(fds)  # already, unless no collective was in flight
         if not dist.is_initialized():
             return
         try:
@@ -368,7 +372,6 @@ class Elastic:
                 dist.destroy_process_group()
         except Exception as e:
             print("ddplaunch_recovery: destroying the old group: %s" % e, file=sys.stderr)
-        _shutdown_sockets(self._group_fds)  # whatever the group left open
 
     # -- state ------------------------------------------------------------------------------
 
