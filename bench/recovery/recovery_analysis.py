@@ -157,8 +157,8 @@ def table(results, variants, node_counts):
                             "(ddplaunch_recovery)"}
     rows = ["| way | nodes | runs ok | time lost, ms: median (min to max) | steps redone (median) "
             "| back at the pre-loss position, ms | in-flight steps (median) | step ms before "
-            "| survivors told, ms | new workers started, ms | (b) or (e) / this | (a) or (d) / this "
-            "|",
+            "| survivors told, ms | new workers started, ms | (b) or (e) / this "
+            "| (a) or (d) / this |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     med = {}
     for v in variants:
