@@ -289,6 +289,7 @@ class Elastic:
         # False after a step() whose step was aborted by a change (redone by the new group).
         self.step_done = False
         self._live = False
+        self._resume = None  # start()'s resume, for a recovery in which no rank holds state
         self._group_fds = set()
         self._building = False
         self._fds_before = set()
@@ -466,11 +467,18 @@ class Elastic:
     def start(self, resume=None):
         """The first state agreement. resume() is called on every rank when no rank holds
         live state (the job's first start, or every rank restarted): load a checkpoint there
-        (load_state_dict). A rank started into a running job gets the survivors' state."""
-        self._sync(resume)
+        (load_state_dict). A rank started into a running job gets the survivors' state. A
+        change during it is recovered from, as in step()."""
+        self._resume = resume
+        try:
+            self._sync()
+        except Exception:
+            if self.channel is None or not self.channel.wait_change(self.channel.change_wait):
+                raise
+            self._recover()
 
-    def _sync(self, resume=None):
-        source, sent = self._agree(resume)
+    def _sync(self):
+        source, sent = self._agree(self._resume)
         self._live = True
         self._wrap()
         if self.channel:
