@@ -17,7 +17,7 @@ PYTHONPATH, or install ddplaunch's .deb or wheel (which put it on the path). doc
                 loss_fn(elastic.model(x), y).backward()  # elastic.model: the DDP wrapper
                 optimizer.step()
                 scheduler.step()
-            if not elastic.step_done:                  # aborted: redone with new batches
+            if not elastic.step_done:                  # aborted: the new group redoes it
                 continue
         if elastic.rank == 0:
             torch.save(elastic.state_dict(), "ckpt.pt")
