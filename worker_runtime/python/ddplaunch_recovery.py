@@ -108,6 +108,30 @@ _ROUND_FIELDS = {
 }
 
 
+def _change_wait():
+    """$DDPLAUNCH_RECOVERY_CHANGE_WAIT in seconds (default 60), as the native runtime reads it."""
+    text = os.environ.get(ENV_CHANGE_WAIT, "")
+    if not text:
+        return 60.0
+    if not text.isdigit() or not 1 <= int(text) <= 86400:
+        raise ValueError("%s=%r: expected whole seconds from 1 to 86400" % (ENV_CHANGE_WAIT, text))
+    return float(text)
+
+
+def _channel_fd():
+    """$DDPLAUNCH_RECOVERY_FD as an open descriptor, or None when unset or empty."""
+    text = os.environ.get(ENV_FD, "")
+    if not text:
+        return None
+    try:
+        fd = int(text)
+        os.fstat(fd)
+    except (ValueError, OSError):
+        raise ValueError("%s=%r is not an open descriptor (expected the number of the agent's "
+                         "recovery channel, e.g. 3)" % (ENV_FD, text)) from None
+    return fd
+
+
 class Channel:
     """The worker's end of the agent's recovery channel (a reader thread answers ``abort``)."""
 
@@ -123,7 +147,7 @@ class Channel:
         self._notice_changes = 0
         self._announced = False
         self._eof = None  # why the agent closed the channel
-        self.change_wait = float(os.environ.get(ENV_CHANGE_WAIT) or 60)
+        self.change_wait = _change_wait()
         self.send("hello", pid=os.getpid(), local_rank=local_rank)
         self._reader = threading.Thread(target=self._read_loop, name="ddplaunch-recovery",
                                         daemon=True)
@@ -299,10 +323,10 @@ class Elastic:
         self._aborted = False
         if optimizer is not None:
             optimizer.register_step_post_hook(self._on_optimizer_step)
-        fd = os.environ.get(ENV_FD, "")
+        fd = _channel_fd()
         local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
         # hello before the group is built (building waits for every rank).
-        self.channel = Channel(int(fd), local_rank, self._abort) if fd else None
+        self.channel = Channel(fd, local_rank, self._abort) if fd is not None else None
         self._build()
         if self.channel:
             self.channel.send("built", round=self.round)

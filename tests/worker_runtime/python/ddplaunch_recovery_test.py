@@ -115,7 +115,28 @@ def test_sampler_resplit():
           "permutation's contiguous blocks")
 
 
+def test_env_errors():
+    os.environ[dr.ENV_FD] = "x"
+    try:
+        dr._channel_fd()
+        check(False, "a bad fd must be refused")
+    except ValueError as e:
+        check("DDPLAUNCH_RECOVERY_FD='x'" in str(e), "the error names the variable: %s" % e)
+    os.environ[dr.ENV_FD] = ""
+    check(dr._channel_fd() is None, "empty: no channel")
+    os.environ[dr.ENV_CHANGE_WAIT] = "0"
+    try:
+        dr._change_wait()
+        check(False, "a change wait of 0 must be refused")
+    except ValueError as e:
+        check("1 to 86400" in str(e), "the error says the range: %s" % e)
+    os.environ[dr.ENV_CHANGE_WAIT] = "7"
+    check(dr._change_wait() == 7.0, "a good change wait")
+    del os.environ[dr.ENV_CHANGE_WAIT]
+
+
 test_lines()
+test_env_errors()
 test_channel()
 test_sampler_resplit()
 if failures:
