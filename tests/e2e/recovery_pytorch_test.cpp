@@ -245,6 +245,8 @@ TEST_CASE(
   for (size_t i = 0; i < in_place.size(); ++i) {
     worst = std::max(worst, std::abs(in_place[i] - restarted[i]));
   }
+  std::cout << "in place vs restarted from the checkpoint: worst |difference| " << worst << " over "
+            << in_place.size() << " parameters" << std::endl;
   CHECK(worst <= 1e-6);
 }
 
