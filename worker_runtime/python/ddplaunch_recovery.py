@@ -512,6 +512,9 @@ class Elastic:
 
     def close(self):
         """Destroys the process group (call once the loop is done)."""
+        # Progress once more: what follows (PyTorch's teardown at exit, seconds on a loaded
+        # machine) starts a fresh --hang_timeout window instead of the last step's.
+        _progress(self.global_step)
         self.model = None
         if dist.is_initialized():
             dist.destroy_process_group()
