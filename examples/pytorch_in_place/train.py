@@ -157,6 +157,14 @@ def main():
         if ckpt and not args.checkpoint_every and elastic.rank == 0:
             save_checkpoint(elastic, args.checkpoint_dir)
 
+    # Every rank ends with the same parameters (a rank that received the state included).
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
+    gathered = [torch.zeros_like(flat) for _ in range(elastic.world_size)]
+    torch.distributed.all_gather_object(gathered, flat)
+    if not all(torch.equal(gathered[0], g) for g in gathered):
+        sys.exit("rank %d: the ranks' parameters differ after training" % elastic.rank)
+    if elastic.rank == 0:
+        print("params in sync on %d ranks" % elastic.world_size, flush=True)
     if args.out and elastic.rank == 0:  # repr of a float32 as a Python float: exact
         with open(args.out + ".tmp", "w") as out:
             for p in model.parameters():

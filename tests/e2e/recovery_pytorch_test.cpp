@@ -276,6 +276,8 @@ TEST_CASE("recovery pytorch: a node joining mid-epoch gets the state, nobody is 
     step = done[0]["step"].get<int64_t>();
   }
   CHECK_THAT(nodes.logs(), Contains("in-place recovery: round 1, world 3"));
+  // The new rank trained from the survivors' state: the parameters agree to the bit.
+  CHECK_THAT(nodes.logs(), Contains("params in sync on 3 ranks"));
   const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
   REQUIRE(per_epoch.size() == 3);
   if (step >= 0 && step < 30) {  // joined in epoch 0: its first steps at 2 ranks, then 3
@@ -317,6 +319,7 @@ TEST_CASE("recovery pytorch: a hung rank is dumped and restarted, the other node
   }
   CHECK(restarted_nodes == 1);
   CHECK(in_place_nodes == 2);
+  CHECK_THAT(nodes.logs(), Contains("params in sync on 3 ranks"));
   const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
   REQUIRE(per_epoch.size() == 2);
   CHECK(per_epoch.at(0).size() == samples_after(0, 3));
