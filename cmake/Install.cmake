@@ -51,6 +51,14 @@ install(FILES ${PROJECT_BINARY_DIR}/ddplaunchConfig.cmake
               ${PROJECT_BINARY_DIR}/ddplaunchConfigVersion.cmake
         DESTINATION ${DDP_INSTALL_CMAKEDIR})
 
+# The Python helpers for PyTorch workers (docs/recovery.md "PyTorch", docs/hangs.md): pure
+# Python, found by Debian's python3 under /usr; a venv sees them with --system-site-packages
+# or PYTHONPATH (the wheel, scripts/build_wheel.sh, installs them into a venv instead).
+set(DDP_INSTALL_PYTHONDIR lib/python3/dist-packages
+    CACHE STRING "where ddplaunch_recovery.py and ddplaunch_progress.py are installed")
+install(FILES worker_runtime/python/ddplaunch_recovery.py worker_runtime/python/ddplaunch_progress.py
+        DESTINATION ${DDP_INSTALL_PYTHONDIR})
+
 # Bash completion: one script for both programs; it reads the options from `PROGRAM --help`
 # when it runs, so it never lists an option the installed program does not have.
 foreach(_program ddplaunch ddpstore)

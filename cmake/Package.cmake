@@ -13,7 +13,8 @@ string(CONCAT CPACK_PACKAGE_DESCRIPTION
        "ddplaunch starts one worker per GPU or CPU slot with torchrun's environment contract, "
        "hosts or joins a TCP rendezvous store, and restarts the group when a worker fails or "
        "nodes join or leave. Includes ddpstore (a standalone store server), the example "
-       "trainer, and the worker runtime library with its headers and CMake package for native "
+       "trainer, the Python modules ddplaunch_recovery (in-place recovery for PyTorch DDP scripts) "
+       "and ddplaunch_progress, and the worker runtime library with its headers and CMake package for native "
        "trainers.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)  # the programs; the static libraries lose only their debug info:

@@ -26,12 +26,18 @@ def read_jsonl(path):
     return out
 
 
+def torch_lines(variant):
+    """Whether the variant's step lines are torch_ddp_recovery.py's ("step= samples= world="):
+    the PyTorch ways (torch, and pt_* running examples/pytorch_in_place/train.py)."""
+    return variant == "torch" or variant.startswith("pt_")
+
+
 def step_of(variant, line):
     """The step number of a step line, or None for any other line."""
-    m = (TORCH_STEP if variant == "torch" else TRAIN_STEP).search(line)
+    m = (TORCH_STEP if torch_lines(variant) else TRAIN_STEP).search(line)
     if not m:
         return None
-    return int(m.group(1)) if variant == "torch" else int(m.group(2))
+    return int(m.group(1)) if torch_lines(variant) else int(m.group(2))
 
 
 def step_records(args, variant, n, run_dir, seen):
@@ -40,7 +46,7 @@ def step_records(args, variant, n, run_dir, seen):
     counts = {}
     metrics = {}
     for t, idx, text in sorted(seen, key=lambda x: x[0]):
-        if variant == "torch":
+        if torch_lines(variant):
             m = TORCH_STEP.search(text)
             if m:
                 out.append((t, idx, int(m.group(1)), int(m.group(2)), int(m.group(3))))
@@ -77,7 +83,7 @@ def analyse(args, variant, n, run_dir, seen, t_kill, victim):
     for r in recs:
         t, idx, _, _, world = r
         post = t > t_kill and idx != victim and (world is None or world != n)
-        if variant == "torch":
+        if torch_lines(variant):
             post = t > t_kill and world == n - 1
         if post:
             first = r
@@ -87,7 +93,7 @@ def analyse(args, variant, n, run_dir, seen, t_kill, victim):
         res["error"] = "no step without the lost node after the kill"
         return res
     res["lost_ms"] = round(1e3 * (first[0] - t_kill), 1)
-    if variant != "torch":
+    if variant not in ("torch", "pt_torchrun"):
         res.update(agent_events(run_dir, n, victim, t_kill))
     res["first_step_after"] = first[2]
     res["in_flight_steps"] = sum(1 for r in pre if r[0] > t_kill)
@@ -144,10 +150,15 @@ def ratio(a, b):
 def table(results, variants, node_counts):
     labels = {"torch": "(a) torchrun 1.13, worker restart + torch.load",
               "restart": "(b) ddplaunch, process restart + checkpoint reload",
-              "inplace": "(c) ddplaunch --in_place_recovery"}
+              "inplace": "(c) ddplaunch --in_place_recovery",
+              "pt_torchrun": "(d) PyTorch 2.x script, torchrun 2.x restart + checkpoint",
+              "pt_restart": "(e) PyTorch 2.x script, ddplaunch process restart + checkpoint",
+              "pt_inplace": "(f) PyTorch 2.x script, ddplaunch --in_place_recovery "
+                            "(ddplaunch_recovery)"}
     rows = ["| way | nodes | runs ok | time lost, ms: median (min to max) | steps redone (median) "
             "| back at the pre-loss position, ms | in-flight steps (median) | step ms before "
-            "| survivors told, ms | new workers started, ms | (b) / this | (a) / this |",
+            "| survivors told, ms | new workers started, ms | (b) or (e) / this "
+            "| (a) or (d) / this |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     med = {}
     for v in variants:
@@ -166,8 +177,10 @@ def table(results, variants, node_counts):
             caught = median_range([r["caught_up_ms"] for r in ok if "caught_up_ms" in r])[1]
             told = median_range([r["told_ms"] for r in ok if "told_ms" in r])[1]
             respawn = median_range([r["respawn_ms"] for r in ok if "respawn_ms" in r])[1]
-            vs_b = ratio(med.get(("restart", n)), med[(v, n)])
-            vs_a = ratio(med.get(("torch", n)), med[(v, n)])
+            # The PyTorch 2.x ways compare with their own restarts.
+            pt = v.startswith("pt_")
+            vs_b = ratio(med.get(("pt_restart" if pt else "restart", n)), med[(v, n)])
+            vs_a = ratio(med.get(("pt_torchrun" if pt else "torch", n)), med[(v, n)])
             rows.append(f"| {labels[v]} | {n} | {len(ok)}/{len(all_runs)} | {lost} | {redone} | "
                         f"{caught} | {inflight} | {step_ms} | {told} | {respawn} | {vs_b} | "
                         f"{vs_a} |")

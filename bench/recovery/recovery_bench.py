@@ -9,6 +9,11 @@ choice) is SIGKILLed whole: its agent's process group and every process under th
            and checkpoint resume (bench/recovery/torch_ddp_recovery.py)
   restart  ddplaunch + build/train, default mode: process restart + checkpoint reload
   inplace  ddplaunch --in_place_recovery + build/train: the survivors re-form in place
+and the same three for a PyTorch 2.x DDP script (examples/pytorch_in_place/train.py, gloo,
+the venv of --torch_python):
+  pt_torchrun  the venv's torchrun, worker restart (--max_restarts) + checkpoint resume
+  pt_restart   ddplaunch, process restart + checkpoint reload
+  pt_inplace   ddplaunch --in_place_recovery: ddplaunch_recovery re-forms the group in place
 Both trainers checkpoint every --checkpoint_every steps (default 1) and print one line per
 step on rank 0.
 
@@ -122,6 +127,24 @@ def commands(args, variant, n, i, port, run_dir):
     ckpt = os.path.join(run_dir, "ckpt")
     nnodes = f"{n - 1}:{n}"
     run_id = os.path.basename(run_dir)
+    if variant.startswith("pt_"):
+        script = [args.pt_script, "--rows", str(args.rows), "--batch_size", str(args.batch_size),
+                  "--epochs", "1000", "--workers", "1", "--step_lines",
+                  "--checkpoint_dir", ckpt, "--checkpoint_every", str(args.checkpoint_every)]
+        if variant == "pt_torchrun":
+            return [os.path.join(os.path.dirname(args.torch_python), "torchrun"),
+                    "--log_dir", os.path.join(run_dir, f"tlogs.{i}"), "--nnodes", nnodes,
+                    "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+                    "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
+                    "--max_restarts", str(args.max_restarts)] + script
+        cmd = [os.path.join(args.build, "ddplaunch"), "--nnodes", nnodes, "--rdzv_backend",
+               "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", run_id,
+               "--local_addr", f"127.0.0.{i + 1}", "--nproc_per_node", "1",
+               "--max_restarts", str(args.max_restarts),
+               "--events_file", os.path.join(run_dir, f"events.{i}")]
+        if variant == "pt_inplace":
+            cmd.append("--in_place_recovery")
+        return cmd + script
     if variant == "torch":
         return [PY, "-m", "torch.distributed.run", "-r", "1", "-t", "1",
                 "--log_dir", os.path.join(run_dir, f"tlogs.{i}"), "--nnodes", nnodes,
@@ -150,11 +173,12 @@ def one_run(args, variant, n, rep, work):
     os.makedirs(os.path.join(run_dir, "ckpt"))
     port = free_port()
     lines = queue.Queue()
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON_EXEC=args.torch_python)
     nodes = []
     seen = []  # (arrival, node, text) of every line
     result = {"variant": variant, "nodes": n, "run": rep}
-    startup = args.torch_startup_s if variant == "torch" else args.startup_s
+    slow = variant == "torch" or variant.startswith("pt_")  # Python starts and imports torch
+    startup = args.torch_startup_s if slow else args.startup_s
     try:
         # Node 0 first, so it hosts the store (torchrun 1.13: the first agent up) and joins
         # first (so it is likely group rank 0 and prints the steps).
@@ -206,8 +230,7 @@ def one_run(args, variant, n, rep, work):
                     nodes[victim].kill(victim_pids)
                     result["victim"] = victim
                     result["printer_before"] = idx
-                    deadline = t_kill + (args.torch_recover_s if variant == "torch"
-                                         else args.recover_s)
+                    deadline = t_kill + (args.torch_recover_s if slow else args.recover_s)
                 continue
             if step is not None and idx != victim and t > t_kill:
                 after += 1
@@ -269,6 +292,10 @@ def main():
     p.add_argument("--torch_recover_s", type=float, default=120)
     p.add_argument("--torch_script", default=os.path.join(os.path.dirname(os.path.abspath(
         __file__)), "torch_ddp_recovery.py"))
+    p.add_argument("--torch_python", default="/var/cache/ddplaunch/venvs/torch-2.15.0/bin/python",
+                   help="the PyTorch 2.x of the pt_* ways (its venv's torchrun for pt_torchrun)")
+    p.add_argument("--pt_script", default=os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "..", "examples", "pytorch_in_place", "train.py"))
     p.add_argument("--results", help="append each run's JSON line here too")
     p.add_argument("--keep", action="store_true", help="keep the runs' logs and metrics")
     args = p.parse_args()
@@ -287,8 +314,8 @@ def main():
     for n in node_counts:
         for rep in range(1, max(args.repeats, args.torch_repeats) + 1):
             for v in list(variants):  # interleaved, so machine noise hits every way alike
-                if v not in variants or rep > (args.torch_repeats if v == "torch" else
-                                               args.repeats):
+                if v not in variants or rep > (args.torch_repeats if v in ("torch", "pt_torchrun")
+                                               else args.repeats):
                     continue
                 r = one_run(args, v, n, rep, work)
                 if v == "inplace" and r.get("agent_exited"):

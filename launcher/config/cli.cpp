@@ -244,8 +244,8 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "it is killed and the group restarts (default 0: off; docs/hangs.md)");
   app.add_flag("--in_place_recovery,--in-place-recovery", raw.in_place_recovery,
                "A lost, joining or failed node does not restart healthy workers elsewhere: they "
-               "are told their new rank and re-form in place (workers on the ddplaunch runtime "
-               "only; docs/recovery.md)");
+               "are told their new rank and re-form in place (workers on the ddplaunch runtime, "
+               "or PyTorch scripts using ddplaunch_recovery; docs/recovery.md)");
   app.add_option("--recovery_timeout,--recovery-timeout", raw.recovery_timeout,
                  "Seconds a kept worker has to re-form after a change before it is restarted "
                  "(default 60)");

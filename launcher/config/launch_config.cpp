@@ -191,14 +191,6 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
   if (config.stop_timeout.count() < 0) {
     throw ConfigError("--stop_timeout: expected a non-negative number of seconds");
   }
-  if (config.in_place_recovery && runs_python(config)) {
-    throw ConfigError(
-        "--in_place_recovery with the python program '" + config.program +
-        "': its workers do not speak the recovery channel (PyTorch's DDP cannot re-form a "
-        "process group in place); use it with workers built on the ddplaunch runtime (train, "
-        "or a native program linking ddplaunch::worker_runtime), or drop the flag "
-        "(docs/recovery.md)");
-  }
   if (config.in_place_recovery && !config.agent_store) {
     throw ConfigError(
         "--in_place_recovery with --no_agent_store: a kept worker re-joins through the agent's "

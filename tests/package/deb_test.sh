@@ -27,7 +27,9 @@ expected=$("$build_dir/ddplaunch" --version)
 [ "$(dpkg-deb -f "$deb" Version)" = "${version#ddplaunch }" ] ||
   fail "package version $(dpkg-deb -f "$deb" Version) is not the program's ${version#ddplaunch }"
 for f in usr/bin/ddpstore usr/libexec/ddplaunch/train usr/lib/cmake/ddplaunch/ddplaunchConfig.cmake \
-         usr/share/bash-completion/completions/ddplaunch; do
+         usr/share/bash-completion/completions/ddplaunch \
+         usr/lib/python3/dist-packages/ddplaunch_recovery.py \
+         usr/lib/python3/dist-packages/ddplaunch_progress.py; do
   [ -e "$work/root/$f" ] || fail "the package lacks /$f"
 done
 

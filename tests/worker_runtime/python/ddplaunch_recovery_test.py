@@ -1,0 +1,144 @@
+"""Units of worker_runtime/python/ddplaunch_recovery.py without a process group (ctest
+python:ddplaunch_recovery, tier pytorch: it imports torch): the line format, the channel
+against a fake agent on a socketpair, and the sampler's re-split when the world changes.
+    python3 ddplaunch_recovery_test.py SOURCE_DIR
+"""
+import os
+import socket
+import sys
+import threading
+
+sys.path.insert(0, os.path.join(sys.argv[1], "worker_runtime", "python"))
+import ddplaunch_recovery as dr  # noqa: E402
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def test_lines():
+    line = dr.format_line("joined", round=1, rank=2, step=5, source=-1, state_bytes=0)
+    check(line == "joined round=1 rank=2 step=5 source=-1 state_bytes=0\n", "format: " + line)
+    check(dr.parse_line(line) == ("joined", {"round": "1", "rank": "2", "step": "5",
+                                             "source": "-1", "state_bytes": "0"}), "parse")
+    check(dr.parse_line("round rank") is None, "a token without '=' is a bad line")
+    check(dr.parse_line("") is None, "an empty line is a bad line")
+    try:
+        dr.format_line("x", addr="a b")
+        check(False, "whitespace in a value must be refused")
+    except ValueError:
+        pass
+
+
+def recv_line(sock):
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode()
+
+
+def test_channel():
+    agent, worker = socket.socketpair()
+    aborted = []
+    got_abort = threading.Event()
+
+    def on_abort(why):
+        aborted.append(why)
+        got_abort.set()
+
+    channel = dr.Channel(os.dup(worker.fileno()), 3, on_abort)
+    worker.close()
+    hello = recv_line(agent)
+    check(hello == "hello pid=%d local_rank=3\n" % os.getpid(), "hello: " + hello)
+    check(not channel.wait_change(0.05), "no change before the agent says one")
+    agent.sendall(b"abort round=0 reason=node_lost\n")
+    check(got_abort.wait(10), "abort reaches the group's abort")
+    check("node_lost" in aborted[0], "the abort names its reason: %r" % aborted)
+    check(recv_line(agent) == "aborted round=0\n", "the worker answers aborted")
+    check(channel.change_pending(), "a change is pending after abort")
+    check(channel.wait_change(1), "wait_change sees it")
+    agent.sendall(b"round round=1 rank=0 world_size=2 group_rank=0 group_world_size=2 "
+                  b"local_world_size=1 role_rank=0 role_world_size=2 master_addr=127.0.0.1 "
+                  b"master_port=29500 restart_count=1 future_key=ignored\n")
+    notice = channel.wait_round(10)
+    check(notice["round"] == "1" and notice["world_size"] == "2" and
+          notice["master_port"] == "29500", "round notice: %r" % notice)
+    check(len(aborted) == 1, "a round after its abort aborts nothing more")
+    check(not channel.change_pending(), "the change is taken with its notice")
+    # A round without an abort before it still ends the current group.
+    agent.sendall(b"round round=2 rank=1 world_size=3 group_rank=1 group_world_size=3 "
+                  b"local_world_size=1 role_rank=1 role_world_size=3 master_addr=h "
+                  b"master_port=1 restart_count=2\n")
+    check(channel.wait_round(10)["rank"] == "1", "second round")
+    check(len(aborted) == 2, "a round alone aborts the group")
+    channel.send("stepped", round=2, step=9)
+    check(recv_line(agent) == "stepped round=2 step=9\n", "stepped")
+    agent.close()
+    try:
+        channel.wait_round(10)
+        check(False, "wait_round must raise once the agent is gone")
+    except dr.RecoveryError as e:
+        check("closed" in str(e), "RecoveryError says the channel closed: %s" % e)
+
+
+def test_sampler_resplit():
+    class Fake:
+        batch_size = None
+
+    rows, batch = 1000, 16
+    sampler = dr.ResumableSampler(rows, batch, Fake(), seed=3)
+    seen = []
+    # 7 steps at world 3, then the rest of the epoch at world 2.
+    position = 0
+    for _ in range(7):
+        for rank in range(3):
+            share = sampler.indices(0, position, rank, 3)
+            seen += share[:batch]
+        position += batch * 3
+    rest = [sampler.indices(0, position, rank, 2) for rank in range(2)]
+    check(len(rest[0]) == len(rest[1]) and len(rest[0]) % batch == 0, "whole batches per rank")
+    for rank in range(2):
+        seen += rest[rank]
+    check(len(seen) == len(set(seen)), "no sample twice in the epoch")
+    expected = position + (rows - position) // 2 // batch * batch * 2
+    check(len(seen) == expected, "%d samples trained, expected %d" % (len(seen), expected))
+    # The samples consumed so far are exactly the permutation's first `position`.
+    full = sampler.indices(0, 0, 0, 1)
+    check(set(seen[:position]) == set(full[:position]), "the world's steps take the "
+          "permutation's contiguous blocks")
+
+
+def test_env_errors():
+    os.environ[dr.ENV_FD] = "x"
+    try:
+        dr._channel_fd()
+        check(False, "a bad fd must be refused")
+    except ValueError as e:
+        check("DDPLAUNCH_RECOVERY_FD='x'" in str(e), "the error names the variable: %s" % e)
+    os.environ[dr.ENV_FD] = ""
+    check(dr._channel_fd() is None, "empty: no channel")
+    os.environ[dr.ENV_CHANGE_WAIT] = "0"
+    try:
+        dr._change_wait()
+        check(False, "a change wait of 0 must be refused")
+    except ValueError as e:
+        check("1 to 86400" in str(e), "the error says the range: %s" % e)
+    os.environ[dr.ENV_CHANGE_WAIT] = "7"
+    check(dr._change_wait() == 7.0, "a good change wait")
+    del os.environ[dr.ENV_CHANGE_WAIT]
+
+
+test_lines()
+test_env_errors()
+test_channel()
+test_sampler_resplit()
+if failures:
+    sys.exit("%d check(s) failed" % len(failures))
+print("ddplaunch_recovery units: all passed")
