@@ -115,6 +115,18 @@ step_nccl() {
       --same_device >"$log" 2>&1 || two=$?
     echo "result two_ranks_one_gpu_nccl=$(outcome_word "$two" allowed)"
     grep -m3 -E "Duplicate GPU|invalid usage|NCCL version" "$log" || true
+    # ddplaunch_recovery's NCCL path (docs/recovery.md): a node lost under
+    # --in_place_recovery, three agents with a GPU each; it says SKIPPED on fewer GPUs.
+    log=$WORK/nccl_in_place.log
+    local in_place=0
+    TORCH_PYTHON=$PY timeout -k 5 120 "$REPO/examples/pytorch_in_place/nccl_node_loss.sh" \
+      "$B/bin" >"$log" 2>&1 || in_place=$?
+    if grep -q SKIPPED "$log"; then
+      echo "result nccl_in_place_recovery=skipped_fewer_than_3_gpus"
+    else
+      echo "result nccl_in_place_recovery=$(outcome_word "$in_place" passed)"
+    fi
+    tail -5 "$log"
   fi
   return "$rc"
 }
