@@ -9,6 +9,7 @@
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "launcher/agent/attempt_outcome.hpp"
 
 namespace ddp::launcher {
 namespace asio = boost::asio;
@@ -234,14 +235,16 @@ bool Agent::spend_restart_for_same_members() {
   const std::string why =
       "the group re-formed after a membership change with the same nodes as before (a "
       "member's workers failed, or the change was not real)";
-  if (restart_count_ >= options_.config.max_restarts) {
+  const auto outcome =
+      decide_attempt(AttemptEnd::kSameMembers, restart_count_, options_.config.max_restarts);
+  if (outcome.action == AttemptOutcome::Action::kGiveUp) {
     DDP_LOG_ERROR(why + "; no restart is left (max_restarts " +
                   std::to_string(options_.config.max_restarts) + "); giving up");
     events_.record("rendezvous_failed", {{"message", why}});
     stop_then_finish(1);  // workers kept through an in-place re-form are stopped first
     return false;
   }
-  ++restart_count_;
+  restart_count_ = outcome.restarts_spent;
   DDP_LOG_WARN(why + "; counting it as restart " + std::to_string(restart_count_) + " of " +
                std::to_string(options_.config.max_restarts));
   events_.record("restart", {{"restarts_spent", restart_count_}, {"reason", "same_members"}});
@@ -576,8 +579,10 @@ void Agent::decide_after_failure() {
   if (failures_.empty() && !job_failure_) {
     // Hung ranks that ended on their own (exit 0) while being stopped: still a failed
     // attempt, and it spends a restart like any other.
-    if (restart_count_ < options_.config.max_restarts) {
-      ++restart_count_;
+    const auto outcome =
+        decide_attempt(AttemptEnd::kWorkerFailure, restart_count_, options_.config.max_restarts);
+    if (outcome.action == AttemptOutcome::Action::kRestart) {
+      restart_count_ = outcome.restarts_spent;
       DDP_LOG_WARN("worker group stopped after a hang; restarting, attempt " +
                    std::to_string(restart_count_) + " of " +
                    std::to_string(options_.config.max_restarts));
@@ -591,8 +596,11 @@ void Agent::decide_after_failure() {
   if (job_failure_) {
     // Every node decides from the same record and the same count, so they agree.
     const auto& root = *job_failure_;
-    if (root.restartable() && restart_count_ < options_.config.max_restarts) {
-      ++restart_count_;
+    const auto outcome =
+        decide_attempt(root.restartable() ? AttemptEnd::kJobFailure : AttemptEnd::kNodeGone,
+                       restart_count_, options_.config.max_restarts);
+    if (outcome.action == AttemptOutcome::Action::kRestart) {
+      restart_count_ = outcome.restarts_spent;
       DDP_LOG_WARN("the job failed (" + root.describe() + "); restarting every node, attempt " +
                    std::to_string(restart_count_) + " of " +
                    std::to_string(options_.config.max_restarts));
@@ -614,8 +622,10 @@ void Agent::decide_after_failure() {
     return;
   }
   const auto& root = failures_.at(root_cause_index(failures_));
-  if (restart_count_ < options_.config.max_restarts) {
-    ++restart_count_;
+  const auto outcome =
+      decide_attempt(AttemptEnd::kWorkerFailure, restart_count_, options_.config.max_restarts);
+  if (outcome.action == AttemptOutcome::Action::kRestart) {
+    restart_count_ = outcome.restarts_spent;
     DDP_LOG_WARN("worker group failed (rank " + std::to_string(root.rank) + ": " +
                  (root.hang.empty() ? "" : "hung, ") + root.status.describe() +
                  "); restarting, attempt " + std::to_string(restart_count_) + " of " +

@@ -8,6 +8,7 @@
 
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
+#include "launcher/agent/attempt_outcome.hpp"
 
 namespace ddp::launcher {
 namespace asio = boost::asio;
@@ -151,10 +152,12 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
   }
   switch (state_) {
     case State::kHealthy:
-      if (can_recover_in_place() && record.restartable() &&
-          restart_count_ < options_.config.max_restarts) {
+      if (const auto outcome =
+              decide_attempt(record.restartable() ? AttemptEnd::kJobFailure : AttemptEnd::kNodeGone,
+                             restart_count_, options_.config.max_restarts);
+          can_recover_in_place() && outcome.action == AttemptOutcome::Action::kRestart) {
         // The same count every node keeps (decide_after_failure), without stopping anything.
-        ++restart_count_;
+        restart_count_ = outcome.restarts_spent;
         events_.record("restart", {{"restarts_spent", restart_count_},
                                    {"failed_rank", record.rank},
                                    {"failed_node", record.group_rank},
