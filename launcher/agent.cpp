@@ -64,6 +64,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       logs_(logs),
       events_(events),
       record_timer_(io),
+      store_cause_timer_(io),
       kill_timer_(io),
       hang_timer_(io),
       recovery_timer_(io) {}
@@ -261,7 +262,16 @@ void Agent::on_rendezvous_error(const std::string& message) {
 void Agent::on_membership_change(rendezvous::MembershipChange change) {
   events_.record("membership_change", {{"change", change_name(change)}});
   if (change == rendezvous::MembershipChange::kStoreLost) {
-    on_store_lost("the rendezvous watcher lost its connection");
+    if (!job_watch_) {
+      on_store_lost("the rendezvous watcher lost its connection");
+      return;
+    }
+    // The job watch's connection fails the same way at about the same moment, and its error
+    // says how; a death still reaches it at once, so this adds nothing to one.
+    store_cause_timer_.expires_after(std::chrono::milliseconds(500));
+    store_cause_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) on_store_lost("the rendezvous watcher lost its connection");
+    });
     return;
   }
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
@@ -638,6 +648,7 @@ void Agent::finish(int exit_status) {
   kill_timer_.cancel();
   hang_timer_.cancel();
   record_timer_.cancel();
+  store_cause_timer_.cancel();
   // A record this node published must be out before it leaves (or it would take it along).
   auto watch = std::move(job_watch_);
   if (watch) watch->stop();

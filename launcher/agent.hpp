@@ -229,6 +229,9 @@ class Agent {
   bool store_leaving_ = false;    // the store host announced it leaves (not a failure)
   bool awaiting_record_ = false;  // after_failure waits for the record (record_timer_)
   boost::asio::steady_timer record_timer_;
+  // The rendezvous watcher lost the store: the job watch's own error (which says whether the
+  // host closed the connection or fell silent) gets a moment to arrive first.
+  boost::asio::steady_timer store_cause_timer_;
   int stop_signal_sent_ = 0;
   std::optional<int> agent_signal_;  // the first signal the agent received
   int exit_status_ = 0;

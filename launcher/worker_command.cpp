@@ -102,6 +102,8 @@ std::vector<std::string> build_worker_env(const LaunchConfig& config, const Envi
   set(env::kUseAgentStore, attempt.use_agent_store ? "True" : "False");
   set(env::kErrorFile, error_file);
   set(env::kSignalsToHandle, signal_list_names(config.signals_to_handle));
+  // Native workers' store connections and direct mesh keepalive follow the job's tolerance.
+  set(env::kPeerTolerance, std::to_string(config.peer_tolerance.count() / 1000.0));
   if (sets_default_omp_threads(config, env)) set(env::kOmpNumThreads, "1");
   if (env.count(env::kPythonFaultHandler) == 0) set(env::kPythonFaultHandler, "1");
   if (env.count(env::kTorchNcclAsyncErrorHandling) == 0) {
