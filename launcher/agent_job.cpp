@@ -205,8 +205,28 @@ void Agent::on_store_lost(const std::string& message) {
   if (job_failure_ || state_ == State::kExiting || state_ == State::kDone) return;
   if (store_leaving_) return;  // announced: not a failure
   store_cause_timer_.cancel();
-  const std::string store =
-      "the rendezvous store, " + store_loss_cause(message, options_.config.peer_tolerance);
+  const std::string cause = store_loss_cause(message, options_.config.peer_tolerance);
+  const std::string store = "the rendezvous store, " + cause;
+  // Silence is not a death: in an elastic job the store host may well be alive and this node
+  // the one cut off. It comes back as a joining node (the others re-formed without it), and
+  // only a store that stays unreachable for the join timeout ends it.
+  const bool silent = cause.rfind("silent", 0) == 0;
+  const bool elastic = options_.config.rdzv_backend.value_or("") == "c10d";
+  if (silent && elastic && state_ == State::kHealthy && !awaiting_record_) {
+    DDP_LOG_WARN("lost " + store + " (" + message +
+                 "): this node was cut off, or the store host was; stopping this node's "
+                 "workers (pids " +
+                 running_pids() + ") and joining the job again as a new node");
+    events_.record("store_silent", {{"message", message}});
+    // The others re-formed without this node: the round it joins is a new group even where
+    // its members are the same nodes as before, so no restart is spent for it.
+    members_.clear();
+    begin_stop(SIGTERM, StopReason::kMembership, [this] {
+      reforming_ = true;
+      start_rendezvous();
+    });
+    return;
+  }
   const std::string advice =
       "the store lived in the agent of the node that hosts it, so that node is gone; to let a "
       "job outlive any one node, run a standalone store (ddpstore) and start every agent with "
