@@ -165,6 +165,46 @@ TEST_CASE("netns blip: a PyTorch gloo all_reduce loop rides out 2 and 5 s blips"
   check_untouched(job, codes, "TORCH LOOP", "TORCH DONE");
 }
 
+TEST_CASE("netns blip: a native train run (Gloo) rides out 2 and 5 s blips", "[e2e][netns][blip]") {
+  const auto cluster = cluster_or_skip();
+  if (!cluster) return;
+  ddp::test::TempDir dir;
+  Job spec;
+  // 30 steps per epoch per rank, 200 ms each: about 18 s of training across the blips.
+  spec.worker = {std::string(DDP_BINARY_DIR) + "/train",
+                 "--data",
+                 "synthetic",
+                 "--synthetic_rows",
+                 "1200",
+                 "--synthetic_features",
+                 "16",
+                 "--synthetic_classes",
+                 "4",
+                 "--hidden",
+                 "32",
+                 "--batch_size",
+                 "16",
+                 "--epochs",
+                 "3",
+                 "--fault_slow_step_ms",
+                 "200",
+                 "--out",
+                 dir.path().string() + "/final.safetensors"};
+  ClusterJob job(*cluster);
+  start_both(job, *cluster, spec, {});
+  REQUIRE(job.agent(0).wait_for_log("[train] 2 rank(s)", kGuard));
+  blips(*cluster, {2000ms, 5000ms});
+  const auto codes = job.wait_all(kGuard);
+  INFO(job.logs());
+  for (std::size_t a = 0; a < 2; ++a) {
+    CHECK(codes[a] == 0);
+    CHECK_THAT(job.log(a), !Catch::Contains("restart") && !Catch::Contains("re-form") &&
+                               !Catch::Contains("lost the rendezvous store"));
+  }
+  CHECK(count(job.log(0), "[train] 2 rank(s)") == 1);  // one start, never restarted
+  CHECK(count(job.log(0), "[train] done:") == 1);
+}
+
 TEST_CASE("netns blip: silence longer than the tolerance loses the node, on both sides",
           "[e2e][netns][blip]") {
   const auto cluster = cluster_or_skip();
