@@ -36,10 +36,14 @@ std::chrono::milliseconds peer_tolerance_from_env() {
   return parse_peer_tolerance(env::kPeerTolerance, text);
 }
 
-std::string tolerance_text(std::chrono::milliseconds tolerance) {
+std::string tolerance_seconds(std::chrono::milliseconds tolerance) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%g s", static_cast<double>(tolerance.count()) / 1000.0);
+  std::snprintf(text, sizeof(text), "%g", static_cast<double>(tolerance.count()) / 1000.0);
   return text;
+}
+
+std::string tolerance_text(std::chrono::milliseconds tolerance) {
+  return tolerance_seconds(tolerance) + " s";
 }
 
 }  // namespace ddp

@@ -24,6 +24,9 @@ std::chrono::milliseconds parse_peer_tolerance(const std::string& what, const st
 // naming the variable and its value when it is bad.
 std::chrono::milliseconds peer_tolerance_from_env();
 
+// "15", "2.5": seconds as DDPLAUNCH_PEER_TOLERANCE takes them (parse_peer_tolerance reads it).
+std::string tolerance_seconds(std::chrono::milliseconds tolerance);
+
 // "15 s", "2.5 s": for messages.
 std::string tolerance_text(std::chrono::milliseconds tolerance);
 
