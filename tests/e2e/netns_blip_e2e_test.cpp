@@ -277,6 +277,11 @@ TEST_CASE("netns blip: a node SIGKILLed is still found at once", "[e2e][netns][b
   REQUIRE(code.has_value());
   CHECK(*code == 1);
   CHECK(std::chrono::steady_clock::now() - killed < 5s);  // stop_timeout 2 s included
+  if (victim == 0) {
+    // A death, and said to be one: not silence.
+    CHECK_THAT(job.log(1), Catch::Contains("lost the rendezvous store, its host closed, reset or "
+                                           "refused the connection"));
+  }
 }
 
 TEST_CASE("netns blip: the store host paused 10 s accuses nobody when it resumes",
