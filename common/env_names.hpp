@@ -68,9 +68,16 @@ inline constexpr const char* kStoreMaxBytes = "DDPLAUNCH_STORE_MAX_BYTES";
 inline constexpr const char* kStoreMaxKeys = "DDPLAUNCH_STORE_MAX_KEYS";
 inline constexpr const char* kStoreFrameTimeoutMs = "DDPLAUNCH_STORE_FRAME_TIMEOUT_MS";
 
+// How long a silent peer (no packets: a cut link, a paused host) is only silence, in seconds
+// (default 15, like torchrun): every timer that notices silence follows it: TCP_USER_TIMEOUT and
+// keepalive on store connections, the rendezvous lease, the store client's cancel wait. Deaths
+// (a closed or reset connection) are acted on at once whatever it is. `--peer_tolerance` sets it,
+// and the agent hands it on to its workers. docs/multinode.md, "Silence or death".
+inline constexpr const char* kPeerTolerance = "DDPLAUNCH_PEER_TOLERANCE";
+
 // Dead-peer detection on every store connection, client and server side (common/tcp_liveness.hpp):
-// keepalive idle and interval seconds (default 1 and 1), unanswered probes (2), and
-// TCP_USER_TIMEOUT in ms (3000; 0: the kernel's default). docs/store.md, "Dead peers".
+// keepalive idle and interval seconds, unanswered probes, and TCP_USER_TIMEOUT in ms (0: the
+// kernel's default). Each overrides what DDPLAUNCH_PEER_TOLERANCE implies. docs/store.md.
 inline constexpr const char* kTcpKeepIdle = "DDPLAUNCH_TCP_KEEPIDLE";
 inline constexpr const char* kTcpKeepIntvl = "DDPLAUNCH_TCP_KEEPINTVL";
 inline constexpr const char* kTcpKeepCnt = "DDPLAUNCH_TCP_KEEPCNT";

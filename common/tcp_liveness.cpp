@@ -4,14 +4,17 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/parse_int.hpp"
+#include "common/peer_tolerance.hpp"
 
 namespace ddp {
 namespace {
@@ -35,8 +38,25 @@ void set_option(int fd, int level, int option, const char* option_name, int valu
 
 }  // namespace
 
-TcpLiveness tcp_liveness_from_env() {
+TcpLiveness tcp_liveness_for(std::chrono::milliseconds tolerance) {
+  const int64_t tolerance_ms = std::max<int64_t>(tolerance.count(), 1000);
+  const int64_t seconds = std::min<int64_t>((tolerance_ms + 999) / 1000, kMaxKeepSeconds);
   TcpLiveness liveness;
+  liveness.user_timeout_ms =
+      static_cast<int>(std::min<int64_t>(tolerance_ms, std::numeric_limits<int>::max()));
+  liveness.keepintvl_s = 1;
+  int idle = static_cast<int>(std::max<int64_t>(seconds / 3, 1));
+  if (idle >= 4) {
+    thread_local std::minstd_rand random{std::random_device{}()};
+    idle -= static_cast<int>(random() % static_cast<unsigned>(idle / 4 + 1));
+  }
+  liveness.keepidle_s = idle;
+  liveness.keepcnt = static_cast<int>(std::clamp<int64_t>(seconds - idle, 1, kMaxKeepCount));
+  return liveness;
+}
+
+TcpLiveness tcp_liveness_from_env() {
+  TcpLiveness liveness = tcp_liveness_for(peer_tolerance_from_env());
   override_from_env(env::kTcpKeepIdle, liveness.keepidle_s, 1, kMaxKeepSeconds);
   override_from_env(env::kTcpKeepIntvl, liveness.keepintvl_s, 1, kMaxKeepSeconds);
   override_from_env(env::kTcpKeepCnt, liveness.keepcnt, 1, kMaxKeepCount);

@@ -1,4 +1,6 @@
 #pragma once
+#include <chrono>
+
 // Dead-peer detection on a TCP connection by the kernel: keepalive probes while the connection
 // is idle, TCP_USER_TIMEOUT while data we sent is unacknowledged. A peer host that powers off
 // or is cut off answers neither, so a blocked read or send fails with ETIMEDOUT instead of
@@ -23,7 +25,15 @@ struct TcpLiveness {
   int user_timeout_ms = 3000;
 };
 
-// The defaults above, each overridden by its variable when set and not empty:
+// The timing for a peer tolerance (peer_tolerance.hpp): TCP_USER_TIMEOUT is the tolerance, and
+// keepalive starts after about a third of it, one probe a second, as many as fill the rest (the
+// count matters only where the user timeout is 0). The idle time is jittered per call (down to
+// 3/4 of it) so hundreds of connections made together do not probe together: synchronized
+// probes and their answers overflowed a store's backlog and aborted live connections.
+TcpLiveness tcp_liveness_for(std::chrono::milliseconds tolerance);
+
+// tcp_liveness_for(peer_tolerance_from_env()), each field then overridden by its variable when
+// set and not empty:
 // DDPLAUNCH_TCP_KEEPIDLE and DDPLAUNCH_TCP_KEEPINTVL (seconds, 1 to 32767),
 // DDPLAUNCH_TCP_KEEPCNT (1 to 127), DDPLAUNCH_TCP_USER_TIMEOUT (ms, 0 to 2147483647).
 // ConfigError naming the variable, its value and the range.

@@ -15,6 +15,7 @@
 #include "common/error.hpp"
 #include "common/host_address.hpp"
 #include "common/log.hpp"
+#include "common/peer_tolerance.hpp"
 #include "common/secret.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/config/cli.hpp"
@@ -69,6 +70,10 @@ std::unique_ptr<HealthServer> start_health_endpoint(boost::asio::io_context& io,
 
 int launch(const LaunchConfig& config, const Environment& env) {
   survive_closed_console();
+  // Before any thread or connection: every store connection of this process (client and
+  // server ends, tcp_liveness.hpp) and the store client's waits read it from here.
+  const std::string tolerance_s = tolerance_seconds(config.peer_tolerance);
+  ::setenv(env::kPeerTolerance, tolerance_s.c_str(), 1);
   // Resolved before anything starts, so a binding the machine cannot honour is a usage error.
   std::vector<CpuBinding> bindings;
   std::optional<MachineLayout> machine;

@@ -485,11 +485,11 @@ void DynamicRendezvous::bind_presence(const RendezvousInfo& info) {
   // A presence that broke (an etcd lease that expired during a long pause or a cut link) is
   // replaced by a new one, once per round: without it the others could not see this node die.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (try_bind_presence(info)) return;
+    if (try_bind_presence(info, attempt == 1)) return;
   }
 }
 
-bool DynamicRendezvous::try_bind_presence(const RendezvousInfo& info) {
+bool DynamicRendezvous::try_bind_presence(const RendezvousInfo& info, bool last) {
   try {
     if (!presence_tried_) {
       presence_tried_ = true;
@@ -510,7 +510,16 @@ bool DynamicRendezvous::try_bind_presence(const RendezvousInfo& info) {
   } catch (const StoreError& e) {
     presence_.reset();        // the watcher reports a store that is gone
     presence_tried_ = false;  // the next attempt (or round) opens a new one
-    DDP_LOG_WARN("rendezvous '" + options_.run_id + "': no presence in the store: " + e.what());
+    // A presence connection that died with a cut link is found here, on its first use after
+    // the link came back: the retry opens a new one, so only the last failure is a warning.
+    const std::string line = "rendezvous '" + options_.run_id +
+                             "': no presence in the store: " + e.what() +
+                             (last ? "" : "; opening a new one");
+    if (last) {
+      DDP_LOG_WARN(line);
+    } else {
+      DDP_LOG_INFO(line);
+    }
     return false;
   }
 }

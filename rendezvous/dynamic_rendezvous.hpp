@@ -119,7 +119,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   // Binds this node's presence to info's round (conn_mu_ held).
   void bind_presence(const RendezvousInfo& info);
   // One attempt: false when the store refused (presence_ reset, to be opened again).
-  bool try_bind_presence(const RendezvousInfo& info);
+  // last: the final attempt, whose failure is worth a warning (an earlier one is retried).
+  bool try_bind_presence(const RendezvousInfo& info, bool last);
   void stop_watcher();
   // A new connection (prefixed) from connect_: each watcher thread blocks in its own.
   std::shared_ptr<Store> side_connection();

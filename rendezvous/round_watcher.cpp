@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <thread>
 
 #include "common/deadline.hpp"
@@ -29,6 +30,16 @@ int64_t latest_tick(Store& store, uint64_t round, int g) {
   return tick;
 }
 
+// How much longer than a heartbeat interval one monitor pass may take before it counts as a
+// stall (this process paused, or the store silent) rather than ordinary scheduling.
+constexpr std::chrono::milliseconds kStallSlack{1000};
+
+std::string seconds_text(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", std::chrono::duration<double>(d).count());
+  return text;
+}
+
 std::string in_round(uint64_t round) {
   return " (round " + std::to_string(round) + ")";
 }
@@ -41,8 +52,9 @@ RoundWatcher::RoundWatcher(RoundWatcherOptions options, std::shared_ptr<Store> e
       events_store_(std::move(events_store)),
       monitor_store_(std::move(monitor_store)),
       on_change_(std::move(on_change)) {
-  events_thread_ = std::thread([this] { events_loop(); });
+  // Before the thread starts: it reads next_beat_ (a lease store must never see a beat).
   if (!options_.heartbeats) next_beat_ = Clock::time_point::max();
+  events_thread_ = std::thread([this] { events_loop(); });
   if (options_.group_world_size > 1) monitor_thread_ = std::thread([this] { monitor_loop(); });
 }
 
@@ -301,25 +313,50 @@ void RoundWatcher::monitor_loop() {
     last_beat = Clock::now();
     return true;
   };
+  // A beat that arrives after this much silence is worth a line: the peer was silent (a
+  // network blip, a paused host) and came back within the lease.
+  const auto noteworthy = std::max<Duration>(options_.heartbeat_interval * 3, kStallSlack);
   try {
     if (!advance()) return;
     while (!stop_) {
+      const auto began = Clock::now();
+      bool beat_seen = false;
       try {
         store.wait({keys::heartbeat(round, watched, next_tick)}, options_.heartbeat_interval);
         ++next_tick;
-        last_beat = Clock::now();
-        continue;
+        beat_seen = true;
       } catch (const StoreTimeout&) {
       }
       if (stop_) return;
-      // Behind the writer (its old ticks are deleted)? Catch up from its latest tick.
-      const int64_t latest = latest_tick(store, round, watched);
-      if (latest >= 0 && static_cast<uint64_t>(latest) >= next_tick) {
-        next_tick = static_cast<uint64_t>(latest) + 1;
-        last_beat = Clock::now();
+      if (!beat_seen) {
+        // Behind the writer (its old ticks are deleted)? Catch up from its latest tick.
+        const int64_t latest = latest_tick(store, round, watched);
+        if (latest >= 0 && static_cast<uint64_t>(latest) >= next_tick) {
+          next_tick = static_cast<uint64_t>(latest) + 1;
+          beat_seen = true;
+        }
+      }
+      const auto now = Clock::now();
+      // This loop takes about one heartbeat_interval. Longer means this process was paused
+      // (SIGSTOP, a frozen VM) or the store did not answer (a blip on our own link, a paused
+      // store host): silence we could not observe is no evidence against the watched node.
+      const auto stalled = now - began - options_.heartbeat_interval;
+      if (stalled > kStallSlack) {
+        last_beat = std::min(now, last_beat + stalled);
+        DDP_LOG_WARN("rendezvous round " + std::to_string(round) + ": this node or the store was " +
+                     "unresponsive for " + seconds_text(stalled) +
+                     " (paused, or a network blip); not held against group rank " +
+                     std::to_string(watched));
+      }
+      if (beat_seen) {
+        if (now - last_beat >= noteworthy) {
+          DDP_LOG_WARN("node with group rank " + std::to_string(watched) + " was silent for " +
+                       seconds_text(now - last_beat) + " and came back" + in_round(round));
+        }
+        last_beat = now;
         continue;
       }
-      if (Clock::now() - last_beat < options_.lease_timeout) continue;
+      if (now - last_beat < options_.lease_timeout) continue;
       // Silent: left on its own (finished, failed, re-joined), or lost.
       if (!barrier.out_reason(watched).empty()) {
         if (!advance()) return;

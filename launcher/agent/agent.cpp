@@ -65,6 +65,8 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       logs_(logs),
       events_(events),
       record_timer_(io),
+      store_cause_timer_(io),
+      loss_window_timer_(io),
       kill_timer_(io),
       hang_timer_(io),
       recovery_timer_(io) {}
@@ -264,11 +266,35 @@ void Agent::on_rendezvous_error(const std::string& message) {
 void Agent::on_membership_change(rendezvous::MembershipChange change) {
   events_.record("membership_change", {{"change", change_name(change)}});
   if (change == rendezvous::MembershipChange::kStoreLost) {
-    on_store_lost("the rendezvous watcher lost its connection");
+    if (!job_watch_) {
+      on_store_lost("the rendezvous watcher lost its connection");
+      return;
+    }
+    // The job watch's connection fails the same way at about the same moment, and its error
+    // says how; a death still reaches it at once, so this adds nothing to one.
+    store_cause_timer_.expires_after(std::chrono::milliseconds(500));
+    store_cause_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) on_store_lost("the rendezvous watcher lost its connection");
+    });
     return;
   }
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
   if (change == rendezvous::MembershipChange::kNodeLost) note_failure("node_lost", -1);
+  if (loss_window_open_ && change == rendezvous::MembershipChange::kNodeLost) {
+    // The worker failure just before was the lost node's doing: re-form, spend nothing.
+    loss_window_open_ = false;
+    loss_window_timer_.cancel();
+    const auto first = static_cast<std::ptrdiff_t>(std::min(loss_window_first_, failures_.size()));
+    if (first < static_cast<std::ptrdiff_t>(failures_.size())) {
+      const auto& failure = failures_[static_cast<size_t>(first)];
+      DDP_LOG_WARN("rank " + std::to_string(failure.rank) + " failed (" +
+                   failure.status.describe() +
+                   ") just before another node was found lost: taken for the loss's doing, no "
+                   "restart spent");
+      events_.record("failure_from_loss", {{"rank", failure.rank}});
+    }
+    failures_.erase(failures_.begin() + first, failures_.end());
+  }
   if (can_recover_in_place()) {
     recover_in_place(change_name(change));
     return;
@@ -407,6 +433,13 @@ bool Agent::spawn_slot(size_t index) {
   return true;
 }
 
+namespace {
+// How long a worker failure in an elastic job waits for a loss claim (see loss_window_timer_):
+// a loss is claimed within a store round trip of a death, so this is ample, and a failure
+// with no loss behind it costs only this much more.
+constexpr std::chrono::milliseconds kLossClaimWindow{500};
+}  // namespace
+
 void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status) {
   if (generation != generation_ || index >= workers_.size() || !workers_[index].running) return;
   auto& slot = workers_[index];
@@ -427,12 +460,20 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
     if (!status.success()) {
       note_failure(!slot.hang.empty() ? "hang" : status.signal != 0 ? "signal" : "exit", slot.rank);
       record_failure(slot, status, /*must_report=*/true);
-      publish_failure(worker_record(slot, status));
-      // Other hung ranks still printing their stacks are not cut short: the dump grace
-      // (hang_timer_) or the last of them to exit stops the group.
-      const bool dumps_pending = std::any_of(workers_.begin(), workers_.end(),
-                                             [](const auto& s) { return s.running && s.dumping; });
-      if (!dumps_pending) begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
+      if (loss_window_open_) return;  // the first failure's window decides for both
+      loss_window_first_ = failures_.size() - 1;
+      const bool elastic = options_.config.rdzv_backend.value_or("") == "c10d";
+      if (elastic && info_.group_world_size > 1 && slot.hang.empty() && !can_recover_in_place()) {
+        loss_window_open_ = true;
+        loss_window_timer_.expires_after(kLossClaimWindow);
+        loss_window_timer_.async_wait([this](boost::system::error_code ec) {
+          if (ec || !loss_window_open_) return;
+          loss_window_open_ = false;
+          if (state_ == State::kHealthy) act_on_worker_failure();
+        });
+        return;
+      }
+      act_on_worker_failure();
     } else if (running_ == 0) {
       state_ = State::kStopping;
       after_stop_ = [this] { finish(0); };
@@ -444,6 +485,19 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
     if (!status.success()) record_failure(slot, status, /*must_report=*/false);
     if (running_ == 0) complete_stop();
   }
+}
+
+void Agent::act_on_worker_failure() {
+  // The first failure of this attempt's window is the one published (the root cause).
+  const auto& failure = failures_.at(std::min(loss_window_first_, failures_.size() - 1));
+  const auto it = std::find_if(workers_.begin(), workers_.end(),
+                               [&](const auto& s) { return s.pid == failure.pid; });
+  if (it != workers_.end()) publish_failure(worker_record(*it, failure.status));
+  // Other hung ranks still printing their stacks are not cut short: the dump grace
+  // (hang_timer_) or the last of them to exit stops the group.
+  const bool dumps_pending = std::any_of(workers_.begin(), workers_.end(),
+                                         [](const auto& s) { return s.running && s.dumping; });
+  if (!dumps_pending) begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
 }
 
 void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report) {
@@ -648,6 +702,8 @@ void Agent::finish(int exit_status) {
   kill_timer_.cancel();
   hang_timer_.cancel();
   record_timer_.cancel();
+  store_cause_timer_.cancel();
+  loss_window_timer_.cancel();
   // A record this node published must be out before it leaves (or it would take it along).
   auto watch = std::move(job_watch_);
   if (watch) watch->stop();

@@ -229,6 +229,17 @@ class Agent {
   bool store_leaving_ = false;    // the store host announced it leaves (not a failure)
   bool awaiting_record_ = false;  // after_failure waits for the record (record_timer_)
   boost::asio::steady_timer record_timer_;
+  // The rendezvous watcher lost the store: the job watch's own error (which says whether the
+  // host closed the connection or fell silent) gets a moment to arrive first.
+  boost::asio::steady_timer store_cause_timer_;
+  // Elastic: a worker failed while every node seemed up. A peer's death often kills a worker
+  // (its collective's connection resets) a moment before that node's loss claim arrives; for
+  // this short window the failure waits, and a loss claim turns it into a re-form that spends
+  // no restart (docs/multinode.md, "Silence or death").
+  boost::asio::steady_timer loss_window_timer_;
+  bool loss_window_open_ = false;
+  size_t loss_window_first_ = 0;  // failures_ index of the failure that opened the window
+  void act_on_worker_failure();
   int stop_signal_sent_ = 0;
   std::optional<int> agent_signal_;  // the first signal the agent received
   int exit_status_ = 0;

@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include "common/log.hpp"
+#include "common/peer_tolerance.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/agent/attempt_outcome.hpp"
 
@@ -142,8 +143,8 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
   if (record.kind == "node_lost" && record.group_rank == info_.group_rank) {
     DDP_LOG_ERROR(
         "the store lost this node's own connection (a network outage longer than the "
-        "TCP timeouts, see DDPLAUNCH_TCP_USER_TIMEOUT): to the other nodes this node is "
-        "gone");
+        "peer tolerance, --peer_tolerance " +
+        tolerance_text(options_.config.peer_tolerance) + "): to the other nodes this node is gone");
   }
   if (state_ == State::kHealthy ||
       (state_ == State::kStopping && stop_reason_ == StopReason::kMembership)) {
@@ -184,10 +185,51 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
   }
 }
 
+namespace {
+
+// How the store was lost, from the error that ended its connection: silence (TCP's user
+// timeout or keepalive, which follow --peer_tolerance) or a death (closed, reset, refused).
+std::string store_loss_cause(const std::string& message, std::chrono::milliseconds tolerance) {
+  const auto has = [&](const char* text) { return message.find(text) != std::string::npos; };
+  // ETIMEDOUT, or EHOSTUNREACH once the neighbour's address resolution gave up: no answer.
+  if (has("timed out") || has("No route to host") || has("unreachable")) {
+    return "silent for longer than the peer tolerance (" + tolerance_text(tolerance) + ")";
+  }
+  if (has("refused") || has("reset") || has("closed") || has("end of stream") || has("EOF") ||
+      has("Broken pipe")) {
+    return "its host closed, reset or refused the connection";
+  }
+  return "its connection failed";
+}
+
+}  // namespace
+
 void Agent::on_store_lost(const std::string& message) {
   if (job_failure_ || state_ == State::kExiting || state_ == State::kDone) return;
   if (store_leaving_) return;  // announced: not a failure
-  const std::string store = "the rendezvous store";
+  store_cause_timer_.cancel();
+  const std::string cause = store_loss_cause(message, options_.config.peer_tolerance);
+  const std::string store = "the rendezvous store, " + cause;
+  // Silence is not a death: in an elastic job the store host may well be alive and this node
+  // the one cut off. It comes back as a joining node (the others re-formed without it), and
+  // only a store that stays unreachable for the join timeout ends it.
+  const bool silent = cause.rfind("silent", 0) == 0;
+  const bool elastic = options_.config.rdzv_backend.value_or("") == "c10d";
+  if (silent && elastic && state_ == State::kHealthy && !awaiting_record_) {
+    DDP_LOG_WARN("lost " + store + " (" + message +
+                 "): this node was cut off, or the store host was; stopping this node's "
+                 "workers (pids " +
+                 running_pids() + ") and joining the job again as a new node");
+    events_.record("store_silent", {{"message", message}});
+    // The others re-formed without this node: the round it joins is a new group even where
+    // its members are the same nodes as before, so no restart is spent for it.
+    members_.clear();
+    begin_stop(SIGTERM, StopReason::kMembership, [this] {
+      reforming_ = true;
+      start_rendezvous();
+    });
+    return;
+  }
   const std::string advice =
       "the store lived in the agent of the node that hosts it, so that node is gone; to let a "
       "job outlive any one node, run a standalone store (ddpstore) and start every agent with "

@@ -9,6 +9,7 @@
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/parse_int.hpp"
+#include "common/peer_tolerance.hpp"
 #include "common/version.hpp"
 #include "launcher/binding/cpu_bind_option.hpp"
 #include "launcher/config/signal_list.hpp"
@@ -155,6 +156,7 @@ struct RawOptions {
   std::string store_bind;
   std::string start_method = "spawn";
   double stop_timeout = 30.0;
+  std::string peer_tolerance;
   std::string signals_to_handle = kDefaultSignalsToHandle;
   bool virtual_local_rank = false;
   std::string duplicate_stdout_filters;
@@ -221,6 +223,11 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  raw.stop_timeout,
                  "Seconds between SIGTERM and SIGKILL when stopping workers (default "
                  "TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)");
+  app.add_option("--peer_tolerance,--peer-tolerance", raw.peer_tolerance,
+                 "How long a silent peer (no packets: a cut link, a paused host) is only "
+                 "silence before it is lost, in seconds or with a unit (500ms, 1m); drives every "
+                 "liveness timer (default DDPLAUNCH_PEER_TOLERANCE, else 15; deaths are acted on "
+                 "at once; docs/multinode.md)");
   app.add_option("--signals_to_handle,--signals-to-handle", raw.signals_to_handle,
                  "Comma-separated signals forwarded to the workers (default " +
                      std::string(kDefaultSignalsToHandle) +
@@ -383,6 +390,11 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   if (!given("--stop_timeout"))
     stop_timeout = shutdown_timeout_from_env(env).value_or(stop_timeout);
   config.stop_timeout = std::chrono::milliseconds(static_cast<int64_t>(stop_timeout * 1000));
+  if (given("--peer_tolerance")) {
+    config.peer_tolerance = parse_peer_tolerance("--peer_tolerance", raw.peer_tolerance);
+  } else if (auto it = env.find(env::kPeerTolerance); it != env.end() && !it->second.empty()) {
+    config.peer_tolerance = parse_peer_tolerance(env::kPeerTolerance, it->second);
+  }
   config.signals_to_handle = parse_signal_list(raw.signals_to_handle);
   config.virtual_local_rank = raw.virtual_local_rank;
   config.duplicate_stdout_filters = parse_line_filters(raw.duplicate_stdout_filters);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/environment.hpp"
+#include "common/peer_tolerance.hpp"
 #include "launcher/binding/gpu_locality.hpp"
 #include "launcher/binding/numa_binding.hpp"
 
@@ -39,6 +40,10 @@ struct LaunchConfig {
   double monitor_interval_s = 0.1;  // accepted for compatibility; monitoring is event-driven
   // SIGTERM -> SIGKILL grace period (--stop_timeout, torchrun 2.x's --shutdown_timeout).
   std::chrono::milliseconds stop_timeout{30000};
+  // How long a silent peer is only silence (--peer_tolerance, DDPLAUNCH_PEER_TOLERANCE):
+  // TCP timeouts, keepalive, the rendezvous lease and the store client follow it; the agent
+  // exports it to itself and its workers (docs/multinode.md, "Silence or death").
+  std::chrono::milliseconds peer_tolerance = kDefaultPeerTolerance;
   // Signals the agent catches and forwards to the workers (--signals_to_handle); any other
   // keeps its default action. Ignored-at-start signals stay ignored (signal_list.hpp).
   std::vector<int> signals_to_handle{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};

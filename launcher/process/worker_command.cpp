@@ -2,6 +2,7 @@
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
+#include "common/peer_tolerance.hpp"
 #include "launcher/config/signal_list.hpp"
 
 namespace ddp::launcher {
@@ -102,6 +103,8 @@ std::vector<std::string> build_worker_env(const LaunchConfig& config, const Envi
   set(env::kUseAgentStore, attempt.use_agent_store ? "True" : "False");
   set(env::kErrorFile, error_file);
   set(env::kSignalsToHandle, signal_list_names(config.signals_to_handle));
+  // Native workers' store connections and direct mesh keepalive follow the job's tolerance.
+  set(env::kPeerTolerance, tolerance_seconds(config.peer_tolerance));
   if (sets_default_omp_threads(config, env)) set(env::kOmpNumThreads, "1");
   if (env.count(env::kPythonFaultHandler) == 0) set(env::kPythonFaultHandler, "1");
   if (env.count(env::kTorchNcclAsyncErrorHandling) == 0) {

@@ -249,9 +249,11 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
   o.last_call_timeout = conf.last_call_timeout.value_or(o.last_call_timeout);
   o.close_timeout = conf.close_timeout.value_or(o.close_timeout);
   o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
-  o.heartbeat_interval = conf.heartbeat_interval.value_or(o.heartbeat_interval);
-  o.lease_timeout =
-      conf.lease_timeout.value_or(std::max(o.lease_timeout, o.heartbeat_interval * 2));
+  // The lease is the peer tolerance unless given: a node silent for less is only silent.
+  o.heartbeat_interval = conf.heartbeat_interval.value_or(
+      std::min<rendezvous::Duration>(o.heartbeat_interval, config.peer_tolerance / 5));
+  o.lease_timeout = conf.lease_timeout.value_or(
+      std::max<rendezvous::Duration>(config.peer_tolerance, o.heartbeat_interval * 2));
 
   // is_host: explicit, else "the endpoint is my --local_addr", else "it is this machine".
   const bool explicit_host = conf.is_host.has_value();

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/host_address.hpp"
+#include "common/peer_tolerance.hpp"
 #include "common/socket_io.hpp"
 #include "common/tcp_liveness.hpp"
 #include "rendezvous/store/auth.hpp"
@@ -21,8 +22,12 @@ using wire::Command;
 namespace {
 
 // After a wait times out the client sends CANCEL_WAIT; the server answers at once, so this
-// only bounds a server that died in between.
-constexpr Duration kCancelReplyTimeout = std::chrono::seconds(10);
+// only bounds a server that died in between, or one silent for a while (a network blip, a
+// paused host): silence shorter than the peer tolerance must not end the connection.
+Duration cancel_reply_timeout() {
+  return std::max<Duration>(std::chrono::seconds(10),
+                            peer_tolerance_from_env() + std::chrono::seconds(2));
+}
 // Idle wait connections kept per client (more waiting threads open more, then close them).
 constexpr size_t kMaxIdleWaitConnections = 4;
 
@@ -230,17 +235,18 @@ struct TcpStore::Impl {
     } catch (const SocketTimeout&) {
       // fall through to cancel
     }
-    send(c, make(Command::kCancelWait), Deadline::after(kCancelReplyTimeout));
-    uint8_t r = recv_u8(c, Deadline::after(kCancelReplyTimeout));
-    if (r == wire::kWaitStopWaiting) r = recv_u8(c, Deadline::after(kCancelReplyTimeout));
+    const Duration reply_timeout = cancel_reply_timeout();
+    send(c, make(Command::kCancelWait), Deadline::after(reply_timeout));
+    uint8_t r = recv_u8(c, Deadline::after(reply_timeout));
+    if (r == wire::kWaitStopWaiting) r = recv_u8(c, Deadline::after(reply_timeout));
     if (r != wire::kWaitCanceled) {
       throw ProtocolError("CANCEL_WAIT answered " + std::to_string(r) + ", expected 1");
     }
     std::vector<std::string> missing;
     for (const auto& k : keys) {
       if (missing.size() >= 8) break;  // enough to name in a message
-      send(c, make(Command::kCheck, {k}), Deadline::after(kCancelReplyTimeout));
-      if (recv_u8(c, Deadline::after(kCancelReplyTimeout)) != wire::kCheckReady) {
+      send(c, make(Command::kCheck, {k}), Deadline::after(reply_timeout));
+      if (recv_u8(c, Deadline::after(reply_timeout)) != wire::kCheckReady) {
         missing.push_back(k);
       }
     }

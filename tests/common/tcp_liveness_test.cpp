@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <set>
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
@@ -53,6 +54,7 @@ struct NoOverrides {
   ScopedEnv interval{ddp::env::kTcpKeepIntvl, nullptr};
   ScopedEnv count{ddp::env::kTcpKeepCnt, nullptr};
   ScopedEnv user_timeout{ddp::env::kTcpUserTimeout, nullptr};
+  ScopedEnv tolerance{ddp::env::kPeerTolerance, nullptr};
 };
 
 }  // namespace
@@ -113,13 +115,37 @@ TEST_CASE("sockets that are not TCP are left alone", "[tcp_liveness]") {
 
 TEST_CASE("the DDPLAUNCH_TCP_ variables override the defaults", "[tcp_liveness][env]") {
   const NoOverrides clean;
-  SECTION("unset or empty: the defaults") {
+  SECTION("unset or empty: the default peer tolerance's timing (15 s)") {
     const ScopedEnv empty(ddp::env::kTcpUserTimeout, "");
     const TcpLiveness liveness = ddp::tcp_liveness_from_env();
-    CHECK(liveness.keepidle_s == 1);
+    CHECK(liveness.user_timeout_ms == 15000);
     CHECK(liveness.keepintvl_s == 1);
-    CHECK(liveness.keepcnt == 2);
+    CHECK(liveness.keepidle_s >= 4);  // a third of 15 s, jittered down by up to a quarter
+    CHECK(liveness.keepidle_s <= 5);
+    CHECK(liveness.keepcnt == 15 - liveness.keepidle_s);
+  }
+  SECTION("DDPLAUNCH_PEER_TOLERANCE drives every option; a DDPLAUNCH_TCP_ variable still wins") {
+    const ScopedEnv tolerance(ddp::env::kPeerTolerance, "6");
+    TcpLiveness liveness = ddp::tcp_liveness_from_env();
+    CHECK(liveness.user_timeout_ms == 6000);
+    CHECK(liveness.keepidle_s == 2);
+    CHECK(liveness.keepcnt == 4);
+    const ScopedEnv user_timeout(ddp::env::kTcpUserTimeout, "3000");
+    liveness = ddp::tcp_liveness_from_env();
     CHECK(liveness.user_timeout_ms == 3000);
+    CHECK(liveness.keepidle_s == 2);
+  }
+  SECTION("keepalive idle times are jittered, so connections made together probe apart") {
+    std::set<int> idles;
+    for (int i = 0; i < 200; ++i) idles.insert(ddp::tcp_liveness_for(60s).keepidle_s);
+    CHECK(idles.size() > 1);
+    CHECK(*idles.begin() >= 15);
+    CHECK(*idles.rbegin() <= 20);
+  }
+  SECTION("a bad DDPLAUNCH_PEER_TOLERANCE is a ConfigError naming it, its value and the range") {
+    const ScopedEnv bad(ddp::env::kPeerTolerance, "0.5");
+    CHECK_THROWS_WITH(ddp::tcp_liveness_from_env(),
+                      Contains("DDPLAUNCH_PEER_TOLERANCE=0.5") && Contains("from 1 s to 1 day"));
   }
   SECTION("each variable sets its option") {
     const ScopedEnv idle(ddp::env::kTcpKeepIdle, "10");

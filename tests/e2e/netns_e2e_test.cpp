@@ -405,9 +405,9 @@ TEST_CASE("netns failure: a cut link is found within seconds, not after the leas
   ddp::test::TempDir pids;
   AgentFlags flags;
   flags.worker = kJobWorker;
-  flags.extra = {"--stop_timeout", "1"};
   // The lease would take 30 s: what finds the vanished host is TCP (keepalive and
-  // TCP_USER_TIMEOUT on every store connection, about 3 s).
+  // TCP_USER_TIMEOUT on every store connection, at the peer tolerance: 4 s here).
+  flags.extra = {"--stop_timeout", "1", "--peer_tolerance", "4"};
   flags.rdzv_conf = "join_timeout=30,heartbeat_interval=1,lease_timeout=30,last_call_timeout=30";
   const std::map<std::string, std::string> env{{"NAP", "300"}, {"PID_DIR", pids.path().string()}};
   ClusterJob job(*cluster);

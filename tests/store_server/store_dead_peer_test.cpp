@@ -4,8 +4,8 @@
 // network namespaces joined by a veth pair; taking one end of the pair down makes every
 // packet to that side vanish, as when a host powers off or a cable is cut. Needs root (or
 // CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2: skipped with a warning otherwise. Timing is
-// not asserted tightly: detection takes about 3 s, the guard is 10 s, and without the options
-// the client would wait out its 30 s timeout and the server would never notice.
+// not asserted tightly: detection takes about 3 s (a 3 s --peer_tolerance), the guard is 10 s, and
+// without the options the client would wait out its 30 s timeout and the server would never notice.
 #include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
@@ -37,8 +37,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kServerAddr = "10.213.7.1";
 constexpr const char* kClientAddr = "10.213.7.2";
-// How long a vanished peer may take to be noticed here: ~3 s by the defaults, plus slack for
-// a loaded machine. Without keepalive / TCP_USER_TIMEOUT it would take minutes or forever.
+// How long a vanished peer may take to be noticed here: ~3 s with the 3 s tolerance set below, plus
+// slack for a loaded machine. Without keepalive / TCP_USER_TIMEOUT it would take minutes or
+// forever.
 constexpr auto kGuard = 10s;
 
 std::string ip_path() {
@@ -162,6 +163,8 @@ TEST_CASE("a client blocked in wait learns within seconds that the store's host 
           "[dead_peer]") {
   const ScopedEnv no_timeout_override(ddp::env::kTcpUserTimeout, nullptr);
   const ScopedEnv no_idle_override(ddp::env::kTcpKeepIdle, nullptr);
+  // A 3 s peer tolerance (the default is 15 s): TCP_USER_TIMEOUT 3 s, probes from 1 s idle.
+  const ScopedEnv tolerance(ddp::env::kPeerTolerance, "3");
   NamespacePair net;
   if (!net.why_not().empty()) {
     WARN("skipped: cannot set up network namespaces: " << net.why_not());
@@ -204,6 +207,8 @@ TEST_CASE("a client blocked in wait learns within seconds that the store's host 
 TEST_CASE("the server drops the connections of a client whose host vanished", "[dead_peer]") {
   const ScopedEnv no_timeout_override(ddp::env::kTcpUserTimeout, nullptr);
   const ScopedEnv no_idle_override(ddp::env::kTcpKeepIdle, nullptr);
+  // A 3 s peer tolerance (the default is 15 s): TCP_USER_TIMEOUT 3 s, probes from 1 s idle.
+  const ScopedEnv tolerance(ddp::env::kPeerTolerance, "3");
   NamespacePair net;
   if (!net.why_not().empty()) {
     WARN("skipped: cannot set up network namespaces: " << net.why_not());

@@ -23,6 +23,8 @@ struct NoOverrides {
   ScopedEnv interval{ddp::env::kTcpKeepIntvl, nullptr};
   ScopedEnv count{ddp::env::kTcpKeepCnt, nullptr};
   ScopedEnv user_timeout{ddp::env::kTcpUserTimeout, nullptr};
+  // 3 s: TCP_USER_TIMEOUT 3000 ms, probes from 1 s idle, 1 s apart, 2 of them (no jitter).
+  ScopedEnv tolerance{ddp::env::kPeerTolerance, "3"};
 };
 
 void check_options(const std::vector<TcpSocketInfo>& sockets, int keepidle_s, int user_timeout_ms) {

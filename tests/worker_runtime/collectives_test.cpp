@@ -3,9 +3,11 @@
 #include <chrono>
 #include <numeric>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "test_support.hpp"
+#include "tests/support/scoped_env.hpp"
 #include "tests/support/tcp_sockets.hpp"
 #include "worker_runtime/direct_mesh.hpp"
 #include "worker_runtime/dist_context.hpp"
@@ -214,7 +216,9 @@ TEST_CASE("a peer that exits mid-job fails the survivor at once", "[gloo][direct
 
 TEST_CASE("direct mesh links have keepalive but no TCP_USER_TIMEOUT", "[direct]") {
   // A rank some seconds behind holds our payload in its closed window: TCP_USER_TIMEOUT would
-  // drop that live peer (common/tcp_liveness.hpp), keepalive does not.
+  // drop that live peer (common/tcp_liveness.hpp), keepalive does not. Keepalive follows the
+  // peer tolerance: 3 s gives probes from 1 s idle (the default 15 s, from 4-5 s, jittered).
+  const ddp::test::ScopedEnv tolerance(ddp::env::kPeerTolerance, "3");
   ddp::rendezvous::MemoryStore store;
   std::vector<std::unique_ptr<DirectMesh>> meshes(2);
   run_ranks(2, [&](int rank) {

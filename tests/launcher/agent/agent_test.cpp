@@ -182,6 +182,39 @@ TEST_CASE("a membership change restarts the workers without spending a restart",
   CHECK(h.spawner.env(2, "TORCHELASTIC_MAX_RESTARTS") == "0");
 }
 
+TEST_CASE("elastic: a worker failure just before a node's loss claim spends no restart",
+          "[agent][loss_window]") {
+  Harness h(1, /*max_restarts=*/0);
+  h.options.config.rdzv_backend = "c10d";
+  h.rendezvous.group_world_size = 2;
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.rendezvous.calls == 1) {
+      // The peer died: this worker's collective failed a moment before the claim came.
+      h.spawner.exit(i, ExitStatus{1, 0});
+      h.rendezvous.change(MembershipChange::kNodeLost);
+    } else {
+      h.spawner.exit(i, ExitStatus{});
+    }
+  };
+  CHECK(h.run() == 0);
+  CHECK(h.rendezvous.calls == 2);
+  CHECK(h.restarts == 0);
+  CHECK(h.logged("just before another node was found lost: taken for the loss's doing"));
+}
+
+TEST_CASE("elastic: a worker failure with no loss claim is acted on after the short window",
+          "[agent][loss_window]") {
+  Harness h(1, /*max_restarts=*/0);
+  h.options.config.rdzv_backend = "c10d";
+  h.rendezvous.group_world_size = 2;
+  h.spawner.on_spawn = [&](size_t i) { h.spawner.exit(i, ExitStatus{7, 0}); };
+  const auto started = std::chrono::steady_clock::now();
+  CHECK(h.run() == 7);
+  CHECK(h.rendezvous.calls == 1);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  CHECK_FALSE(h.logged("taken for the loss's doing"));
+}
+
 TEST_CASE("a rendezvous error ends the agent with a non-zero status", "[agent]") {
   Harness h(2);
   h.rendezvous.fail_on_call = 1;

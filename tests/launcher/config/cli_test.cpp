@@ -120,6 +120,21 @@ TEST_CASE("hang timeout: --hang_timeout seconds, off by default, PET_HANG_TIMEOU
   CHECK_THAT(error_of({"/bin/true"}, env), Contains("PET_HANG_TIMEOUT=soon"));
 }
 
+TEST_CASE("peer tolerance: 15 s by default, --peer_tolerance, DDPLAUNCH_PEER_TOLERANCE, bad values",
+          "[cli]") {
+  CHECK(parse({"/bin/true"}).peer_tolerance.count() == 15000);
+  CHECK(parse({"--peer_tolerance=2.5", "/bin/true"}).peer_tolerance.count() == 2500);
+  CHECK(parse({"--peer_tolerance", "1m", "/bin/true"}).peer_tolerance.count() == 60000);
+  Environment env = kEnv;
+  env["DDPLAUNCH_PEER_TOLERANCE"] = "30";
+  CHECK(parse({"/bin/true"}, env).peer_tolerance.count() == 30000);
+  CHECK(parse({"--peer_tolerance=6", "/bin/true"}, env).peer_tolerance.count() == 6000);
+  CHECK_THAT(error_of({"--peer_tolerance=0.2", "/bin/true"}),
+             Contains("--peer_tolerance=0.2") && Contains("from 1 s to 1 day"));
+  env["DDPLAUNCH_PEER_TOLERANCE"] = "soon";
+  CHECK_THAT(error_of({"/bin/true"}, env), Contains("DDPLAUNCH_PEER_TOLERANCE=soon"));
+}
+
 TEST_CASE("in-place recovery: off by default, --recovery_timeout seconds, python programs accepted",
           "[cli][recovery]") {
   CHECK_FALSE(parse({"/bin/true"}).in_place_recovery);
