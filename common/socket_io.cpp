@@ -87,7 +87,8 @@ void SocketConn::shutdown() {
 }
 
 SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
-                               std::chrono::milliseconds connect_timeout, std::string_view peer) {
+                               std::chrono::milliseconds connect_timeout, std::string_view peer,
+                               bool give_up_when_refused) {
   const std::string host = normalize_host(given_host);  // "[::1]" -> "::1" for getaddrinfo
   const std::string endpoint = join_host_port(host, port);
   const Deadline deadline = Deadline::after(connect_timeout);
@@ -112,6 +113,7 @@ SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
       // Addresses of a family this machine lacks (IPv6 on a kernel without it) never
       // become reachable by waiting.
       bool family_missing = true;
+      bool all_refused = true;
       for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
         int err = 0;
         Fd fd = try_connect(ai, deadline, err);
@@ -123,10 +125,11 @@ SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
         }
         last_err = err;
         family_missing = family_missing && err == EAFNOSUPPORT;
+        all_refused = all_refused && err == ECONNREFUSED;
         tried.push_back(address_text(ai->ai_addr));
       }
       ::freeaddrinfo(res);
-      if (family_missing) break;
+      if (family_missing || (give_up_when_refused && all_refused)) break;
     }
     if (deadline.expired()) break;
     // remaining() rounds down: under 1 ms left it is 0, and the loop would spin (dozens of

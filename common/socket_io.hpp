@@ -24,9 +24,12 @@ class SocketConn {
   // addresses of a family the machine lacks (IPv6 without IPv6: at once). SocketError
   // "cannot connect to <peer> at tcp://host:port within ..." naming every address tried,
   // the attempts and the errno text.
+  // give_up_when_refused: a refusal from every address ends the attempts at once (a server
+  // that was there and is gone: its host answers, nothing listens) instead of being retried
+  // until the timeout as one not started yet is.
   static SocketConn connect(const std::string& host, uint16_t port,
                             std::chrono::milliseconds connect_timeout,
-                            std::string_view peer = "peer");
+                            std::string_view peer = "peer", bool give_up_when_refused = false);
 
   // Sends every byte before deadline (SocketTimeout) or throws SocketError on a broken link.
   void send_all(std::string_view data, const Deadline& deadline);

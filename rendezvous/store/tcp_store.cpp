@@ -68,8 +68,13 @@ struct TcpStore::Impl {
     // be lost without an error.
     if (c.is_open() && c.readable_now()) c.close();
     if (c.is_open()) return;
-    const TcpLiveness liveness = tcp_liveness_from_env();  // a vanished server fails in ~3 s
-    c = SocketConn::connect(options.host, options.port, options.connect_timeout, "store");
+    const TcpLiveness liveness = tcp_liveness_from_env();
+    // The first connect waits for a store not started yet; a reconnect to a store that was
+    // there takes a refusal as its end (docs/multinode.md, "Silence or death"): a node that
+    // leaves after the store host did must not wait out connect_timeout for it.
+    c = SocketConn::connect(options.host, options.port, options.connect_timeout, "store",
+                            /*give_up_when_refused=*/connected_once.load());
+    connected_once = true;
     set_tcp_liveness(c.fd(), liveness);
     try {
       negotiate(c, Deadline::after(options.connect_timeout));
@@ -258,8 +263,9 @@ struct TcpStore::Impl {
 
   TcpStoreOptions options;
   std::string endpoint;
-  std::atomic<bool> native{false};  // the store speaks kNative (learnt at each connect)
-  std::mutex mu;                    // guards conn: one short request at a time
+  std::atomic<bool> native{false};          // the store speaks kNative (learnt at each connect)
+  std::atomic<bool> connected_once{false};  // a connection has succeeded before
+  std::mutex mu;                            // guards conn: one short request at a time
   SocketConn conn;
   std::mutex pool_mu;  // guards idle_wait_conns
   std::vector<SocketConn> idle_wait_conns;

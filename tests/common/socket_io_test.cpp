@@ -198,3 +198,15 @@ TEST_CASE("socket_io: poll_until reports readiness or the deadline", "[socket_io
   peer.send_all("x", Deadline::after(1s));
   CHECK(ddp::poll_until(client.fd(), POLLIN, Deadline::after(5s)));
 }
+
+TEST_CASE("socket_io: a refused connect ends at once when asked (a server that was there is gone)",
+          "[socket_io]") {
+  const uint16_t port = closed_port();
+  try {
+    SocketConn::connect("127.0.0.1", port, 30s, "store", /*give_up_when_refused=*/true);
+    FAIL("connected to a closed port");
+  } catch (const ddp::SocketError& e) {
+    // One attempt, not the ~20 a 30 s timeout's back-off would make.
+    CHECK_THAT(e.what(), Contains("(1 attempts;") && Contains("Connection refused"));
+  }
+}

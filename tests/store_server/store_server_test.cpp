@@ -254,6 +254,23 @@ TEST_CASE("a client survives a server restart on the same port without losing a 
   CHECK_FALSE(store.check({"before"}));  // a new server starts empty
 }
 
+TEST_CASE("a reconnect the host refuses ends at once: the store that was there is gone",
+          "[server]") {
+  // A node leaving after the store host did (the end of a failed static job) used to wait
+  // out connect_timeout here, retrying a refusal as if the store were not up yet.
+  auto server = std::make_unique<StoreServer>(loopback());
+  auto store = client(server->port(), 60s);
+  store.set("before", "1");
+  server->stop();
+  server.reset();
+  try {
+    store.set("after", "2");
+    FAIL("set on a store that is gone");
+  } catch (const ddp::StoreError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("refused") && Catch::Contains("(1 attempts;"));
+  }
+}
+
 TEST_CASE("a client that ends its stream right after its requests still gets every reply",
           "[server]") {
   // nc -N and short scripts do this: send, shut the write side, read. The requests and the
