@@ -170,7 +170,7 @@ struct RawOptions {
   std::string pass_local_rank_arg;
   bool use_env = false;
   std::string slow_console = "block";
-  bool adopt_daemons = false;
+  bool adopt_daemons = true;
   bool no_agent_store = false;
   std::string events_file;
   std::string numa_binding;
@@ -266,9 +266,11 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "When the console's reader falls behind: block (default: stop reading the "
                  "workers' output, which then wait, as with a slow terminal; nothing is lost) or "
                  "drop (lines are dropped and counted; workers never wait)");
-  app.add_flag("--adopt_daemons,--adopt-daemons", raw.adopt_daemons,
+  app.add_flag("--adopt_daemons,--adopt-daemons,!--no_adopt_daemons,!--no-adopt-daemons",
+               raw.adopt_daemons,
                "Adopt what workers start outside their process groups (setsid, daemons) and "
-               "stop it with the group (a child subreaper; off by default, docs/cli.md)");
+               "stop it with the group (a child subreaper; on by default, --no_adopt_daemons "
+               "leaves daemons running as torchrun does; docs/cli.md)");
   app.add_flag("--use_env,--use-env", raw.use_env,
                "torch.distributed.launch's flag, accepted: LOCAL_RANK is always in the "
                "environment and no --local_rank argument is added");

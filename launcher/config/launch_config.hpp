@@ -88,9 +88,10 @@ struct LaunchConfig {
   std::string python_exec = "python3";             // PYTHON_EXEC overrides
   std::optional<std::string> pass_local_rank_arg;  // "local_rank" or "local-rank"
   bool use_env = false;  // torch.distributed.launch's --use_env: no --local_rank, on purpose
-  // --adopt_daemons: the agent is a child subreaper, so what workers start outside their
-  // process groups (setsid -f) is adopted and stopped with the group.
-  bool adopt_daemons = false;
+  // --adopt_daemons (default; --no_adopt_daemons turns it off): the agent is a child
+  // subreaper, so what workers start outside their process groups (setsid -f) is adopted
+  // and stopped with the group.
+  bool adopt_daemons = true;
 
   // --- logs and reports ---
   // --slow_console=drop: a console whose reader stopped loses lines (counted) instead of

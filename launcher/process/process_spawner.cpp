@@ -138,10 +138,8 @@ ProcessSpawner::ProcessSpawner(asio::io_context& io, OrphanGuardian* guardian, b
   // terminal there stops them (SIGTTIN) and the job would hang. Give them /dev/null then;
   // a pipe or file on stdin is inherited as torchrun does.
   if (::isatty(STDIN_FILENO) != 0) stdin_fd_.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  // --adopt_daemons: a worker's daemon (setsid -f) is adopted by the agent, not by PID 1, so
-  // the group's stop can find it (stop_escaped). Off by default: with it on, the job-wide
-  // failure e2e (netns, 3 static nodes) saw one node stop 5 s late in about 1 run in 3, cause
-  // not found yet (docs/cli.md). Without it daemons escape, as under torchrun.
+  // --adopt_daemons (the default): a worker's daemon (setsid -f) is adopted by the agent,
+  // not by PID 1, so the group's stop can find it (stop_escaped).
   if (adopt_daemons) become_child_subreaper();
 }
 

@@ -2,6 +2,8 @@
 // stopped with the group, and a rank reaped by torchrun's file timer has its stack in the
 // failure summary. Real ddplaunch runs, outcomes written down.
 #include <catch2/catch.hpp>
+#include <csignal>
+#include <filesystem>
 
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
@@ -29,8 +31,9 @@ ProcessResult launch(std::vector<std::string> args, std::map<std::string, std::s
 
 }  // namespace
 
-TEST_CASE("with --adopt_daemons a daemon a worker started with setsid -f is gone after the job",
-          "[e2e][user_view]") {
+TEST_CASE(
+    "a daemon a worker started with setsid -f is gone after the job (--no_adopt_daemons keeps it)",
+    "[e2e][user_view]") {
   TempDir dir;
   // The daemon leaves the worker's process group and session; the worker exits 0 at once.
   auto script = dir.write("daemonize.sh", R"(#!/bin/sh
@@ -38,9 +41,8 @@ setsid -f sh -c 'echo $$ > "$OUT_DIR/daemon_$LOCAL_RANK.pid"; exec sleep 313'
 while [ ! -s "$OUT_DIR/daemon_$LOCAL_RANK.pid" ]; do sleep 0.05; done
 echo started
 )");
-  auto run = launch(
-      {"--nproc_per_node=2", "--standalone", "--adopt_daemons", "--no_python", "/bin/sh", script},
-      {{"OUT_DIR", dir.path().string()}});
+  auto run = launch({"--nproc_per_node=2", "--standalone", "--no_python", "/bin/sh", script},
+                    {{"OUT_DIR", dir.path().string()}});
   INFO(run.output);
   // Expected: exit 0; one line names the two sleeps it had to kill; neither survives.
   CHECK(run.exit_code == 0);
@@ -52,6 +54,23 @@ echo started
     REQUIRE(!text.empty());
     const pid_t daemon = static_cast<pid_t>(std::stol(text));
     CHECK(wait_until([&] { return !process_alive(daemon); }, 5s));
+  }
+
+  // Expected with --no_adopt_daemons: the daemon outlives the job, as under torchrun, and
+  // nothing is said of it.
+  const auto kept_dir = dir.path() / "kept";
+  std::filesystem::create_directories(kept_dir);
+  auto kept = launch({"--standalone", "--no_adopt_daemons", "--no_python", "/bin/sh", script},
+                     {{"OUT_DIR", kept_dir.string()}});
+  INFO(kept.output);
+  CHECK(kept.exit_code == 0);
+  CHECK_THAT(kept.output, !Contains("outside their process groups"));
+  {
+    auto text = read_file(kept_dir / "daemon_0.pid");
+    REQUIRE(!text.empty());
+    const pid_t daemon = static_cast<pid_t>(std::stol(text));
+    CHECK(process_alive(daemon));
+    ::kill(daemon, SIGKILL);
   }
 
   // Expected: a job whose workers start no daemon says nothing about it.
