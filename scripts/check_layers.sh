@@ -63,7 +63,7 @@ launcher_allowed=(
   'binding|config'                 # process: spawning, signals, exits, argv and env
   'config|process'                 # output: what users read
   'process'                        # hang: detection sources and analysis (/proc via process/)
-  ''                               # health: the endpoint and the metrics view
+  'output'                         # health: the endpoint and the metrics view (event names)
   'config'                         # rendezvous_setup: the factory, etcd, the workers' store
   'binding|config|process|output|hang|health|rendezvous_setup'  # agent: the state machine
 )

@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "launcher/agent/attempt_outcome.hpp"
+#include "launcher/output/event_names.hpp"
 
 namespace ddp::launcher {
 namespace asio = boost::asio;
@@ -116,7 +117,7 @@ void Agent::wait_for_signal() {
 }
 
 void Agent::handle_signal(int sig) {
-  events_.record("signal", {{"signal", sig}, {"name", signal_name(sig)}});
+  events_.record(event::kSignal, {{"signal", sig}, {"name", signal_name(sig)}});
   if (state_ == State::kExiting) {
     // The workers are gone; only the exit barrier (or closing the rendezvous) is left.
     DDP_LOG_INFO("received " + signal_name(sig) + " while leaving the rendezvous; exiting now");
@@ -211,14 +212,14 @@ void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
   members_ = info.members;
   if (same_members && !spend_restart_for_same_members()) return;
   attempt_ = static_cast<int>(info.round);
-  events_.record("rendezvous", {{"round", info.round},
-                                {"group_rank", info.group_rank},
-                                {"group_world_size", info.group_world_size},
-                                {"world_size", info.world_size},
-                                {"master_addr", info.master_addr},
-                                {"master_port", info.master_port},
-                                {"restart_count", attempt_},
-                                {"restarts_spent", restart_count_}});
+  events_.record(event::kRendezvous, {{"round", info.round},
+                                      {"group_rank", info.group_rank},
+                                      {"group_world_size", info.group_world_size},
+                                      {"world_size", info.world_size},
+                                      {"master_addr", info.master_addr},
+                                      {"master_port", info.master_port},
+                                      {"restart_count", attempt_},
+                                      {"restarts_spent", restart_count_}});
   DDP_LOG_DEBUG("rendezvous round " + std::to_string(info.round) + ": group rank " +
                 std::to_string(info.group_rank) + " of " + std::to_string(info.group_world_size) +
                 ", world size " + std::to_string(info.world_size) + ", master " + info.master_addr +
@@ -242,14 +243,14 @@ bool Agent::spend_restart_for_same_members() {
   if (outcome.action == AttemptOutcome::Action::kGiveUp) {
     DDP_LOG_ERROR(why + "; no restart is left (max_restarts " +
                   std::to_string(options_.config.max_restarts) + "); giving up");
-    events_.record("rendezvous_failed", {{"message", why}});
+    events_.record(event::kRendezvousFailed, {{"message", why}});
     stop_then_finish(1);  // workers kept through an in-place re-form are stopped first
     return false;
   }
   restart_count_ = outcome.restarts_spent;
   DDP_LOG_WARN(why + "; counting it as restart " + std::to_string(restart_count_) + " of " +
                std::to_string(options_.config.max_restarts));
-  events_.record("restart", {{"restarts_spent", restart_count_}, {"reason", "same_members"}});
+  events_.record(event::kRestart, {{"restarts_spent", restart_count_}, {"reason", "same_members"}});
   return true;
 }
 
@@ -259,12 +260,12 @@ void Agent::on_rendezvous_error(const std::string& message) {
     return;
   }
   DDP_LOG_ERROR("rendezvous failed: " + message);
-  events_.record("rendezvous_failed", {{"message", message}});
+  events_.record(event::kRendezvousFailed, {{"message", message}});
   stop_then_finish(1);
 }
 
 void Agent::on_membership_change(rendezvous::MembershipChange change) {
-  events_.record("membership_change", {{"change", change_name(change)}});
+  events_.record(event::kMembershipChange, {{"change", change_name(change)}});
   if (change == rendezvous::MembershipChange::kStoreLost) {
     if (!job_watch_) {
       on_store_lost("the rendezvous watcher lost its connection");
@@ -291,7 +292,7 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
                    failure.status.describe() +
                    ") just before another node was found lost: taken for the loss's doing, no "
                    "restart spent");
-      events_.record("failure_from_loss", {{"rank", failure.rank}});
+      events_.record(event::kFailureFromLoss, {{"rank", failure.rank}});
     }
     failures_.erase(failures_.begin() + first, failures_.end());
   }
@@ -318,7 +319,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
     workers_[index].local_rank = static_cast<int>(index);
     if (!spawn_slot(index)) return;
   }
-  events_.record("workers_started",
+  events_.record(event::kWorkersStarted,
                  {{"count", workers_.size()}, {"restart_count", attempt_}, {"round", info.round}});
   watch_hangs();
 }
@@ -408,7 +409,7 @@ bool Agent::spawn_slot(size_t index) {
     slot.pid = spawner_.spawn(spec, std::move(callbacks));
   } catch (const Error& e) {
     DDP_LOG_ERROR(e.what());
-    events_.record("spawn_failed", {{"local_rank", slot.local_rank}, {"message", e.what()}});
+    events_.record(event::kSpawnFailed, {{"local_rank", slot.local_rank}, {"message", e.what()}});
     rendezvous::FailureRecord record;
     record.rank = slot.rank;
     record.local_rank = slot.local_rank;
@@ -424,10 +425,10 @@ bool Agent::spawn_slot(size_t index) {
   if (slot.link) slot.link->close_child_end();
   slot.running = true;
   ++running_;
-  events_.record("worker_start", {{"rank", slot.rank},
-                                  {"local_rank", slot.local_rank},
-                                  {"pid", slot.pid},
-                                  {"restart_count", attempt_}});
+  events_.record(event::kWorkerStart, {{"rank", slot.rank},
+                                       {"local_rank", slot.local_rank},
+                                       {"pid", slot.pid},
+                                       {"restart_count", attempt_}});
   DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
                 std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
   return true;
@@ -447,12 +448,12 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
   --running_;
   logs_.flush(slot.local_rank);
   if (hang_) hang_->worker_exited(slot.pid);
-  events_.record("worker_exit", {{"rank", slot.rank},
-                                 {"local_rank", slot.local_rank},
-                                 {"pid", slot.pid},
-                                 {"exit_code", status.exit_code},
-                                 {"signal", status.signal},
-                                 {"restart_count", attempt_}});
+  events_.record(event::kWorkerExit, {{"rank", slot.rank},
+                                      {"local_rank", slot.local_rank},
+                                      {"pid", slot.pid},
+                                      {"exit_code", status.exit_code},
+                                      {"signal", status.signal},
+                                      {"restart_count", attempt_}});
   DDP_LOG_DEBUG("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
                 ") exited: " + status.describe());
   if (replace_in_new_round(index, status)) return;
@@ -535,7 +536,7 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
 void Agent::note_failure(const std::string& kind, int rank) {
   if (failure_noted_) return;
   failure_noted_ = true;
-  events_.record("failure", {{"kind", kind}, {"rank", rank}, {"restart_count", attempt_}});
+  events_.record(event::kFailure, {{"kind", kind}, {"rank", rank}, {"restart_count", attempt_}});
 }
 
 void Agent::begin_stop(int sig, StopReason reason, std::function<void()> then) {
@@ -544,7 +545,8 @@ void Agent::begin_stop(int sig, StopReason reason, std::function<void()> then) {
                             : reason == StopReason::kMembership ? "membership"
                             : reason == StopReason::kStoreLost  ? "store_lost"
                                                                 : "other";
-  events_.record("stopping", {{"reason", reason_name}, {"signal", sig}, {"pids", running_pids()}});
+  events_.record(event::kStopping,
+                 {{"reason", reason_name}, {"signal", sig}, {"pids", running_pids()}});
   state_ = State::kStopping;
   stop_reason_ = reason;
   if (hang_) hang_->end_attempt();
@@ -589,10 +591,10 @@ void Agent::abandon_unkillable_later() {
                     (status ? " (state " + std::string(1, status->state) + ")" : "") +
                     "; no longer waiting for it" +
                     (status ? "\n  " + describe(*status) : std::string()));
-      events_.record("unkillable", {{"rank", slot.rank},
-                                    {"local_rank", slot.local_rank},
-                                    {"pid", slot.pid},
-                                    {"state", status ? std::string(1, status->state) : ""}});
+      events_.record(event::kUnkillable, {{"rank", slot.rank},
+                                          {"local_rank", slot.local_rank},
+                                          {"pid", slot.pid},
+                                          {"state", status ? std::string(1, status->state) : ""}});
       slot.running = false;
       --running_;
       // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
@@ -610,7 +612,7 @@ void Agent::abandon_unkillable_later() {
 
 void Agent::complete_stop() {
   kill_timer_.cancel();
-  events_.record("workers_stopped", {{"restart_count", attempt_}});
+  events_.record(event::kWorkersStopped, {{"restart_count", attempt_}});
   for (auto& slot : workers_) {
     if (slot.pid > 0) spawner_.release(slot.pid);
   }
@@ -621,7 +623,7 @@ void Agent::complete_stop() {
                  " process(es) the workers had started outside their process groups (setsid, "
                  "daemons), which would have outlived the job: " +
                  list);
-    events_.record("escaped_killed", {{"processes", escaped}, {"restart_count", attempt_}});
+    events_.record(event::kEscapedKilled, {{"processes", escaped}, {"restart_count", attempt_}});
   }
   logs_.end_attempt();
   auto then = std::move(after_stop_);
@@ -640,7 +642,7 @@ void Agent::decide_after_failure() {
       DDP_LOG_WARN("worker group stopped after a hang; restarting, attempt " +
                    std::to_string(restart_count_) + " of " +
                    std::to_string(options_.config.max_restarts));
-      events_.record("restart", {{"restarts_spent", restart_count_}, {"reason", "hang"}});
+      events_.record(event::kRestart, {{"restarts_spent", restart_count_}, {"reason", "hang"}});
       start_rendezvous();
     } else {
       finish(1);
@@ -658,11 +660,11 @@ void Agent::decide_after_failure() {
       DDP_LOG_WARN("the job failed (" + root.describe() + "); restarting every node, attempt " +
                    std::to_string(restart_count_) + " of " +
                    std::to_string(options_.config.max_restarts));
-      events_.record("restart", {{"restarts_spent", restart_count_},
-                                 {"failed_rank", root.rank},
-                                 {"failed_node", root.group_rank},
-                                 {"exit_code", root.exit_code},
-                                 {"signal", root.signal}});
+      events_.record(event::kRestart, {{"restarts_spent", restart_count_},
+                                       {"failed_rank", root.rank},
+                                       {"failed_node", root.group_rank},
+                                       {"exit_code", root.exit_code},
+                                       {"signal", root.signal}});
       start_rendezvous();
       return;
     }
@@ -684,10 +686,10 @@ void Agent::decide_after_failure() {
                  (root.hang.empty() ? "" : "hung, ") + root.status.describe() +
                  "); restarting, attempt " + std::to_string(restart_count_) + " of " +
                  std::to_string(options_.config.max_restarts));
-    events_.record("restart", {{"restarts_spent", restart_count_},
-                               {"failed_rank", root.rank},
-                               {"exit_code", root.status.exit_code},
-                               {"signal", root.status.signal}});
+    events_.record(event::kRestart, {{"restarts_spent", restart_count_},
+                                     {"failed_rank", root.rank},
+                                     {"exit_code", root.status.exit_code},
+                                     {"signal", root.status.signal}});
     start_rendezvous();
     return;
   }
@@ -731,7 +733,7 @@ void Agent::done() {
                  (recoveries_.size() == 1 ? "y" : "ies") + " (phase times since noticed):\n" +
                  recovery_summary());
   }
-  events_.record("finish", {{"exit_code", exit_status_}, {"restarts_spent", restart_count_}});
+  events_.record(event::kFinish, {{"exit_code", exit_status_}, {"restarts_spent", restart_count_}});
   if (signals_) signals_->cancel();
   busy_.reset();
   io_.stop();

@@ -9,6 +9,7 @@
 #include "common/env_names.hpp"
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
+#include "launcher/output/event_names.hpp"
 
 namespace ddp::launcher {
 
@@ -80,14 +81,14 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
     // Its exit (of SIGABRT, after the stack) stops the group, as after --hang_timeout's dump.
     slot->dumping = timer.stack_requested;
   }
-  events_.record("hang", {{"rank", slot->rank},
-                          {"local_rank", slot->local_rank},
-                          {"pid", slot->pid},
-                          {"source", "file_timer"},
-                          {"scope", timer.scope},
-                          {"step", -1},
-                          {"seconds_late", late},
-                          {"culprit", cause}});
+  events_.record(event::kHang, {{"rank", slot->rank},
+                                {"local_rank", slot->local_rank},
+                                {"pid", slot->pid},
+                                {"source", "file_timer"},
+                                {"scope", timer.scope},
+                                {"step", -1},
+                                {"seconds_late", late},
+                                {"culprit", cause}});
 }
 
 void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& all) {
@@ -117,7 +118,7 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
       event["seconds"] = std::round(snap->silent_s * 10) / 10;
       if (snap->state != 0) event["state"] = std::string(1, snap->state);
     }
-    events_.record("hang", event);
+    events_.record(event::kHang, event);
     if (culprit) dump.push_back(&slot);
   }
   if (dump.empty()) {

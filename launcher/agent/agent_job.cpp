@@ -10,6 +10,7 @@
 #include "common/peer_tolerance.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/agent/attempt_outcome.hpp"
+#include "launcher/output/event_names.hpp"
 
 namespace ddp::launcher {
 namespace asio = boost::asio;
@@ -97,7 +98,7 @@ void Agent::publish_failure(rendezvous::FailureRecord record) {
   // The address the other nodes know this node by, where one was given; else its name.
   record.host = options_.config.local_addr.value_or(options_.host);
   if (record.time == 0) record.time = rendezvous::unix_now();
-  events_.record("failure_published", {{"kind", record.kind}, {"rank", record.rank}});
+  events_.record(event::kFailurePublished, {{"kind", record.kind}, {"rank", record.rank}});
   job_watch_->publish(std::move(record));
 }
 
@@ -115,7 +116,7 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
     // The store host finished and leaves: this node's workers run on, on their own.
     store_leaving_ = true;
     store_lost_ = true;  // its exit barrier is over: there is nothing left to leave
-    events_.record("store_leaving", {{"node", record.group_rank}});
+    events_.record(event::kStoreLeaving, {{"node", record.group_rank}});
     DDP_LOG_WARN("node " + std::to_string(record.group_rank) + " (" + record.host +
                  "), which hosts the store, finished and is leaving; this node's workers run "
                  "on, but failures are no longer shared between nodes");
@@ -127,12 +128,12 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
     return;
   }
   job_failure_ = record;
-  events_.record("job_failure", {{"kind", record.kind},
-                                 {"node", record.group_rank},
-                                 {"rank", record.rank},
-                                 {"exit_code", record.exit_code},
-                                 {"signal", record.signal},
-                                 {"mine", is_mine(record)}});
+  events_.record(event::kJobFailure, {{"kind", record.kind},
+                                      {"node", record.group_rank},
+                                      {"rank", record.rank},
+                                      {"exit_code", record.exit_code},
+                                      {"signal", record.signal},
+                                      {"mine", is_mine(record)}});
   if (awaiting_record_) {
     awaiting_record_ = false;
     record_timer_.cancel();
@@ -159,10 +160,10 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
           can_recover_in_place() && outcome.action == AttemptOutcome::Action::kRestart) {
         // The same count every node keeps (decide_after_failure), without stopping anything.
         restart_count_ = outcome.restarts_spent;
-        events_.record("restart", {{"restarts_spent", restart_count_},
-                                   {"failed_rank", record.rank},
-                                   {"failed_node", record.group_rank},
-                                   {"in_place", true}});
+        events_.record(event::kRestart, {{"restarts_spent", restart_count_},
+                                         {"failed_rank", record.rank},
+                                         {"failed_node", record.group_rank},
+                                         {"in_place", true}});
         DDP_LOG_WARN("the job failed on another node (" + record.describe() +
                      "); re-forming in place, restart " + std::to_string(restart_count_) + " of " +
                      std::to_string(options_.config.max_restarts));
@@ -220,7 +221,7 @@ void Agent::on_store_lost(const std::string& message) {
                  "): this node was cut off, or the store host was; stopping this node's "
                  "workers (pids " +
                  running_pids() + ") and joining the job again as a new node");
-    events_.record("store_silent", {{"message", message}});
+    events_.record(event::kStoreSilent, {{"message", message}});
     // The others re-formed without this node: the round it joins is a new group even where
     // its members are the same nodes as before, so no restart is spent for it.
     members_.clear();
@@ -247,14 +248,14 @@ void Agent::on_store_lost(const std::string& message) {
       note_failure("store_lost", -1);
       DDP_LOG_ERROR("lost " + store + " (" + message + "): " + advice +
                     "; stopping this node's workers (pids " + running_pids() + ")");
-      events_.record("store_lost", {{"message", message}});
+      events_.record(event::kStoreLost, {{"message", message}});
       begin_stop(SIGTERM, StopReason::kStoreLost, [this] { finish(1); });
       break;
     case State::kStopping:
       if (stop_reason_ == StopReason::kMembership) {
         store_lost_ = true;
         DDP_LOG_ERROR("lost " + store + " (" + message + "): " + advice);
-        events_.record("store_lost", {{"message", message}});
+        events_.record(event::kStoreLost, {{"message", message}});
         stop_reason_ = StopReason::kStoreLost;
         after_stop_ = [this] { finish(1); };
       }

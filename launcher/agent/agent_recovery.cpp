@@ -11,6 +11,7 @@
 #include "common/env_names.hpp"
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
+#include "launcher/output/event_names.hpp"
 
 namespace ddp::launcher {
 
@@ -50,7 +51,7 @@ void Agent::recover_in_place(const std::string& reason) {
   recovery_.noticed = Clock::now();
   state_ = State::kRendezvous;
   recovering_ = true;
-  events_.record("recovery_started",
+  events_.record(event::kRecoveryStarted,
                  {{"reason", reason}, {"round", attempt_}, {"pids", running_pids()}});
   DDP_LOG_INFO("membership changed (" + reason + "); keeping the workers (pids " + running_pids() +
                ") and re-forming the group in place");
@@ -121,10 +122,10 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
     return;
   }
   const auto [kept, restarted] = kept_and_replaced();
-  events_.record("workers_resumed", {{"round", info.round},
-                                     {"kept", kept},
-                                     {"restarted", restarted},
-                                     {"restart_count", attempt_}});
+  events_.record(event::kWorkersResumed, {{"round", info.round},
+                                          {"kept", kept},
+                                          {"restarted", restarted},
+                                          {"restart_count", attempt_}});
   recovery_timer_.expires_after(options_.config.recovery_timeout);
   recovery_timer_.async_wait([this](boost::system::error_code ec) {
     if (!ec) on_recovery_timeout();
@@ -137,7 +138,7 @@ void Agent::on_worker_message(size_t index, const recovery::Message& message) {
   try {
     if (message.type == recovery::kHello) {
       slot.hello = true;
-      events_.record("worker_channel", {{"rank", slot.rank}, {"pid", slot.pid}});
+      events_.record(event::kWorkerChannel, {{"rank", slot.rank}, {"pid", slot.pid}});
       return;
     }
     if (message.type == recovery::kAborted) {
@@ -219,7 +220,7 @@ void Agent::on_recovery_timeout() {
     DDP_LOG_WARN("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
                  ") did not build its group of the new round within --recovery_timeout (" +
                  std::to_string(options_.config.recovery_timeout.count()) + " ms); restarting it");
-    events_.record("recovery_timeout", {{"rank", slot.rank}, {"pid", slot.pid}});
+    events_.record(event::kRecoveryTimeout, {{"rank", slot.rank}, {"pid", slot.pid}});
     slot.respawn_on_exit = true;
     spawner_.signal_group(slot.pid, SIGKILL);
   }
@@ -231,18 +232,18 @@ void Agent::report_recovery() {
   std::tie(recovery_.kept, recovery_.restarted) = kept_and_replaced();
   const auto t0 = recovery_.noticed;
   const int64_t total = ms_between(t0, recovery_.first_step);
-  events_.record("in_place_recovery", {{"reason", recovery_.reason},
-                                       {"from_round", recovery_.from_round},
-                                       {"round", recovery_.round},
-                                       {"kept", recovery_.kept},
-                                       {"restarted", recovery_.restarted},
-                                       {"step", recovery_.step},
-                                       {"source", recovery_.source},
-                                       {"state_bytes", recovery_.state_bytes},
-                                       {"aborted_ms", ms_between(t0, recovery_.aborted)},
-                                       {"reformed_ms", ms_between(t0, recovery_.reformed)},
-                                       {"state_sent_ms", ms_between(t0, recovery_.state_sent)},
-                                       {"first_step_ms", total}});
+  events_.record(event::kInPlaceRecovery, {{"reason", recovery_.reason},
+                                           {"from_round", recovery_.from_round},
+                                           {"round", recovery_.round},
+                                           {"kept", recovery_.kept},
+                                           {"restarted", recovery_.restarted},
+                                           {"step", recovery_.step},
+                                           {"source", recovery_.source},
+                                           {"state_bytes", recovery_.state_bytes},
+                                           {"aborted_ms", ms_between(t0, recovery_.aborted)},
+                                           {"reformed_ms", ms_between(t0, recovery_.reformed)},
+                                           {"state_sent_ms", ms_between(t0, recovery_.state_sent)},
+                                           {"first_step_ms", total}});
   DDP_LOG_INFO("in-place recovery " + describe_recovery(recovery_));
   recoveries_.push_back(recovery_);
 }

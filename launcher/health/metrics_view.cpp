@@ -3,6 +3,8 @@
 #include <charconv>
 #include <utility>
 
+#include "launcher/output/event_names.hpp"
+
 namespace ddp::launcher {
 namespace {
 
@@ -72,14 +74,14 @@ WorkerHealth* AgentMetrics::worker_by_pid(int pid) {
 void AgentMetrics::observe(const nlohmann::json& event) {
   const auto name = field<std::string>(event, "event", "");
   const auto time = field<double>(event, "time", 0);
-  if (name == "rendezvous") {
+  if (name == event::kRendezvous) {
     round_ = field<int64_t>(event, "round", round_);
     ++rendezvous_rounds_;
     // Workers kept running through an in-place re-form stay; ended ones belong to the past.
     std::erase_if(workers_, [](const WorkerHealth& w) { return w.state != "RUNNING"; });
     stopping_ = false;
     if (pending_.failure_detected != 0) pending_.rendezvous_done = time;
-  } else if (name == "worker_start") {
+  } else if (name == event::kWorkerStart) {
     WorkerHealth worker;
     worker.rank = field<int>(event, "rank", 0);
     worker.local_rank = field<int>(event, "local_rank", 0);
@@ -87,37 +89,37 @@ void AgentMetrics::observe(const nlohmann::json& event) {
     std::erase_if(workers_,
                   [&](const WorkerHealth& w) { return w.local_rank == worker.local_rank; });
     workers_.push_back(worker);
-  } else if (name == "worker_exit") {
+  } else if (name == event::kWorkerExit) {
     if (auto* worker = worker_by_pid(field<int>(event, "pid", 0))) {
       worker->exit_code = field<int>(event, "exit_code", 0);
       worker->signal = field<int>(event, "signal", 0);
       const bool success = worker->exit_code == 0 && worker->signal == 0;
       worker->state = success ? "SUCCEEDED" : stopping_ ? "STOPPED" : "FAILED";
     }
-  } else if (name == "unkillable") {
+  } else if (name == event::kUnkillable) {
     if (auto* worker = worker_by_pid(field<int>(event, "pid", 0))) worker->state = "UNKILLABLE";
-  } else if (name == "failure") {
+  } else if (name == event::kFailure) {
     ++failures_[field<std::string>(event, "kind", "exit")];
     if (pending_.failure_detected == 0) pending_ = RestartPhases{time, 0, 0, 0};
-  } else if (name == "membership_change") {
+  } else if (name == event::kMembershipChange) {
     // A re-form without a failure (a node joining) is timed like a restart too.
     if (pending_.failure_detected == 0) pending_ = RestartPhases{time, 0, 0, 0};
-  } else if (name == "stopping") {
+  } else if (name == event::kStopping) {
     stopping_ = true;
-  } else if (name == "workers_stopped") {
+  } else if (name == event::kWorkersStopped) {
     if (pending_.failure_detected != 0) pending_.workers_stopped = time;
-  } else if (name == "workers_started") {
+  } else if (name == event::kWorkersStarted) {
     if (pending_.failure_detected != 0 && pending_.rendezvous_done != 0) {
       pending_.workers_started = time;
       last_restart_ = pending_;
     }
     pending_ = RestartPhases{};
-  } else if (name == "restart") {
+  } else if (name == event::kRestart) {
     restarts_ = field<int>(event, "restarts_spent", restarts_);
-  } else if (name == "workers_resumed") {
+  } else if (name == event::kWorkersResumed) {
     pending_ = RestartPhases{};  // re-formed in place: no restart to time
     stopping_ = false;
-  } else if (name == "in_place_recovery") {
+  } else if (name == event::kInPlaceRecovery) {
     ++in_place_recoveries_;
     for (const char* phase : {"aborted", "reformed", "state_sent", "first_step"}) {
       const std::string key = std::string(phase) + "_ms";
