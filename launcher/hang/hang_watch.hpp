@@ -20,9 +20,9 @@
 #include "launcher/hang/file_timer_server.hpp"
 #include "launcher/hang/hang_analysis.hpp"
 #include "launcher/hang/hang_detector.hpp"
-#include "launcher/process/proc_status.hpp"
 #include "launcher/hang/progress_board.hpp"
 #include "launcher/hang/progress_channel.hpp"
+#include "launcher/process/proc_status.hpp"
 
 namespace ddp::launcher {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "launcher/hang/file_timer_server.hpp"
-#include "launcher/process/proc_status.hpp"
 #include "launcher/hang/progress_channel.hpp"
+#include "launcher/process/proc_status.hpp"
 #include "tests/launcher/hang/fifo_test_support.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
