@@ -82,7 +82,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   // Unique id of this agent in the records ("<addr>:<pid>:<random>").
   [[nodiscard]] const std::string& node_id() const { return node_id_; }
   // The last membership change's reason, for the agent's log ("" when none yet).
-  [[nodiscard]] std::string last_change_reason() const;
+  [[nodiscard]] std::string last_change_reason() const override;
 
   std::shared_ptr<Store> connect_job_store() override { return side_connection(); }
 

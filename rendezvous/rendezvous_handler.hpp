@@ -72,6 +72,11 @@ class RendezvousHandler {
 
   // Identifier of the job (TORCHELASTIC_RUN_ID).
   [[nodiscard]] virtual std::string run_id() const = 0;
+
+  // Why the last membership change was reported, with the store's own error for kStoreLost
+  // ("... receive failed: Network is unreachable"): the agent tells silence from a death by
+  // it. "" when the handler does not say.
+  [[nodiscard]] virtual std::string last_change_reason() const { return {}; }
 };
 
 }  // namespace ddp::rendezvous

@@ -267,15 +267,19 @@ void Agent::on_rendezvous_error(const std::string& message) {
 void Agent::on_membership_change(rendezvous::MembershipChange change) {
   events_.record(event::kMembershipChange, {{"change", change_name(change)}});
   if (change == rendezvous::MembershipChange::kStoreLost) {
+    // The watcher's own error ("receive failed: Network is unreachable") says silence or death.
+    const std::string reason = rendezvous_.last_change_reason();
+    std::string watcher = "the rendezvous watcher lost its connection";
+    if (!reason.empty()) watcher += ": " + reason;
     if (!job_watch_) {
-      on_store_lost("the rendezvous watcher lost its connection");
+      on_store_lost(watcher);
       return;
     }
     // The job watch's connection fails the same way at about the same moment, and its error
     // says how; a death still reaches it at once, so this adds nothing to one.
     store_cause_timer_.expires_after(std::chrono::milliseconds(500));
-    store_cause_timer_.async_wait([this](boost::system::error_code ec) {
-      if (!ec) on_store_lost("the rendezvous watcher lost its connection");
+    store_cause_timer_.async_wait([this, watcher](boost::system::error_code ec) {
+      if (!ec) on_store_lost(watcher);
     });
     return;
   }

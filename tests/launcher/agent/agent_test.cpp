@@ -215,6 +215,40 @@ TEST_CASE("elastic: a worker failure with no loss claim is acted on after the sh
   CHECK_FALSE(h.logged("taken for the loss's doing"));
 }
 
+TEST_CASE("elastic: a store gone silent (unreachable) rejoins as a new node, a closed one ends it",
+          "[agent][peer_tolerance]") {
+  // The watcher's own error is the only cause there is without a job watch (the benchmark's
+  // cut link): "Network is unreachable" is silence, and the node joins the job again.
+  Harness h(1, /*max_restarts=*/0);
+  h.options.config.rdzv_backend = "c10d";
+  h.rendezvous.group_world_size = 2;
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.rendezvous.calls == 1) {
+      h.rendezvous.change(MembershipChange::kStoreLost,
+                          "lost the rendezvous store: store tcp://10.0.0.1:29400: wait of keys "
+                          "'x': receive failed: Network is unreachable (errno 101) (round 0)");
+    } else {
+      h.spawner.exit(i, ExitStatus{});
+    }
+  };
+  CHECK(h.run() == 0);
+  CHECK(h.rendezvous.calls == 2);
+  CHECK(h.restarts == 0);
+  CHECK(h.logged("joining the job again as a new node"));
+
+  // A reset is a death: the store host is gone, and so is the job for this node.
+  Harness dead(1, /*max_restarts=*/3);
+  dead.options.config.rdzv_backend = "c10d";
+  dead.rendezvous.group_world_size = 2;
+  dead.spawner.on_spawn = [&](size_t) {
+    dead.rendezvous.change(MembershipChange::kStoreLost,
+                           "lost the rendezvous store: receive failed: Connection reset by peer");
+  };
+  CHECK(dead.run() != 0);
+  CHECK(dead.rendezvous.calls == 1);
+  CHECK(dead.logged("closed, reset or refused"));
+}
+
 TEST_CASE("a rendezvous error ends the agent with a non-zero status", "[agent]") {
   Harness h(2);
   h.rendezvous.fail_on_call = 1;

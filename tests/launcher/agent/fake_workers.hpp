@@ -149,10 +149,16 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     shutdown();
   }
   [[nodiscard]] std::string run_id() const override { return "fake-run"; }
-
-  // Reports a membership change as the real handlers do (from "another thread").
-  void change(rendezvous::MembershipChange change) {
+  [[nodiscard]] std::string last_change_reason() const override {
     std::lock_guard<std::mutex> lock(mu_);
+    return reason_;
+  }
+
+  // Reports a membership change as the real handlers do (from "another thread"), with the
+  // reason they give (the store's own error for kStoreLost).
+  void change(rendezvous::MembershipChange change, const std::string& reason = "") {
+    std::lock_guard<std::mutex> lock(mu_);
+    reason_ = reason;
     if (on_change_) on_change_(change);
   }
 
@@ -172,7 +178,8 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
 
  private:
   int nproc_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  std::string reason_;
   std::condition_variable cv_;
   std::function<void(rendezvous::MembershipChange)> on_change_;
 };
