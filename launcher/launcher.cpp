@@ -17,6 +17,7 @@
 #include "common/log.hpp"
 #include "common/peer_tolerance.hpp"
 #include "common/secret.hpp"
+#include "common/sigpipe.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/config/cli.hpp"
 #include "launcher/config/local_rank_hint.hpp"
@@ -38,18 +39,6 @@ namespace {
 
 constexpr int kBadUsage = 2;  // what argparse (and so torchrun) returns for bad flags
 
-// `ddplaunch ... | head` closes the agent's stdout early; the job must not die of SIGPIPE
-// for that. A no-op handler (not SIG_IGN, which workers would inherit through exec) turns
-// it into EPIPE on the agent's writes; workers get SIGPIPE's default back at fork.
-void survive_closed_console() {
-  struct sigaction current {};
-  if (::sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler == SIG_IGN) return;
-  struct sigaction action {};
-  action.sa_handler = [](int) {};
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGPIPE, &action, nullptr);
-}
-
 // --health_port: /health and /metrics, served from the agent's own loop and fed by its events
 // (docs/operations.md). Null when no port was asked for.
 std::unique_ptr<HealthServer> start_health_endpoint(boost::asio::io_context& io,
@@ -69,7 +58,7 @@ std::unique_ptr<HealthServer> start_health_endpoint(boost::asio::io_context& io,
 }
 
 int launch(const LaunchConfig& config, const Environment& env) {
-  survive_closed_console();
+  survive_sigpipe();  // `ddplaunch ... | head`: the job must not die with the console
   // Before any thread or connection: every store connection of this process (client and
   // server ends, tcp_liveness.hpp) and the store client's waits read it from here.
   const std::string tolerance_s = tolerance_seconds(config.peer_tolerance);

@@ -9,7 +9,6 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/tcp/pair.h>
 #include <netdb.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/sigpipe.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "worker_runtime/collective_backend.hpp"
 #include "worker_runtime/comm_queue.hpp"
@@ -159,23 +159,6 @@ struct PairAbort : gloo::transport::tcp::Pair {
   static constexpr auto kSignal = &PairAbort::signalExceptionExternal;
 };
 
-// Gloo's tcp::Pair writes with writev(2), which raises SIGPIPE when the peer has closed (an
-// aborted or exited rank). Python workers ignore SIGPIPE from the start; a native worker must
-// too, or a peer's abort kills it instead of failing its collective. A no-op handler (not
-// SIG_IGN, which programs it execs would inherit) turns the signal into EPIPE; a handler the
-// program installed itself is left alone.
-void survive_closed_peers() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction current {};
-    if (::sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
-    struct sigaction action {};
-    action.sa_handler = [](int) {};
-    sigemptyset(&action.sa_mask);
-    ::sigaction(SIGPIPE, &action, nullptr);
-  });
-}
-
 void signal_pairs(gloo::Context& context, const std::string& why) {
   for (int r = 0; r < context.size; ++r) {
     if (r == context.rank) continue;
@@ -293,7 +276,9 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<rendezvous::Store> store,
   impl_->endpoint = "rank " + std::to_string(options.rank) + "/" + std::to_string(options.size);
   const std::string bind =
       options.bind_addr.empty() ? local_address_for(options.route_to) : options.bind_addr;
-  survive_closed_peers();
+  // Gloo's tcp::Pair writes with writev(2): a peer that aborted or exited first must fail the
+  // collective, not kill a native worker with SIGPIPE (Python workers ignore it already).
+  survive_sigpipe();
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = bind;
