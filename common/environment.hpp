@@ -8,4 +8,10 @@ namespace ddp {
 
 using Environment = std::map<std::string, std::string>;
 
+// The value of name in env; "" when it is not set (set and empty read the same).
+inline std::string env_value(const Environment& env, const std::string& name) {
+  const auto it = env.find(name);
+  return it == env.end() ? std::string() : it->second;
+}
+
 }  // namespace ddp

@@ -15,11 +15,6 @@ namespace ddp::launcher {
 
 namespace {
 
-std::string env_value(const Environment& env, const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? "" : it->second;
-}
-
 // How long dumped ranks may take to print their stacks and die before the group is stopped.
 constexpr std::chrono::milliseconds kDumpGrace{10000};
 // How long a node with only victims waits for the culprit's node to dump and kill it before

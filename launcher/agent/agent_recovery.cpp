@@ -24,16 +24,7 @@ int64_t ms_between(Clock::time_point from, const std::optional<Clock::time_point
   return std::chrono::duration_cast<std::chrono::milliseconds>(*to - from).count();
 }
 
-// The value of name in an env list of "NAME=value" entries ("" when absent).
-std::string env_value(const std::vector<std::string>& env, const std::string& name) {
-  const std::string prefix = name + "=";
-  for (const auto& entry : env) {
-    if (entry.starts_with(prefix)) return entry.substr(prefix.size());
-  }
-  return {};
-}
-
-int env_int(const std::vector<std::string>& env, const std::string& name) {
+int env_int(const Environment& env, const std::string& name) {
   const std::string value = env_value(env, name);
   return value.empty() ? 0 : std::stoi(value);
 }
@@ -74,7 +65,7 @@ recovery::RoundNotice Agent::round_notice(const WorkerSlot& slot) const {
   // The very values a worker started now would find in its environment.
   AttemptInfo attempt{info_, attempt_, rendezvous_.run_id(), options_.use_agent_store};
   const auto env =
-      build_worker_env(options_.config, options_.env, attempt, slot.local_rank, slot.error_file);
+      worker_environment(options_.config, options_.env, attempt, slot.local_rank, slot.error_file);
   recovery::RoundNotice notice;
   notice.round = attempt_;
   notice.rank = env_int(env, env::kRank);

@@ -72,9 +72,9 @@ bool sets_default_omp_threads(const LaunchConfig& config, const Environment& env
   return config.nproc_per_node > 1 && env.count(env::kOmpNumThreads) == 0;
 }
 
-std::vector<std::string> build_worker_env(const LaunchConfig& config, const Environment& env,
-                                          const AttemptInfo& attempt, int local_rank,
-                                          const std::string& error_file) {
+Environment worker_environment(const LaunchConfig& config, const Environment& env,
+                               const AttemptInfo& attempt, int local_rank,
+                               const std::string& error_file) {
   Environment worker = env;
   const auto& info = attempt.rendezvous;
   int rank = info.rank_offset + local_rank;
@@ -111,7 +111,13 @@ std::vector<std::string> build_worker_env(const LaunchConfig& config, const Envi
     set(env::kTorchNcclAsyncErrorHandling, "1");
   }
   if (env.count(env::kNcclAsyncErrorHandling) == 0) set(env::kNcclAsyncErrorHandling, "1");
+  return worker;
+}
 
+std::vector<std::string> build_worker_env(const LaunchConfig& config, const Environment& env,
+                                          const AttemptInfo& attempt, int local_rank,
+                                          const std::string& error_file) {
+  const Environment worker = worker_environment(config, env, attempt, local_rank, error_file);
   std::vector<std::string> result;
   result.reserve(worker.size());
   for (const auto& [name, value] : worker) result.push_back(name + "=" + value);

@@ -20,8 +20,12 @@ struct AttemptInfo {
 // argv for local_rank; argv[0] is the resolved executable path.
 std::vector<std::string> build_worker_argv(const LaunchConfig& config, const Environment& env,
                                            int local_rank);
-// The full environment ("NAME=value") for local_rank: the agent's own environment with
-// the contract variables set (and OMP_NUM_THREADS / NCCL defaults when unset).
+// The full environment for local_rank: the agent's own environment with the contract
+// variables set (and OMP_NUM_THREADS / NCCL defaults when unset).
+Environment worker_environment(const LaunchConfig& config, const Environment& env,
+                               const AttemptInfo& attempt, int local_rank,
+                               const std::string& error_file);
+// The same as "NAME=value" entries, as a child's environment is given.
 std::vector<std::string> build_worker_env(const LaunchConfig& config, const Environment& env,
                                           const AttemptInfo& attempt, int local_rank,
                                           const std::string& error_file);
