@@ -15,6 +15,7 @@
 #include "common/secret.hpp"
 #include "launcher/config/slurm_env.hpp"
 #include "launcher/rendezvous_setup/etcd_setup.hpp"
+#include "launcher/rendezvous_setup/store_hosting.hpp"
 #include "rendezvous/connect_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
 #include "rendezvous/local_rendezvous.hpp"
@@ -84,27 +85,19 @@ constexpr auto kSideConnectTimeout = std::chrono::seconds(3);
 // The host agent's own connection to the store it just bound: nothing to wait for, so a
 // failure (nothing listens where clients will dial) is reported at once.
 constexpr auto kOwnStoreConnectTimeout = std::chrono::seconds(5);
-// The store server a multi-node job's host agent runs, listening where the other nodes reach
-// it and nowhere else: --store_bind when given, else store_listen_host (the address they
-// dial, or --local_addr, when it is this machine's), else every interface, logged.
-std::unique_ptr<rendezvous::StoreServer> host_store(const LaunchConfig& config,
-                                                    const std::string& dial_host, uint16_t port,
-                                                    const std::string& secret) {
-  rendezvous::StoreServerOptions server;
-  server.secret = secret;
-  if (config.store_bind) {
-    server.host = normalize_host(*config.store_bind);
-  } else {
-    listen_host_for(dial_host, ipv6_available());  // ConfigError: IPv6 without IPv6
-    std::string why;
-    server.host = store_listen_host(dial_host, config.local_addr.value_or(""), why);
-    if (!why.empty()) {
-      DDP_LOG_WARN("the store listens on every interface: " + why +
-                   "; --store_bind ADDR narrows it to one address");
-    }
-  }
-  server.port = port;
-  return std::make_unique<rendezvous::StoreServer>(server);
+// The store server a multi-node job's host agent runs, where the other nodes reach it
+// (store_hosting.hpp decides where).
+std::unique_ptr<rendezvous::StoreServer> host_job_store(const LaunchConfig& config,
+                                                        const std::string& dial_host, uint16_t port,
+                                                        const std::string& secret) {
+  StoreHostingOptions o;
+  o.reach = StoreReach::kOtherNodes;
+  o.dial_host = dial_host;
+  o.local_addr = config.local_addr.value_or("");
+  o.bind = config.store_bind;
+  o.port = port;
+  o.secret = secret;
+  return host_store(o).server;
 }
 
 std::optional<std::string> normalized(const std::optional<std::string>& host) {
@@ -129,21 +122,6 @@ rendezvous::StoreConnector connector(const std::string& host, uint16_t port,
     o.secret = secret;
     o.connect_timeout = kSideConnectTimeout;
     return std::make_shared<rendezvous::TcpStore>(o);
-  };
-}
-
-// How the agent declares the namespace of the attempt it spawns, which scopes its PyTorch
-// workers' keys (and, with a secret, confines them): directly on the store it hosts, else over
-// a connection of its own (authenticated when there is a secret). Without a secret too: it is
-// what keeps one attempt's keys from the next (docs/store.md, "Attempt scopes").
-std::function<void(const std::string&)> namespace_setter(rendezvous::StoreServer* server,
-                                                         rendezvous::StoreConnector connect) {
-  if (server != nullptr) {
-    return [server](const std::string& prefix) { server->set_worker_namespace(prefix); };
-  }
-  return [connect = std::move(connect)](const std::string& prefix) {
-    auto store = std::dynamic_pointer_cast<rendezvous::TcpStore>(connect());
-    if (store) store->set_worker_namespace(prefix);
   };
 }
 
@@ -195,7 +173,7 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config, std::string s
   if (secret.empty() && o.hosts_store && config.max_nodes == 1) secret = generate_secret();
   std::shared_ptr<rendezvous::Store> store;
   if (o.hosts_store) {
-    setup.store_server = host_store(config, master.host, master.port, secret);
+    setup.store_server = host_job_store(config, master.host, master.port, secret);
     store = rendezvous::connect_own_store(master.host, *setup.store_server, kOwnStoreConnectTimeout,
                                           rendezvous::kDefaultStoreTimeout, secret);
   } else {
@@ -206,8 +184,8 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config, std::string s
   setup.handler = std::make_unique<rendezvous::StaticRendezvous>(
       o, std::move(store), connector(master.host, master.port, secret));
   setup.secret = secret;
-  setup.set_worker_namespace =
-      namespace_setter(setup.store_server.get(), connector(master.host, master.port, secret));
+  setup.set_worker_namespace = worker_namespace_setter(setup.store_server.get(),
+                                                       connector(master.host, master.port, secret));
   return setup;
 }
 
@@ -267,7 +245,7 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
   if (secret.empty() && host && config.max_nodes == 1) secret = generate_secret();
   if (host) {
     try {
-      setup.store_server = host_store(config, endpoint.host, endpoint.port, secret);
+      setup.store_server = host_job_store(config, endpoint.host, endpoint.port, secret);
     } catch (const rendezvous::BindError& e) {
       // Several agents on one machine all match; the first one to bind hosts the store. Any
       // other bind failure would leave everybody waiting for a store nobody hosts.
@@ -289,8 +267,8 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
   setup.handler = std::make_unique<rendezvous::DynamicRendezvous>(
       o, std::move(store), connector(endpoint.host, endpoint.port, secret));
   setup.secret = secret;
-  setup.set_worker_namespace =
-      namespace_setter(setup.store_server.get(), connector(endpoint.host, endpoint.port, secret));
+  setup.set_worker_namespace = worker_namespace_setter(
+      setup.store_server.get(), connector(endpoint.host, endpoint.port, secret));
   return setup;
 }
 
@@ -308,31 +286,22 @@ RendezvousSetup make_local(const LaunchConfig& config, std::string secret) {
   if (config.agent_store) {
     // One node: the secret never has to leave this agent and its workers, so make one.
     if (secret.empty()) secret = generate_secret();
-    // One node: the workers are on this machine, so the store listens on loopback only and
-    // the workers dial that (MASTER_ADDR), unless --store_bind asks for more.
-    rendezvous::StoreServerOptions server;
-    server.secret = secret;
-    server.port = static_cast<uint16_t>(port);
-    if (config.store_bind) {
-      server.host = normalize_host(*config.store_bind);
-    } else {
-      listen_host_for(local.master_addr, ipv6_available());  // ConfigError: IPv6 without IPv6
-      server.host = loopback_for(local.master_addr);
-      if (server.host != local.master_addr) {
-        DDP_LOG_INFO("single-node job: the store listens on " + server.host + " only, and " +
-                     "workers get MASTER_ADDR=" + server.host + " instead of --master_addr " +
-                     local.master_addr + " (--store_bind ADDR to listen elsewhere)");
-      }
-      local.master_addr = server.host;
-    }
-    setup.store_server = std::make_unique<rendezvous::StoreServer>(server);
+    StoreHostingOptions o;
+    o.reach = StoreReach::kThisMachine;
+    o.dial_host = local.master_addr;
+    o.bind = config.store_bind;
+    o.port = static_cast<uint16_t>(port);
+    o.secret = secret;
+    auto hosted = host_store(o);
+    setup.store_server = std::move(hosted.server);
+    local.master_addr = hosted.dial;
     local.master_port = setup.store_server->port();
     // The workers dial master_addr: a store they could not reach there fails now.
     rendezvous::connect_own_store(local.master_addr, *setup.store_server, kOwnStoreConnectTimeout,
                                   rendezvous::kDefaultStoreTimeout, secret);
     setup.workers_use_agent_store = true;
     setup.secret = secret;
-    setup.set_worker_namespace = namespace_setter(setup.store_server.get(), nullptr);
+    setup.set_worker_namespace = worker_namespace_setter(setup.store_server.get(), nullptr);
   } else {
     local.master_port = port == 0 ? pick_free_port(local.master_addr) : static_cast<uint16_t>(port);
   }

@@ -1,7 +1,7 @@
 #include "launcher/rendezvous_setup/workers_store.hpp"
 
-#include "common/host_address.hpp"
 #include "common/log.hpp"
+#include "launcher/rendezvous_setup/store_hosting.hpp"
 #include "rendezvous/store/tcp_store.hpp"
 
 namespace ddp::launcher {
@@ -16,20 +16,15 @@ WorkerStoreServer::WorkerStoreServer(WorkerStoreServerOptions options)
 rendezvous::Endpoint WorkerStoreServer::host() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!server_) {
-    rendezvous::StoreServerOptions server;
-    server.secret = options_.secret;
-    server.port = options_.port;
-    if (options_.bind) {
-      server.host = normalize_host(*options_.bind);
-    } else {
-      std::string why;
-      server.host = store_listen_host(options_.dial_host, options_.local_addr, why);
-      if (!why.empty()) {
-        DDP_LOG_WARN("the workers' store listens on every interface: " + why +
-                     "; --store_bind ADDR narrows it to one address");
-      }
-    }
-    server_ = std::make_unique<rendezvous::StoreServer>(server);
+    StoreHostingOptions hosting;
+    hosting.reach = StoreReach::kOtherNodes;
+    hosting.dial_host = options_.dial_host;
+    hosting.local_addr = options_.local_addr;
+    hosting.bind = options_.bind;
+    hosting.port = options_.port;
+    hosting.secret = options_.secret;
+    hosting.name = "the workers' store";
+    server_ = host_store(hosting).server;
     DDP_LOG_INFO("this node is group rank 0: serving the workers' store on " +
                  rendezvous::format_endpoint({server_->host(), server_->port()}) +
                  " (workers dial " + options_.dial_host + ")");
@@ -49,17 +44,22 @@ void WorkerStoreServer::set_worker_namespace(const std::string& prefix) {
     endpoint = in_use_;
     if (server_ && endpoint && endpoint->host == options_.dial_host &&
         endpoint->port == server_->port()) {
-      server_->set_worker_namespace(prefix);
+      declare_worker_namespace(server_.get(), nullptr, prefix);
       return;
     }
   }
   if (!endpoint) return;
-  rendezvous::TcpStoreOptions o;
-  o.host = endpoint->host;
-  o.port = endpoint->port;
-  o.secret = options_.secret;
-  o.connect_timeout = kNamespaceConnectTimeout;
-  rendezvous::TcpStore(o).set_worker_namespace(prefix);
+  declare_worker_namespace(
+      nullptr,
+      [&]() -> std::shared_ptr<rendezvous::Store> {
+        rendezvous::TcpStoreOptions o;
+        o.host = endpoint->host;
+        o.port = endpoint->port;
+        o.secret = options_.secret;
+        o.connect_timeout = kNamespaceConnectTimeout;
+        return std::make_shared<rendezvous::TcpStore>(o);
+      },
+      prefix);
 }
 
 }  // namespace ddp::launcher
