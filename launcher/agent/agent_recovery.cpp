@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <csignal>
 
-#include "common/env_names.hpp"
 #include "common/log.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/output/event_names.hpp"
@@ -22,11 +21,6 @@ using Clock = std::chrono::steady_clock;
 int64_t ms_between(Clock::time_point from, const std::optional<Clock::time_point>& to) {
   if (!to) return -1;
   return std::chrono::duration_cast<std::chrono::milliseconds>(*to - from).count();
-}
-
-int env_int(const Environment& env, const std::string& name) {
-  const std::string value = env_value(env, name);
-  return value.empty() ? 0 : std::stoi(value);
 }
 
 }  // namespace
@@ -62,23 +56,10 @@ void Agent::recover_in_place(const std::string& reason) {
 }
 
 recovery::RoundNotice Agent::round_notice(const WorkerSlot& slot) const {
-  // The very values a worker started now would find in its environment.
+  // Built from the identity a worker started now gets its environment from.
   AttemptInfo attempt{info_, attempt_, rendezvous_.run_id(), options_.use_agent_store};
-  const auto env =
-      worker_environment(options_.config, options_.env, attempt, slot.local_rank, slot.error_file);
-  recovery::RoundNotice notice;
-  notice.round = attempt_;
-  notice.rank = env_int(env, env::kRank);
-  notice.world_size = env_int(env, env::kWorldSize);
-  notice.group_rank = env_int(env, env::kGroupRank);
-  notice.group_world_size = env_int(env, env::kGroupWorldSize);
-  notice.local_world_size = env_int(env, env::kLocalWorldSize);
-  notice.role_rank = env_int(env, env::kRoleRank);
-  notice.role_world_size = env_int(env, env::kRoleWorldSize);
-  notice.master_addr = env_value(env, env::kMasterAddr);
-  notice.master_port = env_int(env, env::kMasterPort);
-  notice.restart_count = env_int(env, env::kRestartCount);
-  return notice;
+  return launcher::round_notice(worker_identity(options_.config, attempt, slot.local_rank),
+                                attempt_);
 }
 
 void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {

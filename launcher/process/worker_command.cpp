@@ -68,6 +68,41 @@ std::vector<std::string> build_worker_argv(const LaunchConfig& config, const Env
   return argv;
 }
 
+WorkerIdentity worker_identity(const LaunchConfig& config, const AttemptInfo& attempt,
+                               int local_rank) {
+  const auto& info = attempt.rendezvous;
+  WorkerIdentity id;
+  id.rank = info.rank_offset + local_rank;
+  id.local_rank = local_rank;
+  id.world_size = info.world_size;
+  id.local_world_size = config.nproc_per_node;
+  id.group_rank = info.group_rank;
+  id.group_world_size = info.group_world_size;
+  // One role per job: the role rank is the global rank.
+  id.role_rank = id.rank;
+  id.role_world_size = id.world_size;
+  id.master_addr = info.master_addr;
+  id.master_port = info.master_port;
+  id.restart_count = attempt.restart_count;
+  return id;
+}
+
+recovery::RoundNotice round_notice(const WorkerIdentity& identity, int64_t round) {
+  recovery::RoundNotice notice;
+  notice.round = round;
+  notice.rank = identity.rank;
+  notice.world_size = identity.world_size;
+  notice.group_rank = identity.group_rank;
+  notice.group_world_size = identity.group_world_size;
+  notice.local_world_size = identity.local_world_size;
+  notice.role_rank = identity.role_rank;
+  notice.role_world_size = identity.role_world_size;
+  notice.master_addr = identity.master_addr;
+  notice.master_port = identity.master_port;
+  notice.restart_count = identity.restart_count;
+  return notice;
+}
+
 bool sets_default_omp_threads(const LaunchConfig& config, const Environment& env) {
   return config.nproc_per_node > 1 && env.count(env::kOmpNumThreads) == 0;
 }
@@ -76,28 +111,26 @@ Environment worker_environment(const LaunchConfig& config, const Environment& en
                                const AttemptInfo& attempt, int local_rank,
                                const std::string& error_file) {
   Environment worker = env;
-  const auto& info = attempt.rendezvous;
-  int rank = info.rank_offset + local_rank;
+  const WorkerIdentity id = worker_identity(config, attempt, local_rank);
   auto set = [&](const char* name, const std::string& value) { worker[name] = value; };
-  set(env::kRank, std::to_string(rank));
+  set(env::kRank, std::to_string(id.rank));
   if (config.virtual_local_rank) {
     // torchrun 2.x: each worker sees only its own GPU, as device 0.
     set(env::kLocalRank, "0");
     set(env::kCudaVisibleDevices, virtual_visible_device(env, local_rank));
   } else {
-    set(env::kLocalRank, std::to_string(local_rank));
+    set(env::kLocalRank, std::to_string(id.local_rank));
   }
-  set(env::kWorldSize, std::to_string(info.world_size));
-  set(env::kLocalWorldSize, std::to_string(config.nproc_per_node));
-  set(env::kGroupRank, std::to_string(info.group_rank));
-  set(env::kGroupWorldSize, std::to_string(info.group_world_size));
+  set(env::kWorldSize, std::to_string(id.world_size));
+  set(env::kLocalWorldSize, std::to_string(id.local_world_size));
+  set(env::kGroupRank, std::to_string(id.group_rank));
+  set(env::kGroupWorldSize, std::to_string(id.group_world_size));
   set(env::kRoleName, config.role);
-  // One role per job: the role rank is the global rank.
-  set(env::kRoleRank, std::to_string(rank));
-  set(env::kRoleWorldSize, std::to_string(info.world_size));
-  set(env::kMasterAddr, info.master_addr);
-  set(env::kMasterPort, std::to_string(info.master_port));
-  set(env::kRestartCount, std::to_string(attempt.restart_count));
+  set(env::kRoleRank, std::to_string(id.role_rank));
+  set(env::kRoleWorldSize, std::to_string(id.role_world_size));
+  set(env::kMasterAddr, id.master_addr);
+  set(env::kMasterPort, std::to_string(id.master_port));
+  set(env::kRestartCount, std::to_string(id.restart_count));
   set(env::kMaxRestarts, std::to_string(config.max_restarts));
   set(env::kRunId, attempt.run_id);
   set(env::kUseAgentStore, attempt.use_agent_store ? "True" : "False");

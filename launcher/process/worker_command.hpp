@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/recovery_protocol.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 
@@ -16,6 +17,28 @@ struct AttemptInfo {
   std::string run_id = "none";
   bool use_agent_store = true;
 };
+
+// Who one worker is in an attempt: the numbers and the address the env contract hands it.
+// Computed once, here: the worker's environment and the round notice a kept worker gets in an
+// in-place re-form (recovery_protocol.hpp) are both built from it, so they cannot disagree.
+struct WorkerIdentity {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_world_size = 1;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int role_rank = 0;  // one role per job: the global rank
+  int role_world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: the rendezvous round
+};
+WorkerIdentity worker_identity(const LaunchConfig& config, const AttemptInfo& attempt,
+                               int local_rank);
+// What a worker kept through an in-place re-form is told of its new round (round: the
+// attempt it re-forms into): the values a worker started now finds in its environment.
+recovery::RoundNotice round_notice(const WorkerIdentity& identity, int64_t round);
 
 // argv for local_rank; argv[0] is the resolved executable path.
 std::vector<std::string> build_worker_argv(const LaunchConfig& config, const Environment& env,

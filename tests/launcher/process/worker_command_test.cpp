@@ -61,6 +61,38 @@ TEST_CASE("the env contract of docs/env.md for a worker", "[env]") {
         "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2");
 }
 
+TEST_CASE("a kept worker's round notice says what a fresh worker's env says", "[env][notice]") {
+  LaunchConfig config;
+  config.nproc_per_node = 2;
+  AttemptInfo attempt;
+  attempt.rendezvous.group_rank = 2;
+  attempt.rendezvous.group_world_size = 3;
+  attempt.rendezvous.rank_offset = 4;
+  attempt.rendezvous.world_size = 6;
+  attempt.rendezvous.master_addr = "fd00::1";
+  attempt.rendezvous.master_port = 29401;
+  attempt.restart_count = 5;
+  for (const bool virtual_local_rank : {false, true}) {
+    config.virtual_local_rank = virtual_local_rank;
+    const Environment env = {{"PATH", "/bin"}, {"CUDA_VISIBLE_DEVICES", "0,1"}};
+    auto worker = as_map(build_worker_env(config, env, attempt, 1, "/tmp/e.json"));
+    const auto notice = round_notice(worker_identity(config, attempt, 1), 5);
+    CHECK(notice.round == 5);
+    CHECK(std::to_string(notice.rank) == worker["RANK"]);
+    CHECK(std::to_string(notice.world_size) == worker["WORLD_SIZE"]);
+    CHECK(std::to_string(notice.group_rank) == worker["GROUP_RANK"]);
+    CHECK(std::to_string(notice.group_world_size) == worker["GROUP_WORLD_SIZE"]);
+    CHECK(std::to_string(notice.local_world_size) == worker["LOCAL_WORLD_SIZE"]);
+    CHECK(std::to_string(notice.role_rank) == worker["ROLE_RANK"]);
+    CHECK(std::to_string(notice.role_world_size) == worker["ROLE_WORLD_SIZE"]);
+    CHECK(notice.master_addr == worker["MASTER_ADDR"]);
+    CHECK(std::to_string(notice.master_port) == worker["MASTER_PORT"]);
+    CHECK(std::to_string(notice.restart_count) == worker["TORCHELASTIC_RESTART_COUNT"]);
+    CHECK(notice.rank == 5);
+    CHECK(notice.master_addr == "fd00::1");
+  }
+}
+
 TEST_CASE("virtual_local_rank: LOCAL_RANK 0 and only the worker's own GPU visible", "[env]") {
   LaunchConfig config;
   config.nproc_per_node = 2;
