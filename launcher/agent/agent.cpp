@@ -65,6 +65,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       rendezvous_(rendezvous),
       logs_(logs),
       events_(events),
+      job_link_(options_.config.local_addr.value_or(options_.host)),
       record_timer_(io),
       store_cause_timer_(io),
       loss_window_timer_(io),
@@ -271,7 +272,7 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
     const std::string reason = rendezvous_.last_change_reason();
     std::string watcher = "the rendezvous watcher lost its connection";
     if (!reason.empty()) watcher += ": " + reason;
-    if (!job_watch_) {
+    if (!job_link_.watching()) {
       on_store_lost(watcher);
       return;
     }
@@ -637,7 +638,7 @@ void Agent::complete_stop() {
 }
 
 void Agent::decide_after_failure() {
-  if (failures_.empty() && !job_failure_) {
+  if (failures_.empty() && !job_link_.failure()) {
     // Hung ranks that ended on their own (exit 0) while being stopped: still a failed
     // attempt, and it spends a restart like any other.
     const auto outcome =
@@ -654,9 +655,9 @@ void Agent::decide_after_failure() {
     }
     return;
   }
-  if (job_failure_) {
+  if (job_link_.failure()) {
     // Every node decides from the same record and the same count, so they agree.
-    const auto& root = *job_failure_;
+    const auto& root = *job_link_.failure();
     const auto outcome =
         decide_attempt(root.restartable() ? AttemptEnd::kJobFailure : AttemptEnd::kNodeGone,
                        restart_count_, options_.config.max_restarts);
@@ -712,8 +713,7 @@ void Agent::finish(int exit_status) {
   store_cause_timer_.cancel();
   loss_window_timer_.cancel();
   // A record this node published must be out before it leaves (or it would take it along).
-  auto watch = std::move(job_watch_);
-  if (watch) watch->stop();
+  auto watch = job_link_.release();
   if (hang_) hang_->end_attempt();
   rendezvous_.watch([](rendezvous::MembershipChange) {});
   if (exit_thread_.joinable()) exit_thread_.join();

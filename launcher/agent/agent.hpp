@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/agent/job_failure_link.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/hang/hang_watch.hpp"
 #include "launcher/output/console.hpp"
@@ -27,7 +28,6 @@
 #include "launcher/process/recovery_link.hpp"
 #include "launcher/process/worker_command.hpp"
 #include "launcher/process/worker_spawner.hpp"
-#include "rendezvous/failure_watch.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 
 namespace ddp::launcher {
@@ -176,13 +176,13 @@ class Agent {
   void decide_after_failure();
   // Multi-node: watch this attempt's failure record (failure_watch.hpp).
   void start_job_watch(const rendezvous::RendezvousInfo& info);
-  // Publishes this node's failure for every node (first record of the attempt wins).
+  // Publishes this node's failure for every node (first record of the attempt wins), and
+  // records that it did.
   void publish_failure(rendezvous::FailureRecord record);
   [[nodiscard]] rendezvous::FailureRecord worker_record(const WorkerSlot& slot,
                                                         ExitStatus status) const;
   void on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record);
   void on_store_lost(const std::string& message);
-  [[nodiscard]] bool is_mine(const rendezvous::FailureRecord& record) const;
   // Leaves the rendezvous (on exit_thread_) and then ends run() with exit_status.
   void finish(int exit_status);
   void done();
@@ -221,10 +221,8 @@ class Agent {
   std::function<void()> after_stop_;
   StopReason stop_reason_ = StopReason::kOther;
   rendezvous::RendezvousInfo info_;  // the round the workers run in
-  // The job-wide failure record of this attempt (multi-node only).
-  std::unique_ptr<rendezvous::FailureWatch> job_watch_;
-  std::optional<rendezvous::FailureRecord> job_failure_;
-  bool published_ = false;        // this node published a record for this attempt
+  // The job-wide failure record of this attempt (multi-node only): published and heard.
+  JobFailureLink job_link_;
   bool store_lost_ = false;       // the store is gone: leaving the rendezvous is pointless
   bool store_leaving_ = false;    // the store host announced it leaves (not a failure)
   bool awaiting_record_ = false;  // after_failure waits for the record (record_timer_)

@@ -42,21 +42,7 @@ JobRootCause root_cause_of(const rendezvous::FailureRecord& r) {
 
 void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
   info_ = info;
-  job_watch_.reset();
-  job_failure_.reset();
-  published_ = false;
   awaiting_record_ = false;
-  if (info.group_world_size <= 1) return;  // one node: its own failures are the job's
-  std::shared_ptr<rendezvous::Store> wait_store;
-  std::shared_ptr<rendezvous::Store> publish_store;
-  try {
-    wait_store = rendezvous_.connect_job_store();
-    publish_store = wait_store ? rendezvous_.connect_job_store() : nullptr;
-  } catch (const std::exception& e) {
-    on_store_lost(e.what());
-    return;
-  }
-  if (!wait_store) return;
   rendezvous::FailureWatchCallbacks callbacks;
   callbacks.on_failure = [this, generation = generation_](const rendezvous::FailureRecord& r) {
     asio::post(io_, [this, generation, r] { on_job_failure(generation, r); });
@@ -66,9 +52,12 @@ void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
       if (generation == generation_) on_store_lost(message);
     });
   };
-  job_watch_ =
-      std::make_unique<rendezvous::FailureWatch>(std::move(wait_store), std::move(publish_store),
-                                                 info.round, info.group_rank, std::move(callbacks));
+  try {
+    job_link_.begin(
+        info, [this] { return rendezvous_.connect_job_store(); }, std::move(callbacks));
+  } catch (const std::exception& e) {
+    on_store_lost(e.what());
+  }
 }
 
 rendezvous::FailureRecord Agent::worker_record(const WorkerSlot& slot, ExitStatus status) const {
@@ -91,24 +80,14 @@ rendezvous::FailureRecord Agent::worker_record(const WorkerSlot& slot, ExitStatu
 }
 
 void Agent::publish_failure(rendezvous::FailureRecord record) {
-  if (!job_watch_ || published_ || job_failure_) return;
-  published_ = true;
-  record.attempt = info_.round;
-  record.group_rank = info_.group_rank;
-  // The address the other nodes know this node by, where one was given; else its name.
-  record.host = options_.config.local_addr.value_or(options_.host);
-  if (record.time == 0) record.time = rendezvous::unix_now();
-  events_.record(event::kFailurePublished, {{"kind", record.kind}, {"rank", record.rank}});
-  job_watch_->publish(std::move(record));
-}
-
-bool Agent::is_mine(const rendezvous::FailureRecord& record) const {
-  return published_ && record.group_rank == info_.group_rank &&
-         record.host == options_.config.local_addr.value_or(options_.host);
+  const std::string kind = record.kind;
+  const int rank = record.rank;
+  if (!job_link_.publish(std::move(record))) return;
+  events_.record(event::kFailurePublished, {{"kind", kind}, {"rank", rank}});
 }
 
 void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record) {
-  if (generation != generation_ || job_failure_) return;
+  if (generation != generation_ || job_link_.failure()) return;
   // Kept workers keep the generation through an in-place re-form; the round tells a record
   // of the round left behind (posted just before its watch stopped) from a current one.
   if (options_.config.in_place_recovery && record.attempt != info_.round) return;
@@ -127,20 +106,20 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
     }
     return;
   }
-  job_failure_ = record;
+  job_link_.hold(record);
   events_.record(event::kJobFailure, {{"kind", record.kind},
                                       {"node", record.group_rank},
                                       {"rank", record.rank},
                                       {"exit_code", record.exit_code},
                                       {"signal", record.signal},
-                                      {"mine", is_mine(record)}});
+                                      {"mine", job_link_.is_mine(record)}});
   if (awaiting_record_) {
     awaiting_record_ = false;
     record_timer_.cancel();
     decide_after_failure();
     return;
   }
-  if (is_mine(record)) return;  // this node is stopping for it already
+  if (job_link_.is_mine(record)) return;  // this node is stopping for it already
   if (record.kind == "node_lost" && record.group_rank == info_.group_rank) {
     DDP_LOG_ERROR(
         "the store lost this node's own connection (a network outage longer than the "
@@ -206,7 +185,7 @@ std::string store_loss_cause(const std::string& message, std::chrono::millisecon
 }  // namespace
 
 void Agent::on_store_lost(const std::string& message) {
-  if (job_failure_ || state_ == State::kExiting || state_ == State::kDone) return;
+  if (job_link_.failure() || state_ == State::kExiting || state_ == State::kDone) return;
   if (store_leaving_) return;  // announced: not a failure
   store_cause_timer_.cancel();
   const std::string cause = store_loss_cause(message, options_.config.peer_tolerance);
@@ -266,7 +245,7 @@ void Agent::on_store_lost(const std::string& message) {
 }
 
 void Agent::after_failure() {
-  if (job_watch_ && published_ && !job_failure_) {
+  if (job_link_.watching() && job_link_.published() && !job_link_.failure()) {
     // The record that holds (ours, or another node's a moment earlier) is a round trip away:
     // every node must decide from the same one.
     awaiting_record_ = true;

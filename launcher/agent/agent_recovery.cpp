@@ -44,7 +44,7 @@ void Agent::recover_in_place(const std::string& reason) {
   if (hang_) hang_->end_attempt();
   hang_timer_.cancel();
   // The failure record of the round being left means nothing in the next one.
-  if (auto watch = std::move(job_watch_)) watch->stop();
+  job_link_.stop();
   recovery::Message abort;
   abort.type = std::string(recovery::kAbort);
   abort.set("round", static_cast<int64_t>(attempt_)).set("reason", reason);

@@ -1,0 +1,53 @@
+#include "launcher/agent/job_failure_link.hpp"
+
+namespace ddp::launcher {
+
+JobFailureLink::JobFailureLink(std::string host) : host_(std::move(host)) {}
+
+JobFailureLink::~JobFailureLink() {
+  stop();
+}
+
+void JobFailureLink::begin(const rendezvous::RendezvousInfo& round,
+                           const rendezvous::StoreConnector& connect,
+                           rendezvous::FailureWatchCallbacks callbacks) {
+  watch_.reset();
+  failure_.reset();
+  published_ = false;
+  attempt_ = round.round;
+  group_rank_ = round.group_rank;
+  if (round.group_world_size <= 1) return;  // one node: its own failures are the job's
+  auto wait_store = connect();
+  auto publish_store = wait_store ? connect() : nullptr;
+  if (!wait_store) return;
+  watch_ = std::make_unique<rendezvous::FailureWatch>(std::move(wait_store),
+                                                      std::move(publish_store), round.round,
+                                                      round.group_rank, std::move(callbacks));
+}
+
+bool JobFailureLink::publish(rendezvous::FailureRecord record) {
+  if (!watch_ || published_ || failure_) return false;
+  published_ = true;
+  record.attempt = attempt_;
+  record.group_rank = group_rank_;
+  record.host = host_;
+  if (record.time == 0) record.time = rendezvous::unix_now();
+  watch_->publish(std::move(record));
+  return true;
+}
+
+void JobFailureLink::stop() {
+  if (auto watch = std::move(watch_)) watch->stop();
+}
+
+std::unique_ptr<rendezvous::FailureWatch> JobFailureLink::release() {
+  auto watch = std::move(watch_);
+  if (watch) watch->stop();
+  return watch;
+}
+
+bool JobFailureLink::is_mine(const rendezvous::FailureRecord& record) const {
+  return published_ && record.group_rank == group_rank_ && record.host == host_;
+}
+
+}  // namespace ddp::launcher
