@@ -61,15 +61,16 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
              rendezvous::RendezvousHandler& rendezvous, LogRouter& logs, EventLog& events)
     : io_(io),
       options_(std::move(options)),
-      spawner_(spawner),
       rendezvous_(rendezvous),
       logs_(logs),
       events_(events),
+      group_(
+          io, spawner,
+          WorkerGroupOptions{options_.config.stop_timeout, kUnkillableGrace, options_.read_proc}),
       job_link_(options_.config.local_addr.value_or(options_.host)),
       record_timer_(io),
       store_cause_timer_(io),
       loss_window_timer_(io),
-      kill_timer_(io),
       hang_timer_(io),
       recovery_timer_(io) {}
 
@@ -133,9 +134,7 @@ void Agent::handle_signal(int sig) {
     // A second signal: the user is done waiting for the grace period.
     DDP_LOG_INFO("received " + signal_name(sig) + " again; killing the workers now (pids " +
                  running_pids() + ")");
-    for (auto& slot : workers_) {
-      if (slot.running) spawner_.signal_group(slot.pid, SIGKILL);
-    }
+    group_.signal_all(SIGKILL);
     return;
   }
   agent_signal_ = sig;
@@ -145,9 +144,7 @@ void Agent::handle_signal(int sig) {
     case State::kRendezvous:
       DDP_LOG_INFO("received " + signal_name(sig) + " during rendezvous; shutting down");
       // An in-place re-form keeps workers running through the rendezvous: they go too.
-      for (auto& slot : workers_) {
-        if (slot.running) spawner_.signal_group(slot.pid, sig);
-      }
+      group_.signal_all(sig);
       // The rendezvous thread returns (RendezvousClosed) and on_rendezvous* finishes.
       rendezvous_.shutdown_after_failure();
       break;
@@ -167,9 +164,7 @@ void Agent::handle_signal(int sig) {
     case State::kStopping:
       DDP_LOG_INFO("received " + signal_name(sig) +
                    " while stopping the workers; forwarding it (pids " + running_pids() + ")");
-      for (auto& slot : workers_) {
-        if (slot.running) spawner_.signal_group(slot.pid, sig);
-      }
+      group_.signal_all(sig);
       after_stop_ = [this, exit_status] { finish(exit_status); };
       stop_reason_ = StopReason::kSignal;
       break;
@@ -180,12 +175,7 @@ void Agent::handle_signal(int sig) {
 }
 
 std::string Agent::running_pids() const {
-  std::string pids;
-  for (const auto& slot : workers_) {
-    if (!slot.running) continue;
-    pids += (pids.empty() ? "" : ", ") + std::to_string(slot.pid);
-  }
-  return pids.empty() ? "none running" : pids;
+  return group_.running_pids();
 }
 
 void Agent::start_rendezvous() {
@@ -318,7 +308,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   ++generation_;
   workers_.clear();
   workers_.resize(static_cast<size_t>(options_.config.nproc_per_node));
-  running_ = 0;
+  group_.reset(workers_.size());
   begin_round(info);
   for (size_t index = 0; index < workers_.size(); ++index) {
     workers_[index].local_rank = static_cast<int>(index);
@@ -332,7 +322,7 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
 void Agent::watch_hangs() {
   if (!hang_) return;
   std::vector<std::pair<int, int>> rank_pids;
-  for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, slot.pid);
+  for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, group_.pid(slot.local_rank));
   hang_->begin_attempt([this] { return rendezvous_.connect_job_store(); }, info_.round,
                        info_.group_rank, info_.group_world_size, rank_pids);
 }
@@ -370,7 +360,6 @@ bool Agent::spawn_slot(size_t index) {
   AttemptInfo attempt{info_, attempt_, rendezvous_.run_id(), options_.use_agent_store};
   auto& slot = workers_[index];
   slot.rank = info_.rank_offset + slot.local_rank;
-  slot.running = false;
   slot.hello = false;
   slot.respawn_on_exit = false;
   slot.hang.clear();
@@ -407,11 +396,10 @@ bool Agent::spawn_slot(size_t index) {
   callbacks.on_output = [this, local_rank](int stream, std::string_view bytes) {
     logs_.write(local_rank, stream, bytes);
   };
-  callbacks.on_exit = [this, generation = generation_, index](ExitStatus status) {
-    on_worker_exit(generation, index, status);
-  };
+  callbacks.on_exit = [this, index](ExitStatus status) { on_worker_exit(index, status); };
+  int pid = 0;
   try {
-    slot.pid = spawner_.spawn(spec, std::move(callbacks));
+    pid = group_.start(index, spec, std::move(callbacks));
   } catch (const Error& e) {
     DDP_LOG_ERROR(e.what());
     events_.record(event::kSpawnFailed, {{"local_rank", slot.local_rank}, {"message", e.what()}});
@@ -428,14 +416,12 @@ bool Agent::spawn_slot(size_t index) {
     return false;
   }
   if (slot.link) slot.link->close_child_end();
-  slot.running = true;
-  ++running_;
   events_.record(event::kWorkerStart, {{"rank", slot.rank},
                                        {"local_rank", slot.local_rank},
-                                       {"pid", slot.pid},
+                                       {"pid", pid},
                                        {"restart_count", attempt_}});
   DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
-                std::to_string(slot.local_rank) + ") as pid " + std::to_string(slot.pid));
+                std::to_string(slot.local_rank) + ") as pid " + std::to_string(pid));
   return true;
 }
 
@@ -447,20 +433,18 @@ namespace {
 constexpr std::chrono::milliseconds kLossClaimWindow{200};
 }  // namespace
 
-void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status) {
-  if (generation != generation_ || index >= workers_.size() || !workers_[index].running) return;
-  auto& slot = workers_[index];
-  slot.running = false;
-  --running_;
+void Agent::on_worker_exit(size_t index, ExitStatus status) {
+  auto& slot = workers_.at(index);
+  const int pid = group_.pid(index);
   logs_.flush(slot.local_rank);
-  if (hang_) hang_->worker_exited(slot.pid);
+  if (hang_) hang_->worker_exited(pid);
   events_.record(event::kWorkerExit, {{"rank", slot.rank},
                                       {"local_rank", slot.local_rank},
-                                      {"pid", slot.pid},
+                                      {"pid", pid},
                                       {"exit_code", status.exit_code},
                                       {"signal", status.signal},
                                       {"restart_count", attempt_}});
-  DDP_LOG_DEBUG("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
+  DDP_LOG_DEBUG("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(pid) +
                 ") exited: " + status.describe());
   if (replace_in_new_round(index, status)) return;
   if (state_ == State::kHealthy) {
@@ -481,7 +465,7 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
         return;
       }
       act_on_worker_failure();
-    } else if (running_ == 0) {
+    } else if (group_.running_count() == 0) {
       state_ = State::kStopping;
       after_stop_ = [this] { finish(0); };
       complete_stop();
@@ -490,20 +474,22 @@ void Agent::on_worker_exit(uint64_t generation, size_t index, ExitStatus status)
   }
   if (state_ == State::kStopping) {
     if (!status.success()) record_failure(slot, status, /*must_report=*/false);
-    if (running_ == 0) complete_stop();
+    if (group_.running_count() == 0) complete_stop();
   }
 }
 
 void Agent::act_on_worker_failure() {
   // The first failure of this attempt's window is the one published (the root cause).
   const auto& failure = failures_.at(std::min(loss_window_first_, failures_.size() - 1));
-  const auto it = std::find_if(workers_.begin(), workers_.end(),
-                               [&](const auto& s) { return s.pid == failure.pid; });
+  const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const auto& s) {
+    return group_.pid(s.local_rank) == failure.pid;
+  });
   if (it != workers_.end()) publish_failure(worker_record(*it, failure.status));
   // Other hung ranks still printing their stacks are not cut short: the dump grace
   // (hang_timer_) or the last of them to exit stops the group.
-  const bool dumps_pending = std::any_of(workers_.begin(), workers_.end(),
-                                         [](const auto& s) { return s.running && s.dumping; });
+  const bool dumps_pending = std::any_of(workers_.begin(), workers_.end(), [this](const auto& s) {
+    return group_.running(s.local_rank) && s.dumping;
+  });
   if (!dumps_pending) begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
 }
 
@@ -511,7 +497,7 @@ void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_
   WorkerFailure failure;
   failure.rank = slot.rank;
   failure.local_rank = slot.local_rank;
-  failure.pid = slot.pid;
+  failure.pid = group_.pid(slot.local_rank);
   failure.status = status;
   failure.observed = std::chrono::system_clock::now();
   failure.error_file = slot.error_file;
@@ -559,70 +545,46 @@ void Agent::begin_stop(int sig, StopReason reason, std::function<void()> then) {
   hang_timer_.cancel();
   after_stop_ = std::move(then);
   stop_signal_sent_ = sig;
-  for (auto& slot : workers_) {
-    if (slot.running) spawner_.signal_group(slot.pid, sig);
-  }
-  if (running_ == 0) {
+  group_.stop(sig, [this](const std::vector<UnkillableWorker>& gone) { on_unkillable(gone); });
+  if (group_.running_count() == 0) {
     asio::post(io_, [this, generation = generation_] {
-      if (generation == generation_ && state_ == State::kStopping && running_ == 0) {
+      if (generation == generation_ && state_ == State::kStopping && group_.running_count() == 0) {
         complete_stop();
       }
     });
-    return;
   }
-  kill_timer_.expires_after(options_.config.stop_timeout);
-  kill_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec || state_ != State::kStopping) return;
-    DDP_LOG_WARN("workers still running " + std::to_string(options_.config.stop_timeout.count()) +
-                 " ms after " + signal_name(stop_signal_sent_) + "; sending SIGKILL");
-    for (auto& slot : workers_) {
-      if (slot.running) spawner_.signal_group(slot.pid, SIGKILL);
-    }
-    abandon_unkillable_later();
-  });
 }
 
-void Agent::abandon_unkillable_later() {
-  // SIGKILL ends any process except one in an uninterruptible wait (state D: a hung driver
-  // or file system). Those are reported and no longer waited for, so the agent goes on.
-  kill_timer_.expires_after(std::max(options_.config.stop_timeout, kUnkillableGrace));
-  kill_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec || state_ != State::kStopping) return;
-    auto reader = options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status);
-    for (auto& slot : workers_) {
-      if (!slot.running) continue;
-      const auto status = reader(slot.pid);
-      DDP_LOG_ERROR("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
-                    ") is unkillable: still there after SIGKILL" +
-                    (status ? " (state " + std::string(1, status->state) + ")" : "") +
-                    "; no longer waiting for it" +
-                    (status ? "\n  " + describe(*status) : std::string()));
-      events_.record(event::kUnkillable, {{"rank", slot.rank},
-                                          {"local_rank", slot.local_rank},
-                                          {"pid", slot.pid},
-                                          {"state", status ? std::string(1, status->state) : ""}});
-      slot.running = false;
-      --running_;
-      // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
-      if (slot.hang.empty()) slot.hang = "unkillable: still there after SIGKILL";
-      note_failure("unkillable", slot.rank);
-      record_failure(slot, ExitStatus{0, SIGKILL}, /*must_report=*/true);
-      auto record = worker_record(slot, ExitStatus{0, SIGKILL});
-      record.kind = "unkillable";
-      record.message = slot.hang;
-      publish_failure(record);
-    }
-    if (running_ == 0) complete_stop();
-  });
+void Agent::on_unkillable(const std::vector<UnkillableWorker>& gone) {
+  for (const auto& worker : gone) {
+    auto& slot = workers_.at(worker.index);
+    const auto& status = worker.status;
+    DDP_LOG_ERROR("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(worker.pid) +
+                  ") is unkillable: still there after SIGKILL" +
+                  (status ? " (state " + std::string(1, status->state) + ")" : "") +
+                  "; no longer waiting for it" +
+                  (status ? "\n  " + describe(*status) : std::string()));
+    events_.record(event::kUnkillable, {{"rank", slot.rank},
+                                        {"local_rank", slot.local_rank},
+                                        {"pid", worker.pid},
+                                        {"state", status ? std::string(1, status->state) : ""}});
+    // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
+    if (slot.hang.empty()) slot.hang = "unkillable: still there after SIGKILL";
+    note_failure("unkillable", slot.rank);
+    record_failure(slot, ExitStatus{0, SIGKILL}, /*must_report=*/true);
+    auto record = worker_record(slot, ExitStatus{0, SIGKILL});
+    record.kind = "unkillable";
+    record.message = slot.hang;
+    publish_failure(record);
+  }
+  if (group_.running_count() == 0) complete_stop();
 }
 
 void Agent::complete_stop() {
-  kill_timer_.cancel();
+  group_.cancel_stop();
   events_.record(event::kWorkersStopped, {{"restart_count", attempt_}});
-  for (auto& slot : workers_) {
-    if (slot.pid > 0) spawner_.release(slot.pid);
-  }
-  if (const auto escaped = spawner_.stop_escaped(); !escaped.empty()) {
+  group_.release_all();
+  if (const auto escaped = group_.stop_escaped(); !escaped.empty()) {
     std::string list;
     for (const auto& process : escaped) list += (list.empty() ? "" : ", ") + process;
     DDP_LOG_WARN("killed " + std::to_string(escaped.size()) +
@@ -707,7 +669,7 @@ void Agent::finish(int exit_status) {
   if (state_ == State::kExiting || state_ == State::kDone) return;
   state_ = State::kExiting;
   exit_status_ = exit_status;
-  kill_timer_.cancel();
+  group_.cancel_stop();
   hang_timer_.cancel();
   record_timer_.cancel();
   store_cause_timer_.cancel();

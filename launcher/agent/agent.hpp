@@ -27,6 +27,7 @@
 #include "launcher/output/log_router.hpp"
 #include "launcher/process/recovery_link.hpp"
 #include "launcher/process/worker_command.hpp"
+#include "launcher/process/worker_group.hpp"
 #include "launcher/process/worker_spawner.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 
@@ -81,11 +82,11 @@ class Agent {
   [[nodiscard]] const std::vector<WorkerFailure>& failures() const { return failures_; }
 
  private:
+  // What the agent knows of a local rank's worker beyond its process (pid, running: group_,
+  // whose slot index is the local rank).
   struct WorkerSlot {
     int local_rank = 0;
     int rank = 0;
-    int pid = 0;
-    bool running = false;
     std::string error_file;
     std::string hang;      // what hang detection said of this rank (for the summary)
     bool culprit = false;  // named as the culprit of the hang
@@ -162,15 +163,16 @@ class Agent {
   [[nodiscard]] recovery::RoundNotice round_notice(const WorkerSlot& slot) const;
   // Stops the workers still running (a signal during an in-place re-form), then finish().
   void stop_then_finish(int exit_status);
-  void on_worker_exit(uint64_t generation, size_t index, ExitStatus status);
+  // A worker of the current group ended (group_ marked it not running already).
+  void on_worker_exit(size_t index, ExitStatus status);
   void record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report);
   // Records the "failure" event (kind: exit, signal, hang, node_lost...) once per attempt:
   // what stopped the group, for the events file and the health endpoint's counters.
   void note_failure(const std::string& kind, int rank);
   void begin_stop(int sig, StopReason reason, std::function<void()> then);
   void complete_stop();
-  // After SIGKILL: workers still there a while later are reported and given up on.
-  void abandon_unkillable_later();
+  // Workers still there a while after SIGKILL (group_ gave up on them): reported as failures.
+  void on_unkillable(const std::vector<UnkillableWorker>& gone);
   void after_failure();
   // after_failure() once the attempt's job-wide record is known (or after a short wait).
   void decide_after_failure();
@@ -203,7 +205,6 @@ class Agent {
 
   boost::asio::io_context& io_;
   AgentOptions options_;
-  WorkerSpawner& spawner_;
   rendezvous::RendezvousHandler& rendezvous_;
   LogRouter& logs_;
   EventLog& events_;
@@ -215,7 +216,8 @@ class Agent {
   bool reforming_ = false;   // re-joining because of a membership change, not a failure
   uint64_t generation_ = 0;  // bumps per attempt so late callbacks of old workers are ignored
   std::vector<WorkerSlot> workers_;
-  int running_ = 0;
+  // The worker processes: slots, start, signals, the stop with its grace, exits.
+  WorkerGroup group_;
   std::vector<WorkerFailure> failures_;
   bool failure_noted_ = false;  // note_failure() ran for this attempt
   std::function<void()> after_stop_;
@@ -241,7 +243,6 @@ class Agent {
   int stop_signal_sent_ = 0;
   std::optional<int> agent_signal_;  // the first signal the agent received
   int exit_status_ = 0;
-  boost::asio::steady_timer kill_timer_;
   std::unique_ptr<HangWatch> hang_;       // null when no hang detection was asked for
   boost::asio::steady_timer hang_timer_;  // a dumped culprit that does not die
   std::optional<boost::asio::signal_set> signals_;

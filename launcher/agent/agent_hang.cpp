@@ -44,8 +44,9 @@ void Agent::start_hang_watch() {
 }
 
 void Agent::on_timer_expired(const ExpiredTimer& timer) {
-  auto slot = std::find_if(workers_.begin(), workers_.end(),
-                           [&](const WorkerSlot& s) { return s.running && s.pid == timer.pid; });
+  auto slot = std::find_if(workers_.begin(), workers_.end(), [&](const WorkerSlot& s) {
+    return group_.running(s.local_rank) && group_.pid(s.local_rank) == timer.pid;
+  });
   const double late = std::max(
       0.0,
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
@@ -65,7 +66,7 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
     DDP_LOG_WARN("pid " + std::to_string(timer.pid) + ": " + what);
     return;
   }
-  DDP_LOG_WARN("rank " + std::to_string(slot->rank) + " (pid " + std::to_string(slot->pid) +
+  DDP_LOG_WARN("rank " + std::to_string(slot->rank) + " (pid " + std::to_string(timer.pid) +
                "): " + what);
   // Only a scope that killed its rank while the group was healthy caused what follows; a
   // report-only scope, or one expiring while the group already stops, is just reported.
@@ -78,7 +79,7 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
   }
   events_.record(event::kHang, {{"rank", slot->rank},
                                 {"local_rank", slot->local_rank},
-                                {"pid", slot->pid},
+                                {"pid", timer.pid},
                                 {"source", "file_timer"},
                                 {"scope", timer.scope},
                                 {"step", -1},
@@ -92,7 +93,7 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
   const std::set<int> culprits(report.culprits.begin(), report.culprits.end());
   std::vector<WorkerSlot*> dump;
   for (auto& slot : workers_) {
-    if (!slot.running) continue;
+    if (!group_.running(slot.local_rank)) continue;
     auto snap = std::find_if(all.begin(), all.end(),
                              [&](const RankSnapshot& s) { return s.rank == slot.rank; });
     const bool hung = snap != all.end() && snap->hung;
@@ -103,7 +104,7 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     slot.culprit = culprit;
     nlohmann::json event = {{"rank", slot.rank},
                             {"local_rank", slot.local_rank},
-                            {"pid", slot.pid},
+                            {"pid", group_.pid(slot.local_rank)},
                             {"culprit", culprit},
                             {"report", report.text}};
     if (snap != all.end()) {
@@ -132,9 +133,9 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
   note_failure("hang", dump.front()->rank);
   auto reader = options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status);
   for (auto* slot : dump) {
-    const std::string who =
-        "rank " + std::to_string(slot->rank) + " (pid " + std::to_string(slot->pid) + ")";
-    if (auto status = reader(slot->pid)) {
+    const std::string who = "rank " + std::to_string(slot->rank) + " (pid " +
+                            std::to_string(group_.pid(slot->local_rank)) + ")";
+    if (auto status = reader(group_.pid(slot->local_rank))) {
       std::string lines = who + " threads:";
       std::istringstream text(describe(*status));
       for (std::string line; std::getline(text, line);) lines += "\n  " + line;
@@ -142,8 +143,9 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     }
     DDP_LOG_WARN(who + ": asking for its stack (SIGABRT), then stopping the group");
     slot->dumping = true;
-    spawner_.signal_process(slot->pid, SIGABRT);
-    spawner_.signal_process(slot->pid, SIGCONT);  // a stopped rank handles it only once resumed
+    group_.signal_process(slot->local_rank, SIGABRT);
+    group_.signal_process(slot->local_rank,
+                          SIGCONT);  // a stopped rank handles it only once resumed
   }
   // Normally the dumped ranks die of SIGABRT and the last exit stops the group; one that does
   // not (a handler that hangs too, an uninterruptible wait) is stopped with the rest.

@@ -65,10 +65,10 @@ rendezvous::FailureRecord Agent::worker_record(const WorkerSlot& slot, ExitStatu
   record.kind = slot.hang.empty() ? "worker" : "hang";
   record.rank = slot.rank;
   record.local_rank = slot.local_rank;
-  record.pid = slot.pid;
+  record.pid = group_.pid(slot.local_rank);
   record.exit_code = status.exit_code;
   record.signal = status.signal;
-  if (!failures_.empty() && failures_.back().pid == slot.pid) {
+  if (!failures_.empty() && failures_.back().pid == record.pid) {
     const auto& failure = failures_.back();
     if (failure.error) {
       record.message = failure.error->message;

@@ -26,7 +26,8 @@ int64_t ms_between(Clock::time_point from, const std::optional<Clock::time_point
 }  // namespace
 
 bool Agent::can_recover_in_place() const {
-  return options_.config.in_place_recovery && state_ == State::kHealthy && running_ > 0;
+  return options_.config.in_place_recovery && state_ == State::kHealthy &&
+         group_.running_count() > 0;
 }
 
 void Agent::recover_in_place(const std::string& reason) {
@@ -49,7 +50,7 @@ void Agent::recover_in_place(const std::string& reason) {
   abort.type = std::string(recovery::kAbort);
   abort.set("round", static_cast<int64_t>(attempt_)).set("reason", reason);
   for (auto& slot : workers_) {
-    if (slot.running && slot.link) slot.link->send(abort);
+    if (group_.running(slot.local_rank) && slot.link) slot.link->send(abort);
   }
   reforming_ = reason != "job_failure";
   start_rendezvous();
@@ -70,8 +71,8 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
   begin_round(info);
   for (size_t index = 0; index < workers_.size(); ++index) {
     auto& slot = workers_[index];
-    if (!slot.running && slot.finished) continue;
-    if (!slot.running) {
+    if (!group_.running(index) && slot.finished) continue;
+    if (!group_.running(index)) {
       slot.replaced_round = attempt_;
       if (!spawn_slot(index)) return;
       continue;
@@ -79,15 +80,16 @@ void Agent::resume_workers(const rendezvous::RendezvousInfo& info) {
     slot.rank = info.rank_offset + slot.local_rank;
     if (!slot.hello) {
       // It never opened its end of the channel: it cannot be told; it is restarted.
-      DDP_LOG_WARN("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
+      DDP_LOG_WARN("rank " + std::to_string(slot.rank) + " (pid " +
+                   std::to_string(group_.pid(index)) +
                    ") never spoke on its recovery channel; restarting it for the new round");
       slot.respawn_on_exit = true;
-      spawner_.signal_group(slot.pid, SIGKILL);
+      group_.signal(index, SIGKILL);
       continue;
     }
     slot.link->send(round_notice(slot).to_message());
   }
-  if (running_ == 0) {
+  if (group_.running_count() == 0) {
     // Every worker finished its job while the group re-formed: this node is done.
     DDP_LOG_INFO("the workers finished while the group re-formed; nothing to resume");
     finish(0);
@@ -110,16 +112,17 @@ void Agent::on_worker_message(size_t index, const recovery::Message& message) {
   try {
     if (message.type == recovery::kHello) {
       slot.hello = true;
-      events_.record(event::kWorkerChannel, {{"rank", slot.rank}, {"pid", slot.pid}});
+      events_.record(event::kWorkerChannel, {{"rank", slot.rank}, {"pid", group_.pid(index)}});
       return;
     }
     if (message.type == recovery::kAborted) {
       const int64_t from = message.integer("round");
       if (from != recovery_.from_round || recovery_.aborted) return;
       slot.aborted_round = from;
-      const bool all = std::all_of(workers_.begin(), workers_.end(), [from](const WorkerSlot& s) {
-        return !s.running || !s.hello || s.aborted_round == from;
-      });
+      const bool all =
+          std::all_of(workers_.begin(), workers_.end(), [this, from](const WorkerSlot& s) {
+            return !group_.running(s.local_rank) || !s.hello || s.aborted_round == from;
+          });
       if (all) recovery_.aborted = Clock::now();
       return;
     }
@@ -159,7 +162,7 @@ bool Agent::replace_in_new_round(size_t index, ExitStatus status) {
   if (recovering_ && state_ == State::kRendezvous && status.success()) {
     // It finished its training while the group re-formed: done, not to be started again.
     slot.finished = true;
-    if (slot.pid > 0) spawner_.release(slot.pid);
+    group_.release(index);
     return true;
   }
   if (recovering_ && state_ == State::kRendezvous) {
@@ -167,7 +170,7 @@ bool Agent::replace_in_new_round(size_t index, ExitStatus status) {
     events_.record(
         "recovery_worker_lost",
         {{"rank", slot.rank}, {"exit_code", status.exit_code}, {"signal", status.signal}});
-    if (slot.pid > 0) spawner_.release(slot.pid);
+    group_.release(index);
     return true;
   }
   if (state_ != State::kHealthy) return false;
@@ -178,7 +181,7 @@ bool Agent::replace_in_new_round(size_t index, ExitStatus status) {
   if (!slot.respawn_on_exit && slot.replaced_round == attempt_) return false;
   slot.replaced_round = attempt_;
   // Killed for not answering, or failed before it re-formed: a fresh worker takes its rank.
-  if (slot.pid > 0) spawner_.release(slot.pid);
+  group_.release(index);
   spawn_slot(index);
   watch_hangs();
   return true;
@@ -188,13 +191,15 @@ void Agent::on_recovery_timeout() {
   if (state_ != State::kHealthy) return;
   for (auto& slot : workers_) {
     // Built its group, so it waits in the state agreement for a slower peer: left alone.
-    if (!slot.running || slot.built_round == attempt_) continue;
-    DDP_LOG_WARN("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(slot.pid) +
+    if (!group_.running(slot.local_rank) || slot.built_round == attempt_) continue;
+    DDP_LOG_WARN("rank " + std::to_string(slot.rank) + " (pid " +
+                 std::to_string(group_.pid(slot.local_rank)) +
                  ") did not build its group of the new round within --recovery_timeout (" +
                  std::to_string(options_.config.recovery_timeout.count()) + " ms); restarting it");
-    events_.record(event::kRecoveryTimeout, {{"rank", slot.rank}, {"pid", slot.pid}});
+    events_.record(event::kRecoveryTimeout,
+                   {{"rank", slot.rank}, {"pid", group_.pid(slot.local_rank)}});
     slot.respawn_on_exit = true;
-    spawner_.signal_group(slot.pid, SIGKILL);
+    group_.signal(slot.local_rank, SIGKILL);
   }
 }
 
@@ -250,7 +255,7 @@ std::string Agent::recovery_summary() const {
 
 void Agent::stop_then_finish(int exit_status) {
   recovering_ = false;
-  if (running_ > 0) {
+  if (group_.running_count() > 0) {
     begin_stop(agent_signal_.value_or(SIGTERM), StopReason::kSignal,
                [this, exit_status] { finish(exit_status); });
     return;
