@@ -310,8 +310,11 @@ void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
   workers_.resize(static_cast<size_t>(options_.config.nproc_per_node));
   group_.reset(workers_.size());
   begin_round(info);
+  // Slot index == local rank, here and in group_, started or not.
   for (size_t index = 0; index < workers_.size(); ++index) {
     workers_[index].local_rank = static_cast<int>(index);
+  }
+  for (size_t index = 0; index < workers_.size(); ++index) {
     if (!spawn_slot(index)) return;
   }
   events_.record(event::kWorkersStarted,
