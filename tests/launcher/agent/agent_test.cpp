@@ -163,6 +163,18 @@ TEST_CASE("workers ignoring SIGTERM get SIGKILL after the grace period", "[agent
   CHECK(h.failures[0].rank == 1);
 }
 
+TEST_CASE("a worker that cannot be started stops the ones already running, exit 127", "[agent]") {
+  Harness h(3, /*max_restarts=*/2);
+  h.spawner.fail_spawn = [](size_t n) { return n == 1; };  // local_rank 1 of 0..2
+  CHECK(h.run() == 127);
+  CHECK(h.spawner.spawn_calls == 2);  // local_rank 2 is never tried
+  REQUIRE(h.spawner.workers.size() == 1);
+  CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGTERM});
+  CHECK(h.spawner.workers[0].released);
+  CHECK(h.rendezvous.calls == 1);  // no restart from it
+  CHECK(h.logged("fake spawn: cannot run the program"));
+}
+
 TEST_CASE("a membership change restarts the workers without spending a restart", "[agent]") {
   Harness h(2, /*max_restarts=*/0);
   h.spawner.on_spawn = [&](size_t i) {
