@@ -13,11 +13,14 @@ BUILD_DIR=${BUILD_DIR:-build}
 RUN_DIR=${RUN_DIR:-runs/digits}
 EPOCHS=${EPOCHS:-20}
 BUILD_TYPE=${BUILD_TYPE:-Release}
-step_start=$SECONDS
-step_done() {
-  local t=$((SECONDS - step_start))
-  echo "demo.sh: $1 took ${t}s (+$((SECONDS / 60))m$((SECONDS % 60))s)"
-  step_start=$SECONDS
+demo_start=$(date +%s.%N)
+step_start=$demo_start
+step_done() { # "demo.sh: compile took 95.3s (total 2m07s)"
+  local now
+  now=$(date +%s.%N)
+  awk -v s="$1" -v a="$step_start" -v b="$now" -v t0="$demo_start" 'BEGIN {
+    printf "demo.sh: %s took %.1fs (total %dm%02ds)\n", s, b - a, int((b - t0) / 60), int(b - t0) % 60 }'
+  step_start=$now
 }
 
 echo "== 1/5 installing packages (scripts/setup.sh --demo: what the next steps need, no test tools)"

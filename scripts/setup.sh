@@ -5,7 +5,7 @@
 #                             skips them). scripts/test.sh and the README's second command.
 #   scripts/setup.sh --demo   only what building and running `ddplaunch` and `train` needs, plus
 #                             scripts/fetch_digits.sh and scripts/plot_metrics (scripts/demo.sh):
-#                             a fresh machine's first command installs ~1/5 of the full set
+#                             169 Debian packages on a fresh bookworm, of the full set's ~570
 #                             (docs/build_times.md).
 set -euo pipefail
 
