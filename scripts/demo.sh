@@ -27,11 +27,12 @@ echo "== 1/5 installing packages (scripts/setup.sh --demo: what the next steps n
 scripts/setup.sh --demo
 step_done packages
 echo "== 2/5 building ddplaunch and train (scripts/build.sh builds the rest: tests, benchmarks)"
-# Release here is -O2 without -g: debug info is a third of the compile time of the Asio/Beast
-# sources, and GCC 12's -O3 trips false -Wrestrict warnings; the trainer's numeric files and
-# the reduction kernels keep their own -O3 (trainer/, worker_runtime/ CMakeLists), so training
-# is as fast as in the RelWithDebInfo build. scripts/build.sh reconfigures the same tree as
-# RelWithDebInfo. Ninja for a new tree: with Makefiles the two targets build one after the other.
+# Release here is -O2 without -g: debug info is a quarter of the compile's CPU time (a third for
+# the Asio/Beast sources), and GCC 12's -O3 trips false -Wrestrict warnings. The trainer's
+# numeric files and the reduction kernels keep their own -O3 (trainer/, worker_runtime/
+# CMakeLists), so training is as fast as in the RelWithDebInfo build. scripts/build.sh
+# reconfigures the same tree as RelWithDebInfo. Ninja for a new tree: with Makefiles the two
+# targets build one after the other (docs/build_times.md).
 generator=()
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
