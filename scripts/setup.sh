@@ -14,7 +14,7 @@ DEMO_PACKAGES=(
   build-essential cmake pkg-config
   ninja-build               # scripts/demo.sh builds a new tree with Ninja (both targets at once)
   # Boost's headers (Asio, Beast, Process v2, Stacktrace) and the only two Boost components
-  # the build asks for (cmake/Dependencies.cmake); libboost1.81-all-dev is ~60 packages more.
+  # the build asks for (cmake/Dependencies.cmake); libboost1.81-all-dev is all 33, MPI and ICU.
   libboost1.81-dev libboost-system1.81-dev libboost-filesystem1.81-dev
   liburing-dev              # the store server's io_uring loop
   nlohmann-json3-dev libcli11-dev
