@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
-# Installs every Debian package ddplaunch needs to build, test and benchmark.
-# Idempotent and quiet when everything is already there.
+# Installs the Debian packages ddplaunch needs. Idempotent and quiet when they are there.
+#   scripts/setup.sh          everything: build, test, lint, fuzz, sanitize, benchmark, and the
+#                             PyTorch 2.x test venvs (scripts/setup_torch.sh; DDP_SETUP_TORCH=0
+#                             skips them). scripts/test.sh and the README's second command.
+#   scripts/setup.sh --demo   only what building and running `ddplaunch` and `train` needs, plus
+#                             scripts/fetch_digits.sh and scripts/plot_metrics (scripts/demo.sh):
+#                             169 Debian packages on a fresh bookworm, of the full set's ~570
+#                             (docs/build_times.md).
 set -euo pipefail
 
-PACKAGES=(
-  build-essential cmake pkg-config git
-  ccache                    # compiler cache for every build (cmake/Ccache.cmake)
-  libboost1.81-all-dev      # Asio, Process v2
+# Building ddplaunch and train (cmake/Dependencies.cmake), and the demo's own scripts.
+DEMO_PACKAGES=(
+  build-essential cmake pkg-config
+  ninja-build               # scripts/demo.sh builds a new tree with Ninja (both targets at once)
+  # Boost's headers (Asio, Beast, Process v2, Stacktrace) and the only two Boost components
+  # the build asks for (cmake/Dependencies.cmake); libboost1.81-all-dev is all 33, MPI and ICU.
+  libboost1.81-dev libboost-system1.81-dev libboost-filesystem1.81-dev
   liburing-dev              # the store server's io_uring loop
-  nlohmann-json3-dev libcli11-dev catch2
+  nlohmann-json3-dev libcli11-dev
+  catch2                    # configure-time only: the test suite is configured, not built
   libgloo-dev               # CPU collectives
   libopenblas-dev zlib1g-dev
   libssl-dev                # libcrypto: the store's HMAC-SHA256; libssl: HTTPS to etcd members
   libhwloc-dev              # the CPU/NUMA topology for --numa_binding (docs/binding.md)
+  python3 gnuplot-nox       # scripts/plot_metrics
+)
+# The rest: tests, lint, fuzzing, sanitizers, benchmarks, man pages.
+TEST_PACKAGES=(
+  git
+  ccache                    # compiler cache for every build (cmake/Ccache.cmake)
+  libboost1.81-all-dev      # what the tests and benchmarks may use beyond the demo's Boost
   python3-torch             # PyTorch 1.13 (CPU): compatibility tests and reference benchmarks
   python3-numpy
   python3-venv              # scripts/setup_torch.sh: the cached PyTorch 2.x venvs (docs/pytorch.md)
-  gnuplot-nox               # scripts/plot_metrics
   slurm-wlm munge           # a real single-host SLURM for the srun tests
   hyperfine iproute2 procps psmisc
   help2man                  # man pages from --help (cmake/ManPages.cmake)
@@ -27,15 +43,25 @@ PACKAGES=(
   llvm                      # llvm-symbolizer: file:line in sanitizer reports
 )
 
+demo=0
+case "${1:-}" in
+  --demo) demo=1 ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--demo]" >&2; exit 2 ;;
+esac
+PACKAGES=("${DEMO_PACKAGES[@]}")
+[ "$demo" = 1 ] || PACKAGES+=("${TEST_PACKAGES[@]}")
+# The PyTorch 2.x venvs are for the live tests only, never for the demo.
+torch() {
+  [ "$demo" = 0 ] && [ "${DDP_SETUP_TORCH:-1}" != 0 ] || exit 0
+  exec "$(dirname "$0")/setup_torch.sh"
+}
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  # PyTorch 2.x venvs for the live tests; DDP_SETUP_TORCH=0 skips them (scripts/demo.sh)
-  [ "${DDP_SETUP_TORCH:-1}" = 0 ] || exec "$(dirname "$0")/setup_torch.sh"
-  exit 0
-fi
+[ ${#missing[@]} -ne 0 ] || torch
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -54,4 +80,4 @@ if printf '%s\n' "${missing[@]}" | grep -qx prometheus && command -v systemctl >
   $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 echo "setup: done"
-[ "${DDP_SETUP_TORCH:-1}" = 0 ] || exec "$(dirname "$0")/setup_torch.sh"
+torch
