@@ -66,6 +66,15 @@ void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
       if (generation == generation_) on_store_lost(message);
     });
   };
+  if (info.members.empty()) {
+    // Static: no heartbeats to name a silent peer, but a stalled WAIT slice shows the store was.
+    callbacks.on_store_stall = [store = info.master_addr + ":" + std::to_string(info.master_port)](
+                                   rendezvous::Duration late) {
+      const rendezvous::Duration tenths((late.count() + 50) / 100 * 100);
+      DDP_LOG_WARN("the store at " + store + " was silent for " + tolerance_text(tenths) +
+                   " and came back (a network blip, or this node was paused); the workers ran on");
+    };
+  }
   job_watch_ =
       std::make_unique<rendezvous::FailureWatch>(std::move(wait_store), std::move(publish_store),
                                                  info.round, info.group_rank, std::move(callbacks));
