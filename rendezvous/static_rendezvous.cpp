@@ -79,6 +79,19 @@ std::shared_ptr<Store> StaticRendezvous::connect_job_store() {
 
 RendezvousInfo StaticRendezvous::next_rendezvous() {
   if (store_->check({kClosedKey})) {
+    // A restart after another node finished: its ranks will never come back.
+    std::string finished;
+    for (int r = 0; info_ && r < options_.nnodes; ++r) {
+      if (r != options_.node_rank && barrier_->out_reason(r) == "finished") {
+        finished += (finished.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    if (!finished.empty()) {
+      throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " +
+                             store_->describe() + ": cannot restart: node " + finished +
+                             " already finished (its workers succeeded) and a static job cannot "
+                             "restart without it");
+    }
     throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " + store_->describe() +
                            " is closed: the job has ended");
   }

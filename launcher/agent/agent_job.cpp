@@ -121,6 +121,10 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
   // Kept workers keep the generation through an in-place re-form; the round tells a record
   // of the round left behind (posted just before its watch stopped) from a current one.
   if (options_.config.in_place_recovery && record.attempt != info_.round) return;
+  if (state_ == State::kExiting) {
+    if (exit_status_ == 0 && record.is_failure()) job_failed_after_finish(record);
+    return;
+  }
   if (!record.is_failure()) {
     // The store host finished and leaves: this node's workers run on, on their own.
     store_leaving_ = true;
@@ -193,6 +197,24 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
     default:
       break;
   }
+}
+
+void Agent::job_failed_after_finish(const rendezvous::FailureRecord& record) {
+  // An elastic job with a restart left goes on without this node: not a failure of the job.
+  const bool final = info_.members.empty() || !record.restartable() ||
+                     restart_count_ >= options_.config.max_restarts;
+  if (!final) return;
+  job_failure_ = record;
+  exit_status_ = record.shell_status();
+  events_.record(event::kJobFailure, {{"kind", record.kind},
+                                      {"node", record.group_rank},
+                                      {"rank", record.rank},
+                                      {"exit_code", record.exit_code},
+                                      {"signal", record.signal},
+                                      {"mine", false}});
+  DDP_LOG_ERROR(
+      "the job failed on another node after this node's workers finished: " + record.describe() +
+      "; this node exits " + std::to_string(exit_status_) + " once the other nodes are out");
 }
 
 namespace {
