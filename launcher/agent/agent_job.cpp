@@ -262,10 +262,15 @@ void Agent::on_store_lost(const std::string& message) {
     });
     return;
   }
+  // Static and silent: the store dropped this node's connections too, so to the other nodes
+  // this node is gone, and a static job cannot replace a node: the job failed everywhere.
   const std::string advice =
-      "the store lived in the agent of the node that hosts it, so that node is gone; to let a "
-      "job outlive any one node, run a standalone store (ddpstore) and start every agent with "
-      "--rdzv_conf is_host=false";
+      silent ? "the job cannot go on: this node or the store host was cut off, the store has "
+               "dropped this node (to the other nodes it is gone) and a static job cannot "
+               "replace a node, so the job has failed on the other nodes too"
+             : "the store lived in the agent of the node that hosts it, so that node is gone; to "
+               "let a job outlive any one node, run a standalone store (ddpstore) and start "
+               "every agent with --rdzv_conf is_host=false";
   if (awaiting_record_) {
     store_lost_ = true;
     awaiting_record_ = false;

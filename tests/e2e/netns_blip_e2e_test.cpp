@@ -257,12 +257,18 @@ TEST_CASE("netns blip: silence longer than the tolerance loses the node, on both
   REQUIRE(cut_off.has_value());
   CHECK(*cut_off == 1);
   CHECK_THAT(job.log(1), Catch::Contains(said));
+  // It says the job has failed, not that the store host died.
+  CHECK_THAT(job.log(1), Catch::Contains("the job cannot go on: this node or the store host was "
+                                         "cut off") &&
+                             Catch::Contains("the job has failed on the other nodes too") &&
+                             !Catch::Contains("so that node is gone"));
   CHECK(std::chrono::steady_clock::now() - cut >= 4s);
   {
     // A static job cannot replace a node: the host fails too, at once, not after 600 s.
     const auto host = job.wait(0, 20s);
     REQUIRE(host.has_value());
     CHECK(*host == 1);
+    CHECK_THAT(job.log(0), Catch::Contains("the job cannot go on: node 1 is gone"));
   }
   cluster->restore_link(1);
 }
