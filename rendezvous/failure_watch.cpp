@@ -70,8 +70,10 @@ void watch_loop(const std::shared_ptr<FailureWatch::Shared>& shared) {
       if (!text) continue;  // deleted again: not a record anyone published
       const FailureRecord record = decode_failure(*text);
       s.report_record(record);
-      if (!record.is_failure() && s.group_rank >= 0) {
-        // The leaving store host waits for this before it goes (store_leaving_ack_key).
+      if (s.group_rank >= 0) {
+        // The store host waits for this before it goes (store_leaving_ack_key): after it
+        // announced that it leaves, or after a failure, so the store's going away a moment
+        // later is not taken for its death by a node that has not read the record yet.
         store->set(store_leaving_ack_key(s.attempt, s.group_rank), "1");
       }
       return;
