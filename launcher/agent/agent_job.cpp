@@ -71,7 +71,7 @@ void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
     callbacks.on_store_stall = [store = info.master_addr + ":" + std::to_string(info.master_port)](
                                    rendezvous::Duration late) {
       const rendezvous::Duration tenths((late.count() + 50) / 100 * 100);
-      DDP_LOG_WARN("the store at " + store + " was silent for " + tolerance_text(tenths) +
+      DDP_LOG_WARN("the store at " + store + " was silent for at least " + tolerance_text(tenths) +
                    " and came back (a network blip, or this node was paused); the workers ran on");
     };
   }
