@@ -145,8 +145,19 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
                               : "); the group is full (max " + std::to_string(options_.max_nodes) +
                                  " nodes), waiting for the next round"));
       throw_if_closed();
+      // A survivor of the previous round is expected in the next one whoever opens it: later
+      // than this re-formed round's last call, it opens the next round itself (the members it
+      // just asked to re-form come there) instead of waiting for one of them to.
+      const bool survivor = last_round_ && *last_round_ + 1 == round;
       ++round;
-      admitted = false;
+      admitted = survivor && room && !finishing;
+      if (admitted) {
+        store_->set(keys::opened(round), "1");
+        advance_current_round(round);
+        DDP_LOG_INFO("rendezvous '" + options_.run_id + "': a member of round " +
+                     std::to_string(*last_round_) + " re-joining, this node opened round " +
+                     std::to_string(round));
+      }
       continue;
     }
     RendezvousInfo info = make_info(round, parse_assignment(*assignment));
@@ -187,6 +198,10 @@ void DynamicRendezvous::open_round(uint64_t round) {
   store_->set(keys::opened(round), "1");
   // Tell the other members of the previous round (if still running) to re-join too.
   post_change(*store_, round - 1, "rejoin");
+  advance_current_round(round);
+}
+
+void DynamicRendezvous::advance_current_round(uint64_t round) {
   // current_round only moves forward; a stale member must not move it back.
   std::string current = store_->compare_set(keys::kCurrentRound, "", std::to_string(round));
   while (std::stoull(current) < round) {

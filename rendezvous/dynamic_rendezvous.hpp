@@ -95,6 +95,8 @@ class DynamicRendezvous final : public RendezvousHandler {
 
   uint64_t start_round();
   void open_round(uint64_t round);
+  // Moves current_round up to round (never back).
+  void advance_current_round(uint64_t round);
   void wait_admitted(uint64_t round, const Deadline& deadline) const;
   // Returns once the round is closed and published (or throws on join/close timeouts).
   void wait_closed(uint64_t round, int64_t idx, const Deadline& deadline);

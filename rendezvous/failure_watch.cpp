@@ -46,21 +46,34 @@ void watch_loop(const std::shared_ptr<FailureWatch::Shared>& shared) {
   auto& s = *shared;
   const std::string key = failure_key(s.attempt);
   Store* store = s.wait_store.get();
+  // A slice that came back this much late: the store stalled it and then answered.
+  auto check_stall = [&](std::chrono::steady_clock::time_point began) {
+    const auto late =
+        std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now() - began - s.slice);
+    if (late < kStoreStallReport) return;
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.stopped && !s.reported && s.callbacks.on_store_stall) s.callbacks.on_store_stall(late);
+  };
   try {
     while (!s.stopping()) {
+      const auto began = std::chrono::steady_clock::now();
       try {
         store->wait({key}, s.slice);
       } catch (const StoreTimeout&) {
+        check_stall(began);
         continue;
       }
+      check_stall(began);
       // One request (a store host announcing that it leaves exits soon after): no GET,
       // which would WAIT again first.
       const auto text = read_if_present(*store, key);
       if (!text) continue;  // deleted again: not a record anyone published
       const FailureRecord record = decode_failure(*text);
       s.report_record(record);
-      if (!record.is_failure() && s.group_rank >= 0) {
-        // The leaving store host waits for this before it goes (store_leaving_ack_key).
+      if (s.group_rank >= 0) {
+        // The store host waits for this before it goes (store_leaving_ack_key): after it
+        // announced that it leaves, or after a failure, so the store's going away a moment
+        // later is not taken for its death by a node that has not read the record yet.
         store->set(store_leaving_ack_key(s.attempt, s.group_rank), "1");
       }
       return;

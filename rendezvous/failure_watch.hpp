@@ -22,7 +22,14 @@ struct FailureWatchCallbacks {
   // The store connection failed (called at most once, instead of on_failure): the message
   // names the store and the error.
   std::function<void(const std::string&)> on_store_lost;
+  // A WAIT slice answered at least kStoreStallReport later than it should have (the store was
+  // silent, a network blip, or this process was paused) and the store then answered: how much
+  // later. Optional; called from the watch thread, at most once per stall.
+  std::function<void(Duration)> on_store_stall;
 };
+
+// How late a WAIT slice's answer must be to count as a stall rather than ordinary scheduling.
+inline constexpr Duration kStoreStallReport{1000};
 
 class FailureWatch {
  public:

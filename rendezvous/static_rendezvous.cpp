@@ -79,6 +79,19 @@ std::shared_ptr<Store> StaticRendezvous::connect_job_store() {
 
 RendezvousInfo StaticRendezvous::next_rendezvous() {
   if (store_->check({kClosedKey})) {
+    // A restart after another node finished: its ranks will never come back.
+    std::string finished;
+    for (int r = 0; info_ && r < options_.nnodes; ++r) {
+      if (r != options_.node_rank && barrier_->out_reason(r) == "finished") {
+        finished += (finished.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    if (!finished.empty()) {
+      throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " +
+                             store_->describe() + ": cannot restart: node " + finished +
+                             " already finished (its workers succeeded) and a static job cannot "
+                             "restart without it");
+    }
     throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " + store_->describe() +
                            " is closed: the job has ended");
   }
@@ -229,6 +242,7 @@ void StaticRendezvous::shutdown() {
     }
     barrier_->depart(options_.node_rank, job_failed_ ? "failed" : "finished",
                      options_.hosts_store && !job_failed_);
+    if (options_.hosts_store && job_failed_) wait_for_readers();
     // The others may still run (the barrier timed out, or this agent was told to stop): the
     // store going away is not a failure of theirs.
     if (options_.hosts_store && !job_failed_) {
@@ -242,6 +256,25 @@ void StaticRendezvous::shutdown() {
     }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.
+  }
+}
+
+void StaticRendezvous::wait_for_readers() {
+  // The store goes with this agent: the nodes still running must have read the attempt's
+  // failure record first (their failure watches acknowledge it), or they take the store's
+  // going away for this node's death. Bounded: a node that does not answer is not waited for.
+  const auto text = read_if_present(*store_, failure_key(info_->round));
+  if (!text) return;
+  std::vector<std::string> acks;
+  for (int r = 0; r < options_.nnodes; ++r) {
+    if (r == options_.node_rank || !barrier_->out_reason(r).empty()) continue;
+    if (!store_->check({"alive/" + std::to_string(r)})) continue;  // its agent is gone
+    acks.push_back(store_leaving_ack_key(info_->round, r));
+  }
+  if (acks.empty()) return;
+  try {
+    store_->wait(acks, std::chrono::seconds(2));
+  } catch (const StoreTimeout&) {
   }
 }
 

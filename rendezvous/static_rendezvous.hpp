@@ -59,6 +59,9 @@ class StaticRendezvous final : public RendezvousHandler {
   // Leaves round's "node lost" record as this node's ON_CLOSE record.
   void bind_presence(uint64_t round);
   [[nodiscard]] std::string progress(const std::vector<std::string>& node_keys) const;
+  // The store host leaving after a failure: waits (2 s at most) until every node still
+  // running acknowledged the attempt's failure record.
+  void wait_for_readers();
 
   StaticRendezvousOptions options_;
   std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>/static

@@ -678,7 +678,9 @@ void Agent::finish(int exit_status) {
   store_cause_timer_.cancel();
   loss_window_timer_.cancel();
   // A record this node published must be out before it leaves (or it would take it along).
-  auto watch = job_link_.release();
+  // After success the watch goes on through the exit barrier: a failure elsewhere while this
+  // node waits there is the job's, and this node's exit says so (on_job_failure).
+  auto watch = job_link_.release(/*keep_watching=*/exit_status == 0);
   if (hang_) hang_->end_attempt();
   rendezvous_.watch([](rendezvous::MembershipChange) {});
   if (exit_thread_.joinable()) exit_thread_.join();

@@ -184,6 +184,8 @@ class Agent {
   [[nodiscard]] rendezvous::FailureRecord worker_record(const WorkerSlot& slot,
                                                         ExitStatus status) const;
   void on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record);
+  // A failure record that arrives while this node, its workers done, waits in the exit barrier.
+  void job_failed_after_finish(const rendezvous::FailureRecord& record);
   void on_store_lost(const std::string& message);
   // Leaves the rendezvous (on exit_thread_) and then ends run() with exit_status.
   void finish(int exit_status);

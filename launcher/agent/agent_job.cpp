@@ -52,6 +52,15 @@ void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
       if (generation == generation_) on_store_lost(message);
     });
   };
+  if (info.members.empty()) {
+    // Static: no heartbeats to name a silent peer, but a stalled WAIT slice shows the store was.
+    callbacks.on_store_stall = [store = info.master_addr + ":" + std::to_string(info.master_port)](
+                                   rendezvous::Duration late) {
+      const rendezvous::Duration tenths((late.count() + 50) / 100 * 100);
+      DDP_LOG_WARN("the store at " + store + " was silent for at least " + tolerance_text(tenths) +
+                   " and came back (a network blip, or this node was paused); the workers ran on");
+    };
+  }
   try {
     job_link_.begin(
         info, [this] { return rendezvous_.connect_job_store(); }, std::move(callbacks));
@@ -91,6 +100,10 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
   // Kept workers keep the generation through an in-place re-form; the round tells a record
   // of the round left behind (posted just before its watch stopped) from a current one.
   if (options_.config.in_place_recovery && record.attempt != info_.round) return;
+  if (state_ == State::kExiting) {
+    if (exit_status_ == 0 && record.is_failure()) job_failed_after_finish(record);
+    return;
+  }
   if (!record.is_failure()) {
     // The store host finished and leaves: this node's workers run on, on their own.
     store_leaving_ = true;
@@ -165,6 +178,24 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
   }
 }
 
+void Agent::job_failed_after_finish(const rendezvous::FailureRecord& record) {
+  // An elastic job with a restart left goes on without this node: not a failure of the job.
+  const bool final = info_.members.empty() || !record.restartable() ||
+                     restart_count_ >= options_.config.max_restarts;
+  if (!final) return;
+  job_link_.hold(record);
+  exit_status_ = record.shell_status();
+  events_.record(event::kJobFailure, {{"kind", record.kind},
+                                      {"node", record.group_rank},
+                                      {"rank", record.rank},
+                                      {"exit_code", record.exit_code},
+                                      {"signal", record.signal},
+                                      {"mine", false}});
+  DDP_LOG_ERROR(
+      "the job failed on another node after this node's workers finished: " + record.describe() +
+      "; this node exits " + std::to_string(exit_status_) + " once the other nodes are out");
+}
+
 namespace {
 
 // How the store was lost, from the error that ended its connection: silence (TCP's user
@@ -210,10 +241,15 @@ void Agent::on_store_lost(const std::string& message) {
     });
     return;
   }
+  // Static and silent: the store dropped this node's connections too, so to the other nodes
+  // this node is gone, and a static job cannot replace a node: the job failed everywhere.
   const std::string advice =
-      "the store lived in the agent of the node that hosts it, so that node is gone; to let a "
-      "job outlive any one node, run a standalone store (ddpstore) and start every agent with "
-      "--rdzv_conf is_host=false";
+      silent ? "the job cannot go on: this node or the store host was cut off, the store has "
+               "dropped this node (to the other nodes it is gone) and a static job cannot "
+               "replace a node, so the job has failed on the other nodes too"
+             : "the store lived in the agent of the node that hosts it, so that node is gone; to "
+               "let a job outlive any one node, run a standalone store (ddpstore) and start "
+               "every agent with --rdzv_conf is_host=false";
   if (awaiting_record_) {
     store_lost_ = true;
     awaiting_record_ = false;

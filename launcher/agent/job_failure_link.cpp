@@ -40,9 +40,9 @@ void JobFailureLink::stop() {
   if (auto watch = std::move(watch_)) watch->stop();
 }
 
-std::unique_ptr<rendezvous::FailureWatch> JobFailureLink::release() {
+std::unique_ptr<rendezvous::FailureWatch> JobFailureLink::release(bool keep_watching) {
   auto watch = std::move(watch_);
-  if (watch) watch->stop();
+  if (watch && !keep_watching) watch->stop();
   return watch;
 }
 

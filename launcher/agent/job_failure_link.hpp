@@ -36,9 +36,10 @@ class JobFailureLink {
   void hold(const rendezvous::FailureRecord& record) { failure_ = record; }
   // Stops watching (no callback runs once this returns); what was published and heard is kept.
   void stop();
-  // Stops watching and hands the watch over, so that the caller can flush its publishing
-  // (FailureWatch::flush) off the loop before the agent exits; null when none.
-  std::unique_ptr<rendezvous::FailureWatch> release();
+  // Hands the watch over, so that the caller can flush its publishing (FailureWatch::flush) off
+  // the loop before the agent exits; null when none. It stops watching unless keep_watching (a
+  // node whose workers succeeded still hears a failure elsewhere during its exit barrier).
+  std::unique_ptr<rendezvous::FailureWatch> release(bool keep_watching = false);
 
   [[nodiscard]] bool watching() const { return watch_ != nullptr; }
   [[nodiscard]] bool published() const { return published_; }

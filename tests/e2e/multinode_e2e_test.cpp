@@ -72,6 +72,56 @@ TEST_CASE("e2e static: 2 nodes, ranks follow node_rank", "[e2e][multinode]") {
   CHECK_THAT(n1.log(), Catch::Contains("GROUP_RANK=1 GROUP_WORLD_SIZE=2 MASTER=127.0.0.1:" + port));
 }
 
+TEST_CASE("e2e static: a node that finished learns of a later failure, nobody restarts without it",
+          "[e2e][multinode]") {
+  const std::string dir = ddp::test::make_temp_dir();
+  const auto port = std::to_string(ddp::test::free_port());
+  const std::string uneven = std::string(DDP_SOURCE_DIR) + "/tests/e2e/scripts/uneven.sh";
+  auto args = [&](int rank, const std::string& addr) {
+    return std::vector<std::string>{"--nnodes",
+                                    "2",
+                                    "--node_rank",
+                                    std::to_string(rank),
+                                    "--master_addr",
+                                    "127.0.0.1",
+                                    "--master_port",
+                                    port,
+                                    "--local_addr",
+                                    addr,
+                                    "--nproc_per_node",
+                                    "1",
+                                    "--max_restarts",
+                                    "2",
+                                    "--rdzv_conf",
+                                    "exit_barrier_timeout=60",
+                                    uneven};
+  };
+  // Node 0 (the store host) finishes at once and waits in its exit barrier; node 1's worker
+  // fails 1.5 s later, with restarts left.
+  AgentProcess n0(args(0, "127.0.0.1"), {{"NAP", "0.2"}}, dir + "/n0.log");
+  AgentProcess n1(args(1, "127.0.0.2"), {{"NAP", "3"}, {"CRASH", "1"}}, dir + "/n1.log");
+  const auto started = std::chrono::steady_clock::now();
+  const auto rc0 = n0.wait(kGuard);
+  const auto rc1 = n1.wait(kGuard);
+  INFO("--- node 0 ---\n" << n0.log() << "--- node 1 ---\n" << n1.log());
+  REQUIRE(rc0.has_value());
+  REQUIRE(rc1.has_value());
+  // The finished node says the job failed and exits with the root cause's code, as soon as
+  // the failed node is out: not after its 60 s exit barrier timeout.
+  CHECK(*rc0 == 3);
+  CHECK_THAT(n0.log(), Catch::Contains("the job failed on another node after this node's workers "
+                                       "finished: rank 1 (local_rank 0"));
+  CHECK(std::chrono::steady_clock::now() - started < 40s);
+  // The failed node cannot restart without node 0's ranks: it says so and gives up.
+  CHECK(*rc1 == 1);
+  CHECK_THAT(n1.log(), Catch::Contains("cannot restart: node 0 already finished"));
+  const std::string log1 = n1.log();
+  const auto first = log1.find("start RANK=1");
+  CHECK((first != std::string::npos && log1.find("start RANK=1", first + 1) == std::string::npos));
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 TEST_CASE("e2e elastic: a node joining mid-run grows the world without spending a restart",
           "[e2e][multinode]") {
   Job job;

@@ -2,7 +2,9 @@
 // namespaces (tests/support/netns.hpp), a job on both, and the link between them cut for a
 // while. A blip shorter than --peer_tolerance costs a stall and nothing else (exit 0, no
 // restart, no re-form, the same worker pids); silence longer than it loses the node; a death
-// (a killed agent) is still found at once. Needs root and `ip`; skips with a message without.
+// (a killed agent) is still found at once; a crash or a SIGTERM after a blip still reaches
+// every node (the scenario matrix's blip column, docs/multinode.md). Needs root and `ip`; skips
+// with a message without.
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -137,6 +139,12 @@ TEST_CASE("netns blip: 1, 2 and 5 s of silence cost a stall, no restart, no re-f
     const std::string other = host_is_one ? "0" : "1";
     CHECK_THAT(host_log, Catch::Matches("(.|\\n)*node with group rank " + other +
                                         " was silent for [0-9.]+ s and came back(.|\\n)*"));
+  } else {
+    // Static: no heartbeats, but the cut-off node's failure watch saw its store stall.
+    CHECK_THAT(job.log(1), Catch::Matches("(.|\\n)*the store at " + cluster->host(0).addr() +
+                                          ":29500 was silent for at least [0-9.]+ s and "
+                                          "came "
+                                          "back(.|\\n)*"));
   }
 }
 
@@ -209,6 +217,76 @@ TEST_CASE("netns blip: a native train run (Gloo) rides out 2 and 5 s blips", "[e
   CHECK(count(job.log(0), "[train] done:") == 1);
 }
 
+TEST_CASE("netns blip: after a 2 s blip a worker crash still stops every node at once",
+          "[e2e][netns][blip]") {
+  const auto cluster = cluster_or_skip();
+  if (!cluster) return;
+  // Static with the crash on node 1 (the other node) or on node 0 (the store host); elastic
+  // with the crash on rank 1, whichever node arrived second.
+  const int variant = GENERATE(0, 1, 2);
+  const bool elastic = variant == 2;
+  const std::string crash_rank = variant == 1 ? "0" : "1";
+  INFO((elastic ? "elastic 1:2" : "static 2 nodes") << ", rank " << crash_rank << " crashes");
+  Job spec;
+  spec.elastic = elastic;
+  spec.max_restarts = 0;
+  // The crash comes 9 s in, once the blip is over; every other rank would sleep a minute.
+  const std::map<std::string, std::string> env{
+      {"NAP", "60"}, {"CRASH_RANK", crash_rank}, {"CRASH_AFTER", "9"}};
+  ClusterJob job(*cluster);
+  start_both(job, *cluster, spec, env);
+  for (std::size_t a = 0; a < 2; ++a) REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=2", kGuard));
+  blips(*cluster, {2000ms});
+  const auto codes = job.wait_all(kGuard);
+  INFO(job.logs());
+  // The failure record still reaches the other node over the connections that rode out the
+  // blip: both exit with the worker's code, nothing is taken for a lost store or node.
+  std::size_t told = 0;
+  for (std::size_t a = 0; a < 2; ++a) {
+    INFO("agent " << a);
+    CHECK(codes[a] == 3);
+    const std::string log = job.log(a);
+    CHECK_THAT(log, !Catch::Contains("lost the rendezvous store") &&
+                        !Catch::Contains("stopped heartbeating") &&
+                        !Catch::Contains("cannot go on"));
+    if (log.find("the job failed on another node: rank " + crash_rank) != std::string::npos) {
+      ++told;
+    }
+  }
+  CHECK(told == 1);
+  if (!elastic) {
+    // Static ranks follow node_rank: the node that did not crash is the one told.
+    CHECK_THAT(job.log(crash_rank == "1" ? 0 : 1),
+               Catch::Contains("the job failed on another node: rank " + crash_rank));
+  }
+}
+
+TEST_CASE("netns blip: after a 2 s blip a SIGTERM to the other agent stops every node",
+          "[e2e][netns][blip]") {
+  const auto cluster = cluster_or_skip();
+  if (!cluster) return;
+  const bool elastic = GENERATE(false, true);
+  INFO((elastic ? "elastic 1:2" : "static 2 nodes"));
+  Job spec;
+  spec.elastic = elastic;
+  spec.max_restarts = 0;
+  const std::map<std::string, std::string> env{{"NAP", "60"}};
+  ClusterJob job(*cluster);
+  start_both(job, *cluster, spec, env);
+  for (std::size_t a = 0; a < 2; ++a) REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=2", kGuard));
+  blips(*cluster, {2000ms});
+  job.agent(1).kill(SIGTERM);
+  const auto codes = job.wait_all(kGuard);
+  INFO(job.logs());
+  CHECK(codes[1] == 128 + SIGTERM);
+  CHECK(codes[0] == 128 + SIGTERM);  // told through the failure record, not by a lost node
+  CHECK_THAT(job.log(0), Catch::Contains("its agent received signal 15"));
+  for (std::size_t a = 0; a < 2; ++a) {
+    CHECK_THAT(job.log(a), !Catch::Contains("lost the rendezvous store") &&
+                               !Catch::Contains("stopped heartbeating"));
+  }
+}
+
 TEST_CASE("netns blip: silence longer than the tolerance loses the node, on both sides",
           "[e2e][netns][blip]") {
   const auto cluster = cluster_or_skip();
@@ -252,12 +330,18 @@ TEST_CASE("netns blip: silence longer than the tolerance loses the node, on both
   REQUIRE(cut_off.has_value());
   CHECK(*cut_off == 1);
   CHECK_THAT(job.log(1), Catch::Contains(said));
+  // It says the job has failed, not that the store host died.
+  CHECK_THAT(job.log(1), Catch::Contains("the job cannot go on: this node or the store host was "
+                                         "cut off") &&
+                             Catch::Contains("the job has failed on the other nodes too") &&
+                             !Catch::Contains("so that node is gone"));
   CHECK(std::chrono::steady_clock::now() - cut >= 4s);
   {
     // A static job cannot replace a node: the host fails too, at once, not after 600 s.
     const auto host = job.wait(0, 20s);
     REQUIRE(host.has_value());
     CHECK(*host == 1);
+    CHECK_THAT(job.log(0), Catch::Contains("the job cannot go on: node 1 is gone"));
   }
   cluster->restore_link(1);
 }

@@ -107,10 +107,12 @@ std::optional<Outcome> expected(Kind kind, Timing timing, Fault fault) {
       o.other_rc = 3;
       o.other_done = false;
       o.other_says = "Root Cause";
+      o.host_rc = 3;
       if (!host_first) {  // the host still runs: it stops too, with the other's exit code
-        o.host_rc = 3;
         o.host_done = false;
         o.host_says = "the job failed on another node";
+      } else {  // its worker done, it waits in its exit barrier: it learns the job failed
+        o.host_says = "the job failed on another node after this node's workers finished";
       }
       return o;
     case Fault::kOtherAgentKilled:
@@ -118,8 +120,10 @@ std::optional<Outcome> expected(Kind kind, Timing timing, Fault fault) {
       o.other_done = false;
       if (host_first) {
         // Seen from the exit barrier. Static: the dead node never departs (barrier
-        // timeout); elastic: the host's monitor counts it out.
+        // timeout), and its node_lost record says the job failed; elastic: the host's
+        // monitor counts it out, and the job had finished for it.
         o.host_says = kind == Kind::kStatic ? "closing the store anyway" : "stopped heartbeating";
+        if (kind == Kind::kStatic) o.host_rc = 1;
       } else if (kind == Kind::kStatic) {
         o.host_rc = 1;  // its store connection closed: the node is lost, a static job ends
         o.host_done = false;
@@ -141,11 +145,9 @@ std::optional<Outcome> expected(Kind kind, Timing timing, Fault fault) {
       o.other_rc = kTerminated;
       o.other_done = false;
       o.other_says = "received SIGTERM; forwarding it to the workers (pids";
-      if (!host_first) {  // the host still runs: a node told to stop stops the job
-        o.host_rc = kTerminated;
-        o.host_done = false;
-        o.host_says = "its agent received signal 15";
-      }
+      o.host_rc = kTerminated;  // a node told to stop ends the job, the host's exit says so
+      o.host_says = "its agent received signal 15";
+      if (!host_first) o.host_done = false;
       return o;
     case Fault::kTermInExitBarrier:
       if (!host_first) return std::nullopt;

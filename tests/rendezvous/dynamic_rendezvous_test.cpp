@@ -208,6 +208,42 @@ TEST_CASE("dynamic: a node that stops heartbeating is reported lost, survivors r
   CHECK(infos[0].round == 1);
 }
 
+TEST_CASE("dynamic: a survivor later than the re-formed round's last call opens the next round",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(1, 3);
+  o.last_call_timeout = 2s;  // a re-joins round 2 within it once told, even on a loaded machine
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  join_all({a.get(), b.get(), d.get()});  // MAX: round 0 closes at once
+  ChangeLog log_a, log_b;
+  a->watch(std::ref(log_a));
+  b->watch(std::ref(log_b));
+  d.reset();
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  // a is quick: round 1 closes with it alone (MIN 1) after the last call; b is slower.
+  const auto alone = a->next_rendezvous();
+  REQUIRE(alone.round == 1);
+  REQUIRE(alone.group_world_size == 1);
+  ChangeLog log_a1;
+  a->watch(std::ref(log_a1));
+  auto jb = join_async(*b);
+  // b, a member of round 0, finds round 1 closed: it opens round 2 itself and arrives there
+  // (before, it waited for a round 2 that only a member of round 1 could open).
+  const auto until = std::chrono::steady_clock::now() + kGuard;
+  while (!c.store->check({"/ddp_rdzv/job/r2/arrived"}) &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(c.store->check({"/ddp_rdzv/job/r2/open", "/ddp_rdzv/job/r2/arrived"}));
+  // The running member is told and re-forms with it.
+  REQUIRE(log_a1.first() == MembershipChange::kNodeWaiting);
+  auto ja = join_async(*a);
+  const auto infos = std::vector<RendezvousInfo>{ja.get(), jb.get()};
+  check_consistent(infos, {1, 1});
+  CHECK(infos[0].round == 2);
+}
+
 TEST_CASE("dynamic: fewer than MIN nodes left after a loss is a clear error", "[rdzv][dynamic]") {
   Cluster c;
   auto o = Cluster::options(2, 2);

@@ -2,12 +2,14 @@
 // on to stop at once and agree on the root cause.
 #include "rendezvous/failure_record.hpp"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -207,4 +209,68 @@ TEST_CASE("failure watch: a store host that leaves right after announcing it is 
     REQUIRE(seen.record);
     CHECK(seen.record->kind == "store_leaving");
   }
+}
+
+namespace {
+
+// A store whose first WAIT answers only after a stall (a store behind a network blip).
+class StallingStore final : public Store {
+ public:
+  explicit StallingStore(std::chrono::milliseconds stall) : stall_(stall) {}
+  void set(const std::string& k, const std::string& v) override { base_.set(k, v); }
+  std::string get(const std::string& k) override { return base_.get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return base_.add(k, d); }
+  std::string compare_set(const std::string& k, const std::string& e,
+                          const std::string& d) override {
+    return base_.compare_set(k, e, d);
+  }
+  bool check(const std::vector<std::string>& k) override { return base_.check(k); }
+  using Store::wait;
+  void wait(const std::vector<std::string>& k, Duration timeout) override {
+    if (!stalled_.exchange(true)) std::this_thread::sleep_for(stall_);
+    base_.wait(k, timeout);
+  }
+  bool delete_key(const std::string& k) override { return base_.delete_key(k); }
+  int64_t num_keys() override { return base_.num_keys(); }
+  void append(const std::string& k, const std::string& v) override { base_.append(k, v); }
+  std::vector<std::string> multi_get(const std::vector<std::string>& k) override {
+    return base_.multi_get(k);
+  }
+  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+    base_.multi_set(k, v);
+  }
+  [[nodiscard]] std::string describe() const override { return base_.describe(); }
+
+ private:
+  MemoryStore base_;
+  std::chrono::milliseconds stall_;
+  std::atomic<bool> stalled_{false};
+};
+
+}  // namespace
+
+TEST_CASE("failure watch: a WAIT slice the store answers late is reported once as a stall",
+          "[rdzv][failure]") {
+  auto store = std::make_shared<StallingStore>(1500ms);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Duration> stalls;
+  FailureWatchCallbacks cb;
+  cb.on_store_stall = [&](Duration late) {
+    std::lock_guard<std::mutex> lock(mu);
+    stalls.push_back(late);
+    cv.notify_all();
+  };
+  FailureWatch watch(store, store, 0, 1, std::move(cb), 100ms);
+  std::unique_lock<std::mutex> lock(mu);
+  REQUIRE(cv.wait_for(lock, kGuard, [&] { return !stalls.empty(); }));
+  CHECK(stalls[0] >= 1400ms);
+  CHECK(stalls[0] < 10s);
+  // Later slices answer on time: no more reports.
+  lock.unlock();
+  std::this_thread::sleep_for(500ms);
+  lock.lock();
+  CHECK(stalls.size() == 1);
+  lock.unlock();
+  watch.stop();
 }
