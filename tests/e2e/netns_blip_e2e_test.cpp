@@ -148,7 +148,7 @@ TEST_CASE("netns blip: 1, 2 and 5 s of silence cost a stall, no restart, no re-f
   }
 }
 
-TEST_CASE("netns blip: a PyTorch gloo all_reduce loop rides out 2 and 5 s blips",
+TEST_CASE("netns blip: a PyTorch gloo all_reduce loop rides out 1, 2 and 5 s blips",
           "[e2e][netns][blip][pytorch]") {
   const auto cluster = cluster_or_skip();
   if (!cluster) return;
@@ -163,7 +163,8 @@ TEST_CASE("netns blip: a PyTorch gloo all_reduce loop rides out 2 and 5 s blips"
   spec.elastic = elastic;
   spec.worker = {torch.python, kTorchLoop};
   // Gloo finds its address from the host name, which every namespace shares: name the device.
-  const std::map<std::string, std::string> env{{"LOOP_SECONDS", "16"},
+  // The loop outlives the three blips and their calm spells (about 16 s), then finishes.
+  const std::map<std::string, std::string> env{{"LOOP_SECONDS", "22"},
                                                {"GLOO_SOCKET_IFNAME", "eth0"}};
   ClusterJob job(*cluster);
   start_both(job, *cluster, spec, env);
@@ -171,18 +172,23 @@ TEST_CASE("netns blip: a PyTorch gloo all_reduce loop rides out 2 and 5 s blips"
     INFO(job.logs());
     REQUIRE(job.agent(a).wait_for_log("TORCH LOOP", kGuard));
   }
-  blips(*cluster, {2000ms, 5000ms});
+  blips(*cluster, {1000ms, 2000ms, 5000ms});
   const auto codes = job.wait_all(kGuard);
   INFO(job.logs());
   check_untouched(job, codes, "TORCH LOOP", "TORCH DONE");
 }
 
-TEST_CASE("netns blip: a native train run (Gloo) rides out 2 and 5 s blips", "[e2e][netns][blip]") {
+TEST_CASE("netns blip: a native train run (Gloo) rides out 1, 2 and 5 s blips",
+          "[e2e][netns][blip]") {
   const auto cluster = cluster_or_skip();
   if (!cluster) return;
+  const bool elastic = GENERATE(false, true);
+  INFO((elastic ? "elastic 1:2" : "static 2 nodes"));
   ddp::test::TempDir dir;
   Job spec;
-  // 30 steps per epoch per rank, 200 ms each: about 18 s of training across the blips.
+  spec.elastic = elastic;
+  // 30 steps per epoch per rank, 200 ms each: about 24 s of training across the blips (about
+  // 16 s with their calm spells).
   spec.worker = {std::string(DDP_BINARY_DIR) + "/train",
                  "--data",
                  "synthetic",
@@ -197,15 +203,23 @@ TEST_CASE("netns blip: a native train run (Gloo) rides out 2 and 5 s blips", "[e
                  "--batch_size",
                  "16",
                  "--epochs",
-                 "3",
+                 "4",
                  "--fault_slow_step_ms",
                  "200",
                  "--out",
                  dir.path().string() + "/final.safetensors"};
   ClusterJob job(*cluster);
   start_both(job, *cluster, spec, {});
-  REQUIRE(job.agent(0).wait_for_log("[train] 2 rank(s)", kGuard));
-  blips(*cluster, {2000ms, 5000ms});
+  // Rank 0 prints the start: on node 0 when static, on whichever node came first when elastic.
+  const auto started = [&] {
+    return count(job.log(0), "[train] 2 rank(s)") + count(job.log(1), "[train] 2 rank(s)");
+  };
+  const auto guard = std::chrono::steady_clock::now() + kGuard;
+  while (started() == 0 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(started() == 1);
+  blips(*cluster, {1000ms, 2000ms, 5000ms});
   const auto codes = job.wait_all(kGuard);
   INFO(job.logs());
   for (std::size_t a = 0; a < 2; ++a) {
@@ -213,78 +227,9 @@ TEST_CASE("netns blip: a native train run (Gloo) rides out 2 and 5 s blips", "[e
     CHECK_THAT(job.log(a), !Catch::Contains("restart") && !Catch::Contains("re-form") &&
                                !Catch::Contains("lost the rendezvous store"));
   }
-  CHECK(count(job.log(0), "[train] 2 rank(s)") == 1);  // one start, never restarted
-  CHECK(count(job.log(0), "[train] done:") == 1);
-}
-
-TEST_CASE("netns blip: after a 2 s blip a worker crash still stops every node at once",
-          "[e2e][netns][blip]") {
-  const auto cluster = cluster_or_skip();
-  if (!cluster) return;
-  // Static with the crash on node 1 (the other node) or on node 0 (the store host); elastic
-  // with the crash on rank 1, whichever node arrived second.
-  const int variant = GENERATE(0, 1, 2);
-  const bool elastic = variant == 2;
-  const std::string crash_rank = variant == 1 ? "0" : "1";
-  INFO((elastic ? "elastic 1:2" : "static 2 nodes") << ", rank " << crash_rank << " crashes");
-  Job spec;
-  spec.elastic = elastic;
-  spec.max_restarts = 0;
-  // The crash comes 9 s in, once the blip is over; every other rank would sleep a minute.
-  const std::map<std::string, std::string> env{
-      {"NAP", "60"}, {"CRASH_RANK", crash_rank}, {"CRASH_AFTER", "9"}};
-  ClusterJob job(*cluster);
-  start_both(job, *cluster, spec, env);
-  for (std::size_t a = 0; a < 2; ++a) REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=2", kGuard));
-  blips(*cluster, {2000ms});
-  const auto codes = job.wait_all(kGuard);
-  INFO(job.logs());
-  // The failure record still reaches the other node over the connections that rode out the
-  // blip: both exit with the worker's code, nothing is taken for a lost store or node.
-  std::size_t told = 0;
-  for (std::size_t a = 0; a < 2; ++a) {
-    INFO("agent " << a);
-    CHECK(codes[a] == 3);
-    const std::string log = job.log(a);
-    CHECK_THAT(log, !Catch::Contains("lost the rendezvous store") &&
-                        !Catch::Contains("stopped heartbeating") &&
-                        !Catch::Contains("cannot go on"));
-    if (log.find("the job failed on another node: rank " + crash_rank) != std::string::npos) {
-      ++told;
-    }
-  }
-  CHECK(told == 1);
-  if (!elastic) {
-    // Static ranks follow node_rank: the node that did not crash is the one told.
-    CHECK_THAT(job.log(crash_rank == "1" ? 0 : 1),
-               Catch::Contains("the job failed on another node: rank " + crash_rank));
-  }
-}
-
-TEST_CASE("netns blip: after a 2 s blip a SIGTERM to the other agent stops every node",
-          "[e2e][netns][blip]") {
-  const auto cluster = cluster_or_skip();
-  if (!cluster) return;
-  const bool elastic = GENERATE(false, true);
-  INFO((elastic ? "elastic 1:2" : "static 2 nodes"));
-  Job spec;
-  spec.elastic = elastic;
-  spec.max_restarts = 0;
-  const std::map<std::string, std::string> env{{"NAP", "60"}};
-  ClusterJob job(*cluster);
-  start_both(job, *cluster, spec, env);
-  for (std::size_t a = 0; a < 2; ++a) REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=2", kGuard));
-  blips(*cluster, {2000ms});
-  job.agent(1).kill(SIGTERM);
-  const auto codes = job.wait_all(kGuard);
-  INFO(job.logs());
-  CHECK(codes[1] == 128 + SIGTERM);
-  CHECK(codes[0] == 128 + SIGTERM);  // told through the failure record, not by a lost node
-  CHECK_THAT(job.log(0), Catch::Contains("its agent received signal 15"));
-  for (std::size_t a = 0; a < 2; ++a) {
-    CHECK_THAT(job.log(a), !Catch::Contains("lost the rendezvous store") &&
-                               !Catch::Contains("stopped heartbeating"));
-  }
+  // One start, never restarted, and one end.
+  CHECK(started() == 1);
+  CHECK(count(job.log(0), "[train] done:") + count(job.log(1), "[train] done:") == 1);
 }
 
 TEST_CASE("netns blip: silence longer than the tolerance loses the node, on both sides",
