@@ -79,18 +79,11 @@ std::shared_ptr<Store> StaticRendezvous::connect_job_store() {
 
 RendezvousInfo StaticRendezvous::next_rendezvous() {
   if (store_->check({kClosedKey})) {
-    // A restart after another node finished: its ranks will never come back.
-    std::string finished;
-    for (int r = 0; info_ && r < options_.nnodes; ++r) {
-      if (r != options_.node_rank && barrier_->out_reason(r) == "finished") {
-        finished += (finished.empty() ? "" : ", ") + std::to_string(r);
-      }
-    }
-    if (!finished.empty()) {
+    // A restart after another node finished: its ranks will never come back. The agent asks
+    // restart_blocker() before it spends a restart; this catches a node that finished since.
+    if (const auto blocker = info_ ? restart_blocker() : std::string(); !blocker.empty()) {
       throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " +
-                             store_->describe() + ": cannot restart: node " + finished +
-                             " already finished (its workers succeeded) and a static job cannot "
-                             "restart without it");
+                             store_->describe() + ": cannot restart: " + blocker);
     }
     throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " + store_->describe() +
                            " is closed: the job has ended");
@@ -102,6 +95,26 @@ RendezvousInfo StaticRendezvous::next_rendezvous() {
   }
   bind_presence(info_->round);
   return *info_;
+}
+
+std::string StaticRendezvous::finished_nodes() const {
+  // A node that finishes closes the rendezvous before it counts itself out: one round trip
+  // answers the usual case (nobody finished).
+  if (!store_->check({kClosedKey})) return {};
+  std::string finished;
+  for (int r = 0; r < options_.nnodes; ++r) {
+    if (r != options_.node_rank && barrier_->out_reason(r) == "finished") {
+      finished += (finished.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  return finished;
+}
+
+std::string StaticRendezvous::restart_blocker() {
+  const auto finished = finished_nodes();
+  if (finished.empty()) return {};
+  return "node " + finished +
+         " already finished (its workers succeeded) and a static job cannot restart without it";
 }
 
 void StaticRendezvous::bind_presence(uint64_t round) {

@@ -112,9 +112,13 @@ TEST_CASE("e2e static: a node that finished learns of a later failure, nobody re
   CHECK_THAT(n0.log(), Catch::Contains("the job failed on another node after this node's workers "
                                        "finished: rank 1 (local_rank 0"));
   CHECK(std::chrono::steady_clock::now() - started < 40s);
-  // The failed node cannot restart without node 0's ranks: it says so and gives up.
-  CHECK(*rc1 == 1);
-  CHECK_THAT(n1.log(), Catch::Contains("cannot restart: node 0 already finished"));
+  // The failed node cannot restart without node 0's ranks: it says so in one line before
+  // spending or announcing a restart, and exits with the root cause's code.
+  CHECK(*rc1 == 3);
+  CHECK_THAT(n1.log(), Catch::Contains("and cannot restart (2 restarts left, none spent): node 0 "
+                                       "already finished (its workers succeeded)"));
+  CHECK_THAT(n1.log(), !Catch::Contains("restarting") && !Catch::Contains("rendezvous failed"));
+  CHECK_THAT(n1.log(), Catch::Contains("Root Cause"));
   const std::string log1 = n1.log();
   const auto first = log1.find("start RANK=1");
   CHECK((first != std::string::npos && log1.find("start RANK=1", first + 1) == std::string::npos));

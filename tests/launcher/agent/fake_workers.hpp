@@ -148,6 +148,11 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     after_failure = true;
     shutdown();
   }
+  [[nodiscard]] std::string restart_blocker() override {
+    ++restart_blocker_calls;
+    std::lock_guard<std::mutex> lock(mu_);
+    return blocker;
+  }
   [[nodiscard]] std::string run_id() const override { return "fake-run"; }
   [[nodiscard]] std::string last_change_reason() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -175,6 +180,8 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::atomic<bool> block_exit_until_interrupt{false};
   std::atomic<bool> interrupted{false};
   std::string members;  // RendezvousInfo::members of every round
+  std::string blocker;  // what restart_blocker() says (set before run())
+  std::atomic<int> restart_blocker_calls{0};
 
  private:
   int nproc_;
