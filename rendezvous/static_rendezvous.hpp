@@ -64,9 +64,6 @@ class StaticRendezvous final : public RendezvousHandler {
   // The other nodes that counted themselves out as finished, "0, 2" ("" when none).
   [[nodiscard]] std::string finished_nodes() const;
   [[nodiscard]] std::string progress(const std::vector<std::string>& node_keys) const;
-  // The store host leaving after a failure: waits (2 s at most) until every node still
-  // running acknowledged the attempt's failure record.
-  void wait_for_readers();
 
   StaticRendezvousOptions options_;
   std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>/static
