@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <condition_variable>
 #include <csignal>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -80,8 +81,11 @@ class FakeSpawner final : public WorkerSpawner {
     auto& worker = workers.at(index);
     if (worker.exited) return;
     worker.exited = true;
-    if (!text.empty()) worker.callbacks.on_output(1, text);
-    worker.callbacks.on_exit(status);
+    // The agent may start a fresh worker from on_exit (a restart, an in-place replacement):
+    // the callbacks run from copies, never from the element being called through.
+    const WorkerCallbacks callbacks = worker.callbacks;
+    if (!text.empty()) callbacks.on_output(1, text);
+    callbacks.on_exit(status);
   }
   // The value of NAME in worker `index`'s environment ("" when absent).
   std::string env(size_t index, const std::string& name) const {
@@ -91,7 +95,9 @@ class FakeSpawner final : public WorkerSpawner {
     return "";
   }
 
-  std::vector<Worker> workers;
+  // A deque: a spawn() from inside a callback (on_exit starting a fresh worker) leaves every
+  // reference to an earlier worker valid, in the tests and above.
+  std::deque<Worker> workers;
 
  private:
   boost::asio::io_context& io_;
