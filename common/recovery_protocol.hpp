@@ -75,19 +75,28 @@ std::string format(const Message& message);
 // null, a sentence naming the bad token and what was expected.
 std::optional<Message> parse(std::string_view line, std::string* error);
 
-// The new round, as the agent sends it (type "round").
-struct RoundNotice {
-  int64_t round = 0;
+// Where one worker stands in a round, as the env contract tells it (RANK, WORLD_SIZE,
+// GROUP_RANK, ..., MASTER_ADDR/PORT, TORCHELASTIC_RESTART_COUNT). Defined once: the launcher
+// builds every worker's environment from it (launcher/process/worker_command.hpp's
+// WorkerIdentity, which adds the local rank), and a kept worker's round notice carries it.
+struct WorkerPlace {
   int rank = 0;
   int world_size = 1;
   int group_rank = 0;
   int group_world_size = 1;
   int local_world_size = 1;
-  int role_rank = 0;
+  int role_rank = 0;  // one role per job: the global rank
   int role_world_size = 1;
   std::string master_addr;
   int master_port = 0;
-  int restart_count = 0;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: the rendezvous round
+
+  bool operator==(const WorkerPlace&) const = default;
+};
+
+// The new round, as the agent sends it (type "round"): the worker's place in it.
+struct RoundNotice : WorkerPlace {
+  int64_t round = 0;
 
   [[nodiscard]] Message to_message() const;
   // ProtocolError naming the field when one is missing or out of range.

@@ -593,6 +593,14 @@ void DynamicRendezvous::leave(bool succeeded) {
     }
     watcher_.reset();  // joins: no heartbeat may follow
     if (job_over) close_rendezvous(store);
+    if (!succeeded && options_.hosts_store && last_info_) {
+      // The store goes with this agent: the members still running read the record first.
+      const RendezvousInfo info = *last_info_;
+      lock.unlock();
+      const ExitBarrier barrier{store, keys::departed(info.round), info.group_world_size};
+      wait_for_failure_readers(barrier, info.round, info.group_rank,
+                               [round = info.round](int g) { return keys::alive(round, g); });
+    }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.
     watcher_.reset();

@@ -11,6 +11,20 @@ namespace {
 // A traceback in the store is for the summary: its end says the most.
 constexpr size_t kMaxTracebackBytes = 8 * 1024;
 
+// Waits up to timeout for the acknowledgements of attempt's record by readers (group ranks).
+// A node that does not answer (gone, or its watch ended) is not waited for longer.
+void wait_for_acks(Store& store, uint64_t attempt, const std::vector<int>& readers,
+                   Duration timeout) {
+  if (readers.empty()) return;
+  std::vector<std::string> acks;
+  acks.reserve(readers.size());
+  for (const int g : readers) acks.push_back(store_leaving_ack_key(attempt, g));
+  try {
+    store.wait(acks, timeout);
+  } catch (const StoreTimeout&) {
+  }
+}
+
 }  // namespace
 
 int FailureRecord::shell_status() const {
@@ -108,15 +122,21 @@ void announce_store_leaving(Store& store, uint64_t attempt, int group_rank, cons
   r.message = "its workers finished and its exit barrier ended";
   const std::string mine = encode_failure(r);
   if (store.compare_set(failure_key(attempt), "", mine) != mine) return;  // a failure holds
-  if (still_running.empty()) return;
-  std::vector<std::string> acks;
-  acks.reserve(still_running.size());
-  for (const int g : still_running) acks.push_back(store_leaving_ack_key(attempt, g));
-  try {
-    store.wait(acks, ack_timeout);
-  } catch (const StoreTimeout&) {
-    // A node that does not answer (gone, or its watch ended) is not waited for longer.
+  wait_for_acks(store, attempt, still_running, ack_timeout);
+}
+
+void wait_for_failure_readers(const ExitBarrier& barrier, uint64_t attempt, int self,
+                              const std::function<std::string(int)>& alive_key,
+                              Duration ack_timeout) {
+  Store& store = barrier.store;
+  if (!read_if_present(store, failure_key(attempt))) return;
+  std::vector<int> readers;
+  for (int member = 0; member < barrier.nodes; ++member) {
+    if (member == self || !barrier.out_reason(member).empty()) continue;
+    if (!store.check({alive_key(member)})) continue;  // its agent is gone
+    readers.push_back(member);
   }
+  wait_for_acks(store, attempt, readers, ack_timeout);
 }
 
 double unix_now() {

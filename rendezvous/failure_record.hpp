@@ -6,9 +6,11 @@
 // its connection's ON_CLOSE record (store.hpp's Presence): when its agent dies, the store
 // publishes the loss for it.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "rendezvous/exit_barrier.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::rendezvous {
@@ -55,6 +57,16 @@ void announce_store_leaving(Store& store, uint64_t attempt, int group_rank, cons
                             const std::vector<int>& still_running,
                             Duration ack_timeout = std::chrono::seconds(2));
 std::string store_leaving_ack_key(uint64_t attempt, int group_rank);
+
+// The store host leaving after a failed attempt (the store goes with its agent), static or
+// elastic alike: waits, ack_timeout at most, until every member of barrier (in barrier.store)
+// other than self that is not counted out and whose agent is still connected (alive_key(member)
+// is there) acknowledged attempt's record (store_leaving_ack_key), so that a node slow to read
+// it does not take the store's going away for the host's death (exit 1 instead of the root
+// cause's code). Returns at once when no record holds the attempt.
+void wait_for_failure_readers(const ExitBarrier& barrier, uint64_t attempt, int self,
+                              const std::function<std::string(int)>& alive_key,
+                              Duration ack_timeout = std::chrono::seconds(2));
 
 // The key of attempt's record, relative to the rendezvous' prefix.
 std::string failure_key(uint64_t attempt);

@@ -61,6 +61,12 @@ class RendezvousHandler {
   // its exit barrier only after success). Default: shutdown().
   virtual void shutdown_after_failure() { shutdown(); }
 
+  // Why the job can no longer restart its workers, whatever restarts are left, or "" when it
+  // can: a static job one of whose nodes already finished (its ranks never come back). Asked
+  // after a failed attempt, before a restart is spent; may take store round trips (the agent
+  // asks off its loop). Default: "" (elastic jobs re-form without a finished node).
+  [[nodiscard]] virtual std::string restart_blocker() { return {}; }
+
   // Ends a shutdown() blocked in the exit barrier on another thread (the agent was told to
   // stop). Safe from any thread; a no-op when nothing waits.
   virtual void interrupt() {}

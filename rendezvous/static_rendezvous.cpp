@@ -28,6 +28,11 @@ std::string node_key(int node_rank) {
   return "node/" + std::to_string(node_rank);
 }
 
+// There exactly as long as node_rank's agent is connected to the store (its presence).
+std::string alive_key(int node_rank) {
+  return "alive/" + std::to_string(node_rank);
+}
+
 // Each node waits on a key of its own: the last node to join sets them all, and shutdown()
 // sets them too, so a node told to stop is never left waiting for the others.
 std::string go_key(int node_rank) {
@@ -79,18 +84,11 @@ std::shared_ptr<Store> StaticRendezvous::connect_job_store() {
 
 RendezvousInfo StaticRendezvous::next_rendezvous() {
   if (store_->check({kClosedKey})) {
-    // A restart after another node finished: its ranks will never come back.
-    std::string finished;
-    for (int r = 0; info_ && r < options_.nnodes; ++r) {
-      if (r != options_.node_rank && barrier_->out_reason(r) == "finished") {
-        finished += (finished.empty() ? "" : ", ") + std::to_string(r);
-      }
-    }
-    if (!finished.empty()) {
+    // A restart after another node finished: its ranks will never come back. The agent asks
+    // restart_blocker() before it spends a restart; this catches a node that finished since.
+    if (const auto blocker = info_ ? restart_blocker() : std::string(); !blocker.empty()) {
       throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " +
-                             store_->describe() + ": cannot restart: node " + finished +
-                             " already finished (its workers succeeded) and a static job cannot "
-                             "restart without it");
+                             store_->describe() + ": cannot restart: " + blocker);
     }
     throw RendezvousClosed("static rendezvous '" + options_.run_id + "' on " + store_->describe() +
                            " is closed: the job has ended");
@@ -102,6 +100,26 @@ RendezvousInfo StaticRendezvous::next_rendezvous() {
   }
   bind_presence(info_->round);
   return *info_;
+}
+
+std::string StaticRendezvous::finished_nodes() const {
+  // A node that finishes closes the rendezvous before it counts itself out: one round trip
+  // answers the usual case (nobody finished).
+  if (!store_->check({kClosedKey})) return {};
+  std::string finished;
+  for (int r = 0; r < options_.nnodes; ++r) {
+    if (r != options_.node_rank && barrier_->out_reason(r) == "finished") {
+      finished += (finished.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  return finished;
+}
+
+std::string StaticRendezvous::restart_blocker() {
+  const auto finished = finished_nodes();
+  if (finished.empty()) return {};
+  return "node " + finished +
+         " already finished (its workers succeeded) and a static job cannot restart without it";
 }
 
 void StaticRendezvous::bind_presence(uint64_t round) {
@@ -130,7 +148,7 @@ void StaticRendezvous::bind_presence(uint64_t round) {
         "host went down)";
     presence_->clear();
     // "alive/<node_rank>" is there exactly as long as this agent's connection.
-    presence_->set_ephemeral("alive/" + std::to_string(options_.node_rank), node_id_);
+    presence_->set_ephemeral(alive_key(options_.node_rank), node_id_);
     presence_->on_close(failure_key(round), encode_failure(lost));
     // And for the next attempt: dying between attempts (while the others restart) is a loss
     // too, which the next bind_presence() would come too late for.
@@ -242,7 +260,10 @@ void StaticRendezvous::shutdown() {
     }
     barrier_->depart(options_.node_rank, job_failed_ ? "failed" : "finished",
                      options_.hosts_store && !job_failed_);
-    if (options_.hosts_store && job_failed_) wait_for_readers();
+    if (options_.hosts_store && job_failed_) {
+      // The store goes with this agent: the nodes still running read the record first.
+      wait_for_failure_readers(*barrier_, info_->round, options_.node_rank, alive_key);
+    }
     // The others may still run (the barrier timed out, or this agent was told to stop): the
     // store going away is not a failure of theirs.
     if (options_.hosts_store && !job_failed_) {
@@ -256,25 +277,6 @@ void StaticRendezvous::shutdown() {
     }
   } catch (const StoreError&) {
     // The store host may already be gone at the end of the job; nothing is left to close.
-  }
-}
-
-void StaticRendezvous::wait_for_readers() {
-  // The store goes with this agent: the nodes still running must have read the attempt's
-  // failure record first (their failure watches acknowledge it), or they take the store's
-  // going away for this node's death. Bounded: a node that does not answer is not waited for.
-  const auto text = read_if_present(*store_, failure_key(info_->round));
-  if (!text) return;
-  std::vector<std::string> acks;
-  for (int r = 0; r < options_.nnodes; ++r) {
-    if (r == options_.node_rank || !barrier_->out_reason(r).empty()) continue;
-    if (!store_->check({"alive/" + std::to_string(r)})) continue;  // its agent is gone
-    acks.push_back(store_leaving_ack_key(info_->round, r));
-  }
-  if (acks.empty()) return;
-  try {
-    store_->wait(acks, std::chrono::seconds(2));
-  } catch (const StoreTimeout&) {
   }
 }
 

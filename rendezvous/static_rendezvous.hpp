@@ -49,6 +49,9 @@ class StaticRendezvous final : public RendezvousHandler {
   // Before every node joined, it wakes the nodes waiting to join (RendezvousClosed).
   void shutdown() override;
   void shutdown_after_failure() override;
+  // "node 0 already finished (its workers succeeded) and a static job cannot restart without
+  // it" once another node counted itself out as finished; "" otherwise.
+  [[nodiscard]] std::string restart_blocker() override;
   // Ends the store host's exit barrier wait early.
   void interrupt() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
@@ -58,10 +61,9 @@ class StaticRendezvous final : public RendezvousHandler {
   void join();
   // Leaves round's "node lost" record as this node's ON_CLOSE record.
   void bind_presence(uint64_t round);
+  // The other nodes that counted themselves out as finished, "0, 2" ("" when none).
+  [[nodiscard]] std::string finished_nodes() const;
   [[nodiscard]] std::string progress(const std::vector<std::string>& node_keys) const;
-  // The store host leaving after a failure: waits (2 s at most) until every node still
-  // running acknowledged the attempt's failure record.
-  void wait_for_readers();
 
   StaticRendezvousOptions options_;
   std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>/static

@@ -76,6 +76,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
 
 Agent::~Agent() {
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
+  if (restart_check_thread_.joinable()) restart_check_thread_.join();
   if (exit_thread_.joinable()) exit_thread_.join();
 }
 
@@ -96,6 +97,7 @@ int Agent::run() {
   asio::post(io_, [this] { start_rendezvous(); });
   io_.run();
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
+  if (restart_check_thread_.joinable()) restart_check_thread_.join();
   if (exit_thread_.joinable()) exit_thread_.join();
   return exit_status_;
 }
@@ -335,6 +337,7 @@ void Agent::begin_round(const rendezvous::RendezvousInfo& info) {
   start_job_watch(info);
   failures_.clear();
   failure_noted_ = false;
+  restart_blocker_.reset();
   stop_signal_sent_ = 0;
   declare_worker_namespace();
   const auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_));
@@ -603,11 +606,24 @@ void Agent::complete_stop() {
 }
 
 void Agent::decide_after_failure() {
-  if (failures_.empty() && !job_link_.failure()) {
+  const auto& record = job_link_.failure();
+  const auto end = record && !record->restartable() ? AttemptEnd::kNodeGone
+                   : record                         ? AttemptEnd::kJobFailure
+                                                    : AttemptEnd::kWorkerFailure;
+  const auto max = options_.config.max_restarts;
+  if (!restart_blocker_ && info_.group_world_size > 1 && !store_lost_ &&
+      decide_attempt(end, restart_count_, max).action == AttemptOutcome::Action::kRestart) {
+    // A restart is left by the count; whether the job can still take one is the rendezvous's
+    // to say (a static node that finished never comes back), and asking takes the store.
+    ask_restart_blocker();
+    return;
+  }
+  const auto outcome = decide_attempt(
+      end, restart_count_, max,
+      restart_blocker_.value_or("").empty() ? JobRestart::kPossible : JobRestart::kImpossible);
+  if (failures_.empty() && !record) {
     // Hung ranks that ended on their own (exit 0) while being stopped: still a failed
     // attempt, and it spends a restart like any other.
-    const auto outcome =
-        decide_attempt(AttemptEnd::kWorkerFailure, restart_count_, options_.config.max_restarts);
     if (outcome.action == AttemptOutcome::Action::kRestart) {
       restart_count_ = outcome.restarts_spent;
       DDP_LOG_WARN("worker group stopped after a hang; restarting, attempt " +
@@ -616,16 +632,14 @@ void Agent::decide_after_failure() {
       events_.record(event::kRestart, {{"restarts_spent", restart_count_}, {"reason", "hang"}});
       start_rendezvous();
     } else {
+      if (outcome.restart_impossible) log_cannot_restart("the worker group stopped after a hang");
       finish(1);
     }
     return;
   }
-  if (job_link_.failure()) {
+  if (record) {
     // Every node decides from the same record and the same count, so they agree.
-    const auto& root = *job_link_.failure();
-    const auto outcome =
-        decide_attempt(root.restartable() ? AttemptEnd::kJobFailure : AttemptEnd::kNodeGone,
-                       restart_count_, options_.config.max_restarts);
+    const auto& root = *record;
     if (outcome.action == AttemptOutcome::Action::kRestart) {
       restart_count_ = outcome.restarts_spent;
       DDP_LOG_WARN("the job failed (" + root.describe() + "); restarting every node, attempt " +
@@ -643,14 +657,13 @@ void Agent::decide_after_failure() {
       DDP_LOG_ERROR("the job cannot go on: node " + std::to_string(root.group_rank) +
                     " is gone and a static job cannot replace it (" + root.describe() + ")");
     }
+    if (outcome.restart_impossible) log_cannot_restart("the job failed (" + root.describe() + ")");
     emit(format_job_failure_summary(options_.config.program, options_.host, failures_,
                                     root_cause_of(root)));
     finish(root.shell_status());
     return;
   }
   const auto& root = failures_.at(root_cause_index(failures_));
-  const auto outcome =
-      decide_attempt(AttemptEnd::kWorkerFailure, restart_count_, options_.config.max_restarts);
   if (outcome.action == AttemptOutcome::Action::kRestart) {
     restart_count_ = outcome.restarts_spent;
     DDP_LOG_WARN("worker group failed (rank " + std::to_string(root.rank) + ": " +
@@ -664,8 +677,36 @@ void Agent::decide_after_failure() {
     start_rendezvous();
     return;
   }
+  if (outcome.restart_impossible) {
+    log_cannot_restart("worker group failed (rank " + std::to_string(root.rank) + ": " +
+                       root.status.describe() + ")");
+  }
   emit(format_failure_summary(options_.config.program, options_.host, failures_));
   finish(root.status.shell_status());
+}
+
+void Agent::ask_restart_blocker() {
+  if (restart_check_thread_.joinable()) restart_check_thread_.join();
+  restart_check_thread_ = std::thread([this, generation = generation_] {
+    std::string blocker;
+    try {
+      blocker = rendezvous_.restart_blocker();
+    } catch (const std::exception& e) {
+      // The store did not answer: the restart's rendezvous will say what is wrong.
+      DDP_LOG_DEBUG(std::string("could not ask whether the job can restart: ") + e.what());
+    }
+    asio::post(io_, [this, generation, blocker] {
+      if (generation != generation_ || state_ != State::kStopping) return;
+      restart_blocker_ = blocker;
+      decide_after_failure();
+    });
+  });
+}
+
+void Agent::log_cannot_restart(const std::string& what) const {
+  const int left = options_.config.max_restarts - restart_count_;
+  DDP_LOG_ERROR(what + " and cannot restart (" + std::to_string(left) + " restart" +
+                (left == 1 ? "" : "s") + " left, none spent): " + restart_blocker_.value_or(""));
 }
 
 void Agent::finish(int exit_status) {

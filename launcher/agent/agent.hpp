@@ -176,6 +176,10 @@ class Agent {
   void after_failure();
   // after_failure() once the attempt's job-wide record is known (or after a short wait).
   void decide_after_failure();
+  // Asks the rendezvous (off the loop) whether the job can still restart, then decides again.
+  void ask_restart_blocker();
+  // Logs why a failed attempt (what) gives up with restarts left: the job cannot restart.
+  void log_cannot_restart(const std::string& what) const;
   // Multi-node: watch this attempt's failure record (failure_watch.hpp).
   void start_job_watch(const rendezvous::RendezvousInfo& info);
   // Publishes this node's failure for every node (first record of the attempt wins), and
@@ -230,6 +234,10 @@ class Agent {
   bool store_lost_ = false;       // the store is gone: leaving the rendezvous is pointless
   bool store_leaving_ = false;    // the store host announced it leaves (not a failure)
   bool awaiting_record_ = false;  // after_failure waits for the record (record_timer_)
+  // Why the job can no longer restart (RendezvousHandler::restart_blocker, "" when it can),
+  // asked once per failed attempt of a multi-node job before a restart is spent; unset until.
+  std::optional<std::string> restart_blocker_;
+  std::thread restart_check_thread_;
   boost::asio::steady_timer record_timer_;
   // The rendezvous watcher lost the store: the job watch's own error (which says whether the
   // host closed the connection or fell silent) gets a moment to arrive first.

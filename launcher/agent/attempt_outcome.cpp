@@ -2,7 +2,8 @@
 
 namespace ddp::launcher {
 
-AttemptOutcome decide_attempt(AttemptEnd end, int restarts_spent, int max_restarts) {
+AttemptOutcome decide_attempt(AttemptEnd end, int restarts_spent, int max_restarts,
+                              JobRestart job) {
   using Action = AttemptOutcome::Action;
   switch (end) {
     case AttemptEnd::kMembershipChange:
@@ -14,8 +15,9 @@ AttemptOutcome decide_attempt(AttemptEnd end, int restarts_spent, int max_restar
     case AttemptEnd::kSameMembers:
       break;
   }
-  if (restarts_spent < max_restarts) return {Action::kRestart, restarts_spent + 1};
-  return {Action::kGiveUp, restarts_spent};
+  if (restarts_spent >= max_restarts) return {Action::kGiveUp, restarts_spent};
+  if (job == JobRestart::kImpossible) return {Action::kGiveUp, restarts_spent, true};
+  return {Action::kRestart, restarts_spent + 1};
 }
 
 }  // namespace ddp::launcher

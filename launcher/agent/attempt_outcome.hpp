@@ -14,14 +14,22 @@ enum class AttemptEnd {
   kSameMembers,       // a re-form brought back the very same nodes: not a real change
 };
 
+// Whether the job as a whole can still restart its workers, whatever restarts are left: a
+// static job one of whose nodes already finished cannot (its ranks will never come back).
+enum class JobRestart { kPossible, kImpossible };
+
 struct AttemptOutcome {
   enum class Action { kRestart, kReform, kGiveUp };
   Action action = Action::kGiveUp;
   int restarts_spent = 0;  // after this decision
+  // Giving up with restarts left, because the job cannot restart (JobRestart::kImpossible).
+  bool restart_impossible = false;
 };
 
 // A membership change re-forms and spends nothing; a gone static node ends the job; any other
-// end spends a restart while one is left (restarts_spent < max_restarts), else gives up.
-AttemptOutcome decide_attempt(AttemptEnd end, int restarts_spent, int max_restarts);
+// end spends a restart while one is left (restarts_spent < max_restarts) and the job can
+// restart, else gives up (restart_impossible when only the job stood in the way).
+AttemptOutcome decide_attempt(AttemptEnd end, int restarts_spent, int max_restarts,
+                              JobRestart job = JobRestart::kPossible);
 
 }  // namespace ddp::launcher

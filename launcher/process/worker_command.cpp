@@ -89,17 +89,8 @@ WorkerIdentity worker_identity(const LaunchConfig& config, const AttemptInfo& at
 
 recovery::RoundNotice round_notice(const WorkerIdentity& identity, int64_t round) {
   recovery::RoundNotice notice;
+  static_cast<recovery::WorkerPlace&>(notice) = identity;  // the same fields, by definition
   notice.round = round;
-  notice.rank = identity.rank;
-  notice.world_size = identity.world_size;
-  notice.group_rank = identity.group_rank;
-  notice.group_world_size = identity.group_world_size;
-  notice.local_world_size = identity.local_world_size;
-  notice.role_rank = identity.role_rank;
-  notice.role_world_size = identity.role_world_size;
-  notice.master_addr = identity.master_addr;
-  notice.master_port = identity.master_port;
-  notice.restart_count = identity.restart_count;
   return notice;
 }
 

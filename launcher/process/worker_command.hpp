@@ -18,21 +18,12 @@ struct AttemptInfo {
   bool use_agent_store = true;
 };
 
-// Who one worker is in an attempt: the numbers and the address the env contract hands it.
-// Computed once, here: the worker's environment and the round notice a kept worker gets in an
-// in-place re-form (recovery_protocol.hpp) are both built from it, so they cannot disagree.
-struct WorkerIdentity {
-  int rank = 0;
+// Who one worker is in an attempt: its place in the round (the numbers and the address the
+// env contract hands it, recovery_protocol.hpp's WorkerPlace) and its local rank. Computed
+// once, here: the worker's environment and the round notice a kept worker gets in an in-place
+// re-form (a RoundNotice is a WorkerPlace) are both built from it, so they cannot disagree.
+struct WorkerIdentity : recovery::WorkerPlace {
   int local_rank = 0;
-  int world_size = 1;
-  int local_world_size = 1;
-  int group_rank = 0;
-  int group_world_size = 1;
-  int role_rank = 0;  // one role per job: the global rank
-  int role_world_size = 1;
-  std::string master_addr;
-  int master_port = 0;
-  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT: the rendezvous round
 };
 WorkerIdentity worker_identity(const LaunchConfig& config, const AttemptInfo& attempt,
                                int local_rank);

@@ -140,7 +140,7 @@ RendezvousSetup make_etcd_rendezvous(const LaunchConfig& config, const std::stri
   }
   auto store = std::make_shared<rendezvous::EtcdStore>(store_conf);
 
-  WorkerStoreServerOptions w;
+  StoreHostingOptions w;
   w.dial_host = local_addr.empty() ? local_host_name() : local_addr;
   w.local_addr = local_addr;
   w.bind = config.store_bind;

@@ -10,21 +10,15 @@ namespace {
 constexpr auto kNamespaceConnectTimeout = std::chrono::seconds(3);
 }  // namespace
 
-WorkerStoreServer::WorkerStoreServer(WorkerStoreServerOptions options)
-    : options_(std::move(options)) {}
+WorkerStoreServer::WorkerStoreServer(StoreHostingOptions hosting) : options_(std::move(hosting)) {
+  options_.reach = StoreReach::kOtherNodes;
+  options_.name = "the workers' store";
+}
 
 rendezvous::Endpoint WorkerStoreServer::host() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!server_) {
-    StoreHostingOptions hosting;
-    hosting.reach = StoreReach::kOtherNodes;
-    hosting.dial_host = options_.dial_host;
-    hosting.local_addr = options_.local_addr;
-    hosting.bind = options_.bind;
-    hosting.port = options_.port;
-    hosting.secret = options_.secret;
-    hosting.name = "the workers' store";
-    server_ = host_store(hosting).server;
+    server_ = host_store(options_).server;
     DDP_LOG_INFO("this node is group rank 0: serving the workers' store on " +
                  rendezvous::format_endpoint({server_->host(), server_->port()}) +
                  " (workers dial " + options_.dial_host + ")");

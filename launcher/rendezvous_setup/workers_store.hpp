@@ -8,22 +8,18 @@
 #include <optional>
 #include <string>
 
+#include "launcher/rendezvous_setup/store_hosting.hpp"
 #include "rendezvous/store/server/store_server.hpp"
 #include "rendezvous/worker_store_host.hpp"
 
 namespace ddp::launcher {
 
-struct WorkerStoreServerOptions {
-  std::string dial_host;            // where the other nodes' workers reach this node (MASTER_ADDR)
-  std::string local_addr;           // --local_addr ("" when not given)
-  std::optional<std::string> bind;  // --store_bind
-  uint16_t port = 0;                // 0: a free port
-  std::string secret;               // the job secret ("" = open store)
-};
-
 class WorkerStoreServer final : public rendezvous::WorkerStoreHost {
  public:
-  explicit WorkerStoreServer(WorkerStoreServerOptions options);
+  // hosting: where the other nodes' workers reach this node (dial_host, their MASTER_ADDR),
+  // --local_addr, --store_bind, the port (0: a free one) and the job secret; its reach (other
+  // nodes) and name are set here.
+  explicit WorkerStoreServer(StoreHostingOptions hosting);
 
   rendezvous::Endpoint host() override;
   void use(const rendezvous::Endpoint& endpoint) override;
@@ -33,7 +29,7 @@ class WorkerStoreServer final : public rendezvous::WorkerStoreHost {
   void set_worker_namespace(const std::string& prefix);
 
  private:
-  WorkerStoreServerOptions options_;
+  StoreHostingOptions options_;
   std::mutex mu_;
   std::unique_ptr<rendezvous::StoreServer> server_;
   std::optional<rendezvous::Endpoint> in_use_;

@@ -274,3 +274,37 @@ TEST_CASE("failure watch: a WAIT slice the store answers late is reported once a
   lock.unlock();
   watch.stop();
 }
+
+TEST_CASE("failure record: a store host leaving after a failure waits for its readers only",
+          "[rdzv][failure]") {
+  auto store = std::make_shared<MemoryStore>(10s);
+  const ExitBarrier barrier{*store, "departed", 4};
+  const auto alive = [](int g) { return "alive/" + std::to_string(g); };
+  // Members 1 and 2 still run and are connected; 3 is counted out already. Node 0 leaves.
+  store->set(alive(1), "x");
+  store->set(alive(2), "x");
+  store->set(alive(3), "x");
+  barrier.count_out(3, "failed");
+  const auto left_within = [&](Duration timeout) {
+    auto done = std::async(std::launch::async,
+                           [&] { wait_for_failure_readers(barrier, 0, 0, alive, timeout); });
+    return done.wait_for(kGuard) == std::future_status::ready;
+  };
+  // No record: nothing for anyone to read, nothing to wait for (an hour would show).
+  CHECK(left_within(std::chrono::hours(1)));
+  publish_failure(*store, crash(0, 0, 3));
+  // Both readers acknowledge (their failure watches do): it leaves then.
+  auto readers = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(100ms);
+    store->set(store_leaving_ack_key(0, 1), "1");
+    store->set(store_leaving_ack_key(0, 2), "1");
+  });
+  CHECK(left_within(std::chrono::hours(1)));
+  readers.get();
+  // A reader that never answers is waited for no longer than the bound.
+  store->delete_key(store_leaving_ack_key(0, 2));
+  CHECK(left_within(200ms));
+  // One whose agent is gone (its alive key with it) is not waited for at all.
+  store->delete_key(alive(2));
+  CHECK(left_within(std::chrono::hours(1)));
+}

@@ -234,3 +234,27 @@ TEST_CASE("static: a node stopped before everyone joined stops the nodes waiting
   CHECK_THROWS_WITH(f.get(), Catch::Contains("another node stopped the job"));
   CHECK_THROWS_AS(f0.get(), ddp::RendezvousClosed);
 }
+
+TEST_CASE("static: a node that finished blocks the others' restarts, a failed one does not",
+          "[rdzv][static]") {
+  auto store = std::make_shared<MemoryStore>();
+  std::vector<std::unique_ptr<StaticRendezvous>> nodes;
+  for (int r = 0; r < 3; ++r)
+    nodes.push_back(std::make_unique<StaticRendezvous>(options(3, r, 1), store));
+  std::vector<std::future<RendezvousInfo>> futures;
+  for (auto& n : nodes) {
+    futures.push_back(std::async(std::launch::async, [&n] { return n->next_rendezvous(); }));
+  }
+  for (auto& f : futures) f.get();
+  CHECK(nodes[1]->restart_blocker().empty());
+  // Node 2 failed and left: the job may still restart (its failure record ends it anyway).
+  nodes[2]->shutdown_after_failure();
+  CHECK(nodes[1]->restart_blocker().empty());
+  // Node 0 finished: its ranks never come back, which the others learn before a restart.
+  nodes[0]->shutdown();
+  CHECK(nodes[1]->restart_blocker() ==
+        "node 0 already finished (its workers succeeded) and a static job cannot restart without "
+        "it");
+  CHECK(nodes[0]->restart_blocker().empty());  // about the others, not itself
+  CHECK_THROWS_WITH(nodes[1]->next_rendezvous(), Catch::Contains("cannot restart: node 0 already"));
+}

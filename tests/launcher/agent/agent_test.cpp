@@ -582,3 +582,44 @@ TEST_CASE("job: a worker that cannot be started is published, and nobody restart
   CHECK(record.final);
   CHECK_FALSE(record.restartable());
 }
+
+TEST_CASE("job: a job that can no longer restart gives up with the root cause, no restart spent",
+          "[agent][job]") {
+  // A static node finished before this node's worker failed: its ranks never come back. The
+  // agent asks before it spends or announces a restart, and ends with the worker's code.
+  JobHarness h(2, /*max_restarts=*/2);
+  h.rendezvous.blocker =
+      "node 1 already finished (its workers succeeded) and a static job cannot restart without it";
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.spawner.env(i, "LOCAL_RANK") == "1") h.spawner.exit(i, ExitStatus{3, 0});
+  };
+  REQUIRE(h.run() == 3);
+  CHECK(h.restarts == 0);
+  CHECK(h.rendezvous.calls == 1);
+  CHECK(h.rendezvous.restart_blocker_calls == 1);
+  CHECK(
+      h.logged("exit code 3) and cannot restart (2 restarts left, none spent): node 1 already "
+               "finished"));
+  CHECK_FALSE(h.logged("restarting"));
+  CHECK(h.rendezvous.after_failure);
+}
+
+TEST_CASE("job: the rendezvous is asked whether the job can restart only while a restart is left",
+          "[agent][job]") {
+  JobHarness spent(1, /*max_restarts=*/0);
+  spent.rendezvous.blocker = "node 1 already finished";
+  spent.spawner.on_spawn = [&](size_t i) { spent.spawner.exit(i, ExitStatus{3, 0}); };
+  REQUIRE(spent.run() == 3);
+  CHECK(spent.rendezvous.restart_blocker_calls == 0);
+  CHECK_FALSE(spent.logged("cannot restart"));
+
+  // Nothing in the way: one restart spent, asked once for the failed attempt.
+  JobHarness unblocked(1, /*max_restarts=*/1);
+  unblocked.spawner.on_spawn = [&](size_t i) {
+    const bool first = unblocked.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "0";
+    unblocked.spawner.exit(i, first ? ExitStatus{3, 0} : ExitStatus{});
+  };
+  REQUIRE(unblocked.run() == 0);
+  CHECK(unblocked.restarts == 1);
+  CHECK(unblocked.rendezvous.restart_blocker_calls == 1);
+}

@@ -33,3 +33,24 @@ TEST_CASE("attempt outcome: a membership change re-forms for free, a gone static
   CHECK(gone.action == Action::kGiveUp);
   CHECK(gone.restarts_spent == 0);
 }
+
+TEST_CASE("attempt outcome: a job that can no longer restart gives up without spending",
+          "[agent][attempt]") {
+  using ddp::launcher::JobRestart;
+  for (auto end : {AttemptEnd::kWorkerFailure, AttemptEnd::kJobFailure, AttemptEnd::kSameMembers}) {
+    auto blocked = decide_attempt(end, 0, 2, JobRestart::kImpossible);
+    CHECK(blocked.action == Action::kGiveUp);
+    CHECK(blocked.restarts_spent == 0);
+    CHECK(blocked.restart_impossible);  // restarts were left: the job stood in the way
+    auto out = decide_attempt(end, 2, 2, JobRestart::kImpossible);
+    CHECK(out.action == Action::kGiveUp);
+    CHECK_FALSE(out.restart_impossible);  // none left anyway
+    CHECK(decide_attempt(end, 0, 2, JobRestart::kPossible).action == Action::kRestart);
+  }
+  // Neither a free re-form nor a gone node is a restart the job could refuse.
+  auto change = decide_attempt(AttemptEnd::kMembershipChange, 0, 2, JobRestart::kImpossible);
+  CHECK(change.action == Action::kReform);
+  CHECK_FALSE(change.restart_impossible);
+  CHECK_FALSE(
+      decide_attempt(AttemptEnd::kNodeGone, 0, 2, JobRestart::kImpossible).restart_impossible);
+}

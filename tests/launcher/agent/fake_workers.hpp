@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <condition_variable>
 #include <csignal>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -80,8 +81,11 @@ class FakeSpawner final : public WorkerSpawner {
     auto& worker = workers.at(index);
     if (worker.exited) return;
     worker.exited = true;
-    if (!text.empty()) worker.callbacks.on_output(1, text);
-    worker.callbacks.on_exit(status);
+    // The agent may start a fresh worker from on_exit (a restart, an in-place replacement):
+    // the callbacks run from copies, never from the element being called through.
+    const WorkerCallbacks callbacks = worker.callbacks;
+    if (!text.empty()) callbacks.on_output(1, text);
+    callbacks.on_exit(status);
   }
   // The value of NAME in worker `index`'s environment ("" when absent).
   std::string env(size_t index, const std::string& name) const {
@@ -91,7 +95,9 @@ class FakeSpawner final : public WorkerSpawner {
     return "";
   }
 
-  std::vector<Worker> workers;
+  // A deque: a spawn() from inside a callback (on_exit starting a fresh worker) leaves every
+  // reference to an earlier worker valid, in the tests and above.
+  std::deque<Worker> workers;
 
  private:
   boost::asio::io_context& io_;
@@ -148,6 +154,11 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     after_failure = true;
     shutdown();
   }
+  [[nodiscard]] std::string restart_blocker() override {
+    ++restart_blocker_calls;
+    std::lock_guard<std::mutex> lock(mu_);
+    return blocker;
+  }
   [[nodiscard]] std::string run_id() const override { return "fake-run"; }
   [[nodiscard]] std::string last_change_reason() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -175,6 +186,8 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::atomic<bool> block_exit_until_interrupt{false};
   std::atomic<bool> interrupted{false};
   std::string members;  // RendezvousInfo::members of every round
+  std::string blocker;  // what restart_blocker() says (set before run())
+  std::atomic<int> restart_blocker_calls{0};
 
  private:
   int nproc_;
