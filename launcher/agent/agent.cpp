@@ -169,6 +169,13 @@ void Agent::handle_signal(int sig) {
       group_.signal_all(sig);
       after_stop_ = [this, exit_status] { finish(exit_status); };
       stop_reason_ = StopReason::kSignal;
+      if (awaiting_record_) {
+        // The workers are already stopped and this node waits for the failure record before
+        // deciding on a restart: there is nothing left to decide.
+        awaiting_record_ = false;
+        record_timer_.cancel();
+        finish(exit_status);
+      }
       break;
     case State::kExiting:
     case State::kDone:
@@ -606,6 +613,12 @@ void Agent::complete_stop() {
 }
 
 void Agent::decide_after_failure() {
+  if (agent_signal_) {
+    // A signal came after the workers were stopped (while the failure record or the restart
+    // check was awaited): the user ends the job, so no restart is spent.
+    finish(128 + *agent_signal_);
+    return;
+  }
   const auto& record = job_link_.failure();
   const auto end = record && !record->restartable() ? AttemptEnd::kNodeGone
                    : record                         ? AttemptEnd::kJobFailure

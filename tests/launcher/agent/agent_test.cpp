@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -622,4 +623,52 @@ TEST_CASE("job: the rendezvous is asked whether the job can restart only while a
   REQUIRE(unblocked.run() == 0);
   CHECK(unblocked.restarts == 1);
   CHECK(unblocked.rendezvous.restart_blocker_calls == 1);
+}
+
+TEST_CASE("job: a signal while the restart check is out ends the agent with no restart spent",
+          "[agent][job][signal]") {
+  JobHarness h(1, /*max_restarts=*/2);
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "0") h.spawner.exit(i, ExitStatus{3, 0});
+  };
+  // The workers are stopped and the rendezvous is asked whether the job can restart: SIGTERM
+  // arrives before the (slow) answer.
+  h.rendezvous.on_restart_blocker = [&] {
+    boost::asio::post(h.io, [&] { h.agent_ptr->handle_signal(SIGTERM); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  CHECK(h.run() == 128 + SIGTERM);
+  CHECK(h.restarts == 0);
+  CHECK(h.rendezvous.calls == 1);
+  CHECK_FALSE(h.logged("restarting every node"));
+}
+
+TEST_CASE("job: a signal in the restart check never waits for a next round that does not form",
+          "[agent][job][signal]") {
+  JobHarness h(1, /*max_restarts=*/2);
+  h.spawner.on_spawn = [&](size_t i) {
+    if (h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "0") h.spawner.exit(i, ExitStatus{3, 0});
+  };
+  // Were a restart started, its round would block until shut down: only the watchdog below
+  // would end it.
+  h.rendezvous.on_call = [&] {
+    if (h.rendezvous.calls == 2) h.rendezvous.block_until_shutdown = true;
+  };
+  h.rendezvous.on_restart_blocker = [&] {
+    boost::asio::post(h.io, [&] { h.agent_ptr->handle_signal(SIGTERM); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    boost::asio::post(h.io, [&] { h.agent_ptr->handle_signal(SIGTERM); });  // and a second one
+  };
+  std::atomic<bool> stuck{false};
+  std::thread watchdog([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    if (!h.rendezvous.shut_down) {
+      stuck = true;
+      h.rendezvous.shutdown();
+    }
+  });
+  const int status = h.run();
+  watchdog.join();
+  CHECK_FALSE(stuck);
+  CHECK(status == 128 + SIGTERM);
 }

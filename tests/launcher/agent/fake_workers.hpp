@@ -156,6 +156,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   }
   [[nodiscard]] std::string restart_blocker() override {
     ++restart_blocker_calls;
+    if (on_restart_blocker) on_restart_blocker();
     std::lock_guard<std::mutex> lock(mu_);
     return blocker;
   }
@@ -188,6 +189,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::string members;  // RendezvousInfo::members of every round
   std::string blocker;  // what restart_blocker() says (set before run())
   std::atomic<int> restart_blocker_calls{0};
+  std::function<void()> on_restart_blocker;  // runs on the agent's restart-check thread
 
  private:
   int nproc_;
