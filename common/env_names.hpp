@@ -82,6 +82,9 @@ inline constexpr const char* kTcpKeepIdle = "DDPLAUNCH_TCP_KEEPIDLE";
 inline constexpr const char* kTcpKeepIntvl = "DDPLAUNCH_TCP_KEEPINTVL";
 inline constexpr const char* kTcpKeepCnt = "DDPLAUNCH_TCP_KEEPCNT";
 inline constexpr const char* kTcpUserTimeout = "DDPLAUNCH_TCP_USER_TIMEOUT";
+// The longest wait between resends of unacknowledged data, in ms (0: the kernel's; Linux 6.15
+// on, ignored before).
+inline constexpr const char* kTcpRtoMax = "DDPLAUNCH_TCP_RTO_MAX_MS";
 
 // Which lines every program here logs (common/log.hpp): "error", "warn", "info" (default) or
 // "debug". A bad value is one warning naming it, then info.

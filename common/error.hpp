@@ -12,16 +12,36 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What a failed connection says about the peer at its other end (docs/multinode.md, "Silence
+// or death"). A death is certain and acted on at once; silence proves nothing until the peer
+// tolerance has passed.
+enum class PeerLoss {
+  kUnknown,  // says nothing about the peer: a local error, a bad reply, a deadline of ours
+  kDeath,    // its host answered and nothing lives there: closed, reset, refused
+  kSilence,  // nothing answered: timed out, unreachable (a cut link, a vanished or frozen host)
+};
+
+// The PeerLoss an errno of a socket call means (ECONNRESET: kDeath, ETIMEDOUT: kSilence, ...).
+PeerLoss peer_loss_of_errno(int err);
+// "death", "silence", "unknown": for events and tests.
+const char* peer_loss_name(PeerLoss loss);
+
 // Bad flag, env value or option: names the value and what was expected.
 class ConfigError : public Error {
  public:
   using Error::Error;
 };
 
-// A store operation failed (connection refused/reset, server gone). Names endpoint and keys.
+// A store operation failed (connection refused/reset, server gone). Names endpoint and keys;
+// loss() says what the failure tells of the store's host, when it was the connection's.
 class StoreError : public Error {
  public:
-  using Error::Error;
+  explicit StoreError(const std::string& what, PeerLoss loss = PeerLoss::kUnknown)
+      : Error(what), loss_(loss) {}
+  [[nodiscard]] PeerLoss loss() const { return loss_; }
+
+ private:
+  PeerLoss loss_;
 };
 
 // A blocking store call passed its deadline. Names endpoint, keys and timeout.
@@ -38,10 +58,16 @@ class AuthError : public StoreError {
 };
 
 // A socket call failed: refused, reset, closed by the peer (common/socket_io.hpp). Names
-// the peer and the errno text; callers wrap it into their own error (StoreError, ...).
+// the peer and the errno text; callers wrap it into their own error (StoreError, ...), keeping
+// loss().
 class SocketError : public Error {
  public:
-  using Error::Error;
+  explicit SocketError(const std::string& what, PeerLoss loss = PeerLoss::kUnknown)
+      : Error(what), loss_(loss) {}
+  [[nodiscard]] PeerLoss loss() const { return loss_; }
+
+ private:
+  PeerLoss loss_;
 };
 
 // A socket call passed its deadline.

@@ -142,10 +142,13 @@ SocketConn SocketConn::connect(const std::string& given_host, uint16_t port,
   }
   std::string addrs;
   for (const auto& t : tried) addrs += (addrs.empty() ? "" : ", ") + t;
+  // Refused by every address: its host answers and nothing listens. Out of time, or
+  // unreachable: nothing answered (an attempt the deadline cut short reads ETIMEDOUT).
   throw SocketError("cannot connect to " + std::string(peer) + " at tcp://" + endpoint +
-                    " within " + std::to_string(connect_timeout.count()) + " ms (" +
-                    std::to_string(attempts) + " attempts; tried " + addrs +
-                    "): " + (last_err != 0 ? errno_text(last_err) : std::string("no address")));
+                        " within " + std::to_string(connect_timeout.count()) + " ms (" +
+                        std::to_string(attempts) + " attempts; tried " + addrs +
+                        "): " + (last_err != 0 ? errno_text(last_err) : std::string("no address")),
+                    peer_loss_of_errno(last_err));
 }
 
 bool SocketConn::readable_now() const {
@@ -168,7 +171,7 @@ void SocketConn::send_all(std::string_view data, const Deadline& deadline) {
       if (!poll_until(fd_.get(), POLLOUT, deadline)) throw SocketTimeout("send timed out");
       continue;
     }
-    throw SocketError("send failed: " + errno_text(errno));
+    throw SocketError("send failed: " + errno_text(errno), peer_loss_of_errno(errno));
   }
 }
 
@@ -182,13 +185,13 @@ std::string SocketConn::recv_exact(size_t n, const Deadline& deadline) {
       got += static_cast<size_t>(r);
       continue;
     }
-    if (r == 0) throw SocketError("connection closed by the peer");
+    if (r == 0) throw SocketError("connection closed by the peer", PeerLoss::kDeath);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (!poll_until(fd_.get(), POLLIN, deadline)) throw SocketTimeout("no reply in time");
       continue;
     }
-    throw SocketError("receive failed: " + errno_text(errno));
+    throw SocketError("receive failed: " + errno_text(errno), peer_loss_of_errno(errno));
   }
   return out;
 }

@@ -53,7 +53,9 @@ std::shared_ptr<Store> connect_store(const StoreConnectOptions& o) {
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started);
       if (deadline.expired() || deadline.remaining() < kMinSlice) {
         throw StoreError("could not reach the rendezvous store of " + o.who + " at " + endpoint +
-                         " within " + describe_timeout(o.patience) + "; the last try: " + e.what());
+                             " within " + describe_timeout(o.patience) +
+                             "; the last try: " + e.what(),
+                         e.loss());
       }
       DDP_LOG_INFO("waiting for the rendezvous store of " + o.who + " at " + endpoint + " (" +
                    std::to_string(waited.count()) + " s so far): " + cause_of(e.what()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/host_address.hpp"
@@ -22,6 +23,9 @@ namespace {
 
 // Keys in one MULTI_SET of the closing node at most (etcd's --max-txn-ops default).
 constexpr size_t kMaxKeysPerWrite = 128;
+// Between two tries to reach a store that does not answer (each try waits for a connection
+// up to its own connect timeout first).
+constexpr Duration kSilenceRetry{500};
 
 std::string seconds_text(Duration d) {
   const auto ms = d.count();
@@ -74,12 +78,38 @@ DynamicRendezvous::~DynamicRendezvous() {
   stop_watcher();
 }
 
-std::string DynamicRendezvous::last_change_reason() const {
+ChangeReason DynamicRendezvous::last_change() const {
   std::lock_guard<std::mutex> lock(mu_);
   return last_reason_;
 }
 
 RendezvousInfo DynamicRendezvous::next_rendezvous() {
+  const auto deadline = Deadline::after(options_.join_timeout);
+  const auto started = Clock::now();
+  auto next_line = started;
+  while (true) {
+    try {
+      return join_round(deadline);
+    } catch (const StoreError& e) {
+      // A store that does not answer (this node was cut off, or the store's host was) is
+      // silence, not a death: keep trying until join_timeout, as for the first join. A store
+      // that refused or closed the connection is gone, and a timeout of our own is final.
+      if (e.loss() != PeerLoss::kSilence || deadline.expired()) throw;
+      const auto now = Clock::now();
+      if (now >= next_line) {
+        DDP_LOG_WARN("rendezvous '" + options_.run_id + "': the store at " + store_->describe() +
+                     " does not answer (" +
+                     seconds_text(std::chrono::duration_cast<Duration>(now - started)) +
+                     " so far; trying again until join_timeout " +
+                     seconds_text(options_.join_timeout) + "): " + e.what());
+        next_line = now + options_.progress_interval;
+      }
+      std::this_thread::sleep_for(std::min<Duration>(deadline.remaining(), kSilenceRetry));
+    }
+  }
+}
+
+RendezvousInfo DynamicRendezvous::join_round(const Deadline& deadline) {
   stop_watcher();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -90,7 +120,6 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     std::lock_guard<std::mutex> lock(conn_mu_);
     last_info_.reset();
   }
-  const auto deadline = Deadline::after(options_.join_timeout);
   bool admitted = false;  // a member re-joining opens its next round itself
   uint64_t round = 0;
   if (last_round_) {
@@ -434,8 +463,8 @@ bool DynamicRendezvous::serves_store(const RendezvousInfo& info) const {
 
 std::string DynamicRendezvous::after_change() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return last_reason_.empty() ? std::string()
-                              : " (the group re-formed because " + last_reason_ + ")";
+  return last_reason_.text.empty() ? std::string()
+                                   : " (the group re-formed because " + last_reason_.text + ")";
 }
 
 void DynamicRendezvous::throw_if_closed() const {
@@ -457,7 +486,7 @@ void DynamicRendezvous::watch(std::function<void(MembershipChange)> on_change) {
   if (pending && on_change_) on_change_(*pending);
 }
 
-void DynamicRendezvous::on_change(MembershipChange change, const std::string& reason) {
+void DynamicRendezvous::on_change(MembershipChange change, const ChangeReason& reason) {
   std::function<void(MembershipChange)> callback;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -468,7 +497,7 @@ void DynamicRendezvous::on_change(MembershipChange change, const std::string& re
     }
     callback = on_change_;
   }
-  DDP_LOG_INFO("rendezvous '" + options_.run_id + "': " + reason);
+  DDP_LOG_INFO("rendezvous '" + options_.run_id + "': " + reason.text);
   callback(change);
 }
 
@@ -493,7 +522,7 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   w.heartbeats = options_.heartbeats;
   watcher_ = std::make_unique<RoundWatcher>(
       w, side_connection(), side_connection(),
-      [this](MembershipChange change, const std::string& reason) { on_change(change, reason); });
+      [this](MembershipChange change, const ChangeReason& reason) { on_change(change, reason); });
 }
 
 void DynamicRendezvous::bind_presence(const RendezvousInfo& info) {

@@ -67,6 +67,9 @@ class DynamicRendezvous final : public RendezvousHandler {
                     StoreConnector connect);
   ~DynamicRendezvous() override;  // stops the watcher threads; does not close the job
 
+  // A round (see RendezvousHandler). A store that does not answer (PeerLoss::kSilence) is
+  // tried again until join_timeout, with a line every progress_interval: a node cut off for
+  // longer than the peer tolerance comes back once its link does.
   RendezvousInfo next_rendezvous() override;
   void watch(std::function<void(MembershipChange)> on_change) override;
   // This node finished: counts it out of its round; the last member out closes the
@@ -81,8 +84,8 @@ class DynamicRendezvous final : public RendezvousHandler {
 
   // Unique id of this agent in the records ("<addr>:<pid>:<random>").
   [[nodiscard]] const std::string& node_id() const { return node_id_; }
-  // The last membership change's reason, for the agent's log ("" when none yet).
-  [[nodiscard]] std::string last_change_reason() const override;
+  // The last membership change's reason, for the agent (empty when none yet).
+  [[nodiscard]] ChangeReason last_change() const override;
 
   std::shared_ptr<Store> connect_job_store() override { return side_connection(); }
 
@@ -93,6 +96,8 @@ class DynamicRendezvous final : public RendezvousHandler {
     int64_t closer = 0;  // arrival index of the node that closed the round
   };
 
+  // One try of next_rendezvous() within deadline.
+  RendezvousInfo join_round(const Deadline& deadline);
   uint64_t start_round();
   void open_round(uint64_t round);
   // Moves current_round up to round (never back).
@@ -126,7 +131,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   void stop_watcher();
   // A new connection (prefixed) from connect_: each watcher thread blocks in its own.
   std::shared_ptr<Store> side_connection();
-  void on_change(MembershipChange change, const std::string& reason);
+  void on_change(MembershipChange change, const ChangeReason& reason);
   // shutdown() and shutdown_after_failure().
   void leave(bool succeeded);
   // The store host leaves after its workers succeeded: tells whoever still runs (and waits
@@ -174,7 +179,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   mutable std::mutex mu_;  // guards the callback and the pending change
   std::function<void(MembershipChange)> on_change_;
   std::optional<MembershipChange> pending_;
-  std::string last_reason_;
+  ChangeReason last_reason_;
 };
 
 }  // namespace ddp::rendezvous

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "rendezvous/store/store.hpp"
 
 namespace ddp::rendezvous {
@@ -31,6 +32,13 @@ enum class MembershipChange {
   kNodeWaiting,  // a node asked to join after the round closed: restart, no restart spent
   kNodeLost,     // a member node's agent disappeared: re-form (or fail if < MIN remain)
   kStoreLost,    // the rendezvous store is gone (its host died): nothing to re-form with
+};
+
+// Why a membership change was reported: readable text, and for kStoreLost what the store's
+// failure says of its host (a closed connection is a death; no answer is silence).
+struct ChangeReason {
+  std::string text;
+  PeerLoss loss = PeerLoss::kUnknown;
 };
 
 // Opens another connection to the same (unprefixed) store; the watcher threads block in
@@ -80,9 +88,9 @@ class RendezvousHandler {
   [[nodiscard]] virtual std::string run_id() const = 0;
 
   // Why the last membership change was reported, with the store's own error for kStoreLost
-  // ("... receive failed: Network is unreachable"): the agent tells silence from a death by
-  // it. "" when the handler does not say.
-  [[nodiscard]] virtual std::string last_change_reason() const { return {}; }
+  // ("... receive failed: Connection timed out") and what it means: the agent tells silence
+  // from a death by it. Empty text when the handler does not say.
+  [[nodiscard]] virtual ChangeReason last_change() const { return {}; }
 };
 
 }  // namespace ddp::rendezvous

@@ -46,6 +46,10 @@ std::string in_round(uint64_t round) {
 
 }  // namespace
 
+Duration lease_for(Duration tolerance, Duration heartbeat_interval) {
+  return tolerance + heartbeat_interval + std::chrono::milliseconds(2500);
+}
+
 RoundWatcher::RoundWatcher(RoundWatcherOptions options, std::shared_ptr<Store> events_store,
                            std::shared_ptr<Store> monitor_store, ChangeCallback on_change)
     : options_(options),
@@ -72,7 +76,16 @@ void RoundWatcher::fire(MembershipChange change, const std::string& reason) {
   // After stop was requested the round is being left on purpose (this node re-joining posts
   // a claim itself): nothing to report.
   if (stop_ || fired_.exchange(true)) return;
-  on_change_(change, reason);
+  on_change_(change, ChangeReason{reason, PeerLoss::kUnknown});
+}
+
+void RoundWatcher::store_lost(const std::exception& e) {
+  if (stop_ || fired_.exchange(true)) return;
+  const auto* store_error = dynamic_cast<const StoreError*>(&e);
+  on_change_(
+      MembershipChange::kStoreLost,
+      ChangeReason{std::string("lost the rendezvous store: ") + e.what() + in_round(options_.round),
+                   store_error != nullptr ? store_error->loss() : PeerLoss::kUnknown});
 }
 
 void RoundWatcher::beat(Store& store) {
@@ -146,10 +159,7 @@ void RoundWatcher::events_loop() {
       ++slot;
     }
   } catch (const std::exception& e) {
-    if (!stop_) {
-      fire(MembershipChange::kStoreLost,
-           std::string("lost the rendezvous store: ") + e.what() + in_round(round));
-    }
+    store_lost(e);
   }
 }
 
@@ -282,10 +292,7 @@ void RoundWatcher::presence_monitor_loop() {
       return;
     }
   } catch (const std::exception& e) {
-    if (!stop_) {
-      fire(MembershipChange::kStoreLost,
-           std::string("lost the rendezvous store: ") + e.what() + in_round(round));
-    }
+    store_lost(e);
   }
 }
 
@@ -371,10 +378,7 @@ void RoundWatcher::monitor_loop() {
       return;
     }
   } catch (const std::exception& e) {
-    if (!stop_) {
-      fire(MembershipChange::kStoreLost,
-           std::string("lost the rendezvous store: ") + e.what() + in_round(round));
-    }
+    store_lost(e);
   }
 }
 

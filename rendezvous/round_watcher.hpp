@@ -36,8 +36,15 @@ struct RoundWatcherOptions {
   bool heartbeats = true;
 };
 
-// Called at most once per round, from a watcher thread: what changed and a readable reason.
-using ChangeCallback = std::function<void(MembershipChange, const std::string&)>;
+// The lease that takes a node silent for longer than tolerance for lost, and none silent for
+// less: its last beat came up to heartbeat_interval before the silence began, and its first
+// beat after it needs up to 2 s more to get through (common/tcp_liveness.hpp: a resend a
+// second, a link coming back) and some scheduling. A silent node is then found between
+// tolerance + 2.5 s and tolerance + heartbeat_interval + 2.5 s after its silence began.
+Duration lease_for(Duration tolerance, Duration heartbeat_interval);
+
+// Called at most once per round, from a watcher thread: what changed and why.
+using ChangeCallback = std::function<void(MembershipChange, const ChangeReason&)>;
 
 class RoundWatcher {
  public:
@@ -72,6 +79,8 @@ class RoundWatcher {
   // connection closed).
   bool connection_gone(Store& store, int g) const;
   void fire(MembershipChange change, const std::string& reason);
+  // The store failed under a watcher thread (e, a StoreError or anything else).
+  void store_lost(const std::exception& e);
 
   RoundWatcherOptions options_;
   std::shared_ptr<Store> events_store_;

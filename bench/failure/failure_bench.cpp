@@ -73,7 +73,7 @@ std::unique_ptr<FailureWatch> make_watch(std::shared_ptr<Store> wait_store,
                                          Arrivals& told, size_t i) {
   rendezvous::FailureWatchCallbacks cb;
   cb.on_failure = [&told, i](const FailureRecord&) { told.mark(i); };
-  cb.on_store_lost = [i](const std::string& message) {
+  cb.on_store_lost = [i](const std::string& message, PeerLoss) {
     std::fprintf(stderr, "failure_bench: node %zu lost the store: %s\n", i, message.c_str());
   };
   return std::make_unique<FailureWatch>(std::move(wait_store), std::move(publish_store), attempt,

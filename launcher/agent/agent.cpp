@@ -67,7 +67,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       group_(
           io, spawner,
           WorkerGroupOptions{options_.config.stop_timeout, kUnkillableGrace, options_.read_proc}),
-      job_link_(options_.config.local_addr.value_or(options_.host)),
+      job_link_(options_.config.local_addr.value_or(options_.host), options_.config.peer_tolerance),
       record_timer_(io),
       store_cause_timer_(io),
       loss_window_timer_(io),
@@ -207,9 +207,14 @@ void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
     stop_then_finish(128 + *agent_signal_);
     return;
   }
-  const bool same_members = reforming_ && !info.members.empty() && info.members == members_;
-  reforming_ = false;
+  // The same nodes as in the round just before: a re-form that changed nothing. A node whose
+  // last round is older was left out of the rounds between (found lost, then back): a real
+  // change, to it as to the others, who counted it out and in again.
+  const bool same_members = reform_ == Reform::kClaim && !info.members.empty() &&
+                            info.members == members_ && info.round == members_round_ + 1;
+  reform_ = Reform::kNone;
   members_ = info.members;
+  members_round_ = info.round;
   if (same_members && !spend_restart_for_same_members()) return;
   attempt_ = static_cast<int>(info.round);
   events_.record(event::kRendezvous, {{"round", info.round},
@@ -267,20 +272,21 @@ void Agent::on_rendezvous_error(const std::string& message) {
 void Agent::on_membership_change(rendezvous::MembershipChange change) {
   events_.record(event::kMembershipChange, {{"change", change_name(change)}});
   if (change == rendezvous::MembershipChange::kStoreLost) {
-    // The watcher's own error ("receive failed: Network is unreachable") says silence or death.
-    const std::string reason = rendezvous_.last_change_reason();
+    // The watcher's own error ("receive failed: Connection timed out") says silence or death.
+    const rendezvous::ChangeReason reason = rendezvous_.last_change();
     std::string watcher = "the rendezvous watcher lost its connection";
-    if (!reason.empty()) watcher += ": " + reason;
+    if (!reason.text.empty()) watcher += ": " + reason.text;
     if (!job_link_.watching()) {
-      on_store_lost(watcher);
+      on_store_lost(watcher, reason.loss);
       return;
     }
     // The job watch's connection fails the same way at about the same moment, and its error
     // says how; a death still reaches it at once, so this adds nothing to one.
     store_cause_timer_.expires_after(std::chrono::milliseconds(500));
-    store_cause_timer_.async_wait([this, watcher](boost::system::error_code ec) {
-      if (!ec) on_store_lost(watcher);
-    });
+    store_cause_timer_.async_wait(
+        [this, watcher, loss = reason.loss](boost::system::error_code ec) {
+          if (!ec) on_store_lost(watcher, loss);
+        });
     return;
   }
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
@@ -307,8 +313,10 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
   DDP_LOG_INFO(std::string("membership changed (") + change_name(change) +
                "); restarting the workers without spending a restart (pids " + running_pids() +
                ")");
-  begin_stop(SIGTERM, StopReason::kMembership, [this] {
-    reforming_ = true;
+  const Reform reform =
+      change == rendezvous::MembershipChange::kNodeLost ? Reform::kLoss : Reform::kClaim;
+  begin_stop(SIGTERM, StopReason::kMembership, [this, reform] {
+    reform_ = reform;
     start_rendezvous();
   });
 }
@@ -545,11 +553,12 @@ void Agent::note_failure(const std::string& kind, int rank) {
 }
 
 void Agent::begin_stop(int sig, StopReason reason, std::function<void()> then) {
-  const char* reason_name = reason == StopReason::kFailure      ? "failure"
-                            : reason == StopReason::kSignal     ? "signal"
-                            : reason == StopReason::kMembership ? "membership"
-                            : reason == StopReason::kStoreLost  ? "store_lost"
-                                                                : "other";
+  const char* reason_name = reason == StopReason::kFailure       ? "failure"
+                            : reason == StopReason::kSignal      ? "signal"
+                            : reason == StopReason::kMembership  ? "membership"
+                            : reason == StopReason::kStoreSilent ? "store_silent"
+                            : reason == StopReason::kStoreLost   ? "store_lost"
+                                                                 : "other";
   events_.record(event::kStopping,
                  {{"reason", reason_name}, {"signal", sig}, {"pids", running_pids()}});
   state_ = State::kStopping;
@@ -739,12 +748,20 @@ void Agent::finish(int exit_status) {
   rendezvous_.watch([](rendezvous::MembershipChange) {});
   if (exit_thread_.joinable()) exit_thread_.join();
   // The store host may wait here for the other nodes: off the loop, so signals still work.
-  exit_thread_ = std::thread([this, succeeded = exit_status == 0, watch = std::move(watch)] {
+  exit_thread_ = std::thread([this, succeeded = exit_status == 0, watch = std::move(watch),
+                              generation = generation_, store_gone = store_lost_] {
     if (watch) watch->flush(std::chrono::seconds(2));
-    if (store_lost_) {
+    if (store_gone) {
       // Nothing to leave: the store is gone (and reconnecting would only wait out a timeout).
     } else if (succeeded) {
       rendezvous_.shutdown();
+      // The barrier is over, so every node that failed has recorded it; its record may still
+      // be on its way to this node's watch, which must not lose the race to done().
+      if (auto record = watch ? watch->read_record() : std::nullopt;
+          record && record->is_failure()) {
+        asio::post(io_,
+                   [this, generation, record = *record] { on_job_failure(generation, record); });
+      }
     } else {
       rendezvous_.shutdown_after_failure();
     }

@@ -120,7 +120,8 @@ class Agent {
 
   // Why the workers are being stopped: decides what a job-wide failure arriving meanwhile
   // changes (a re-form becomes a failed attempt; a signal stays a signal).
-  enum class StopReason { kFailure, kSignal, kMembership, kStoreLost, kOther };
+  // kStoreSilent: the store was silent for the tolerance, and this node joins the job again.
+  enum class StopReason { kFailure, kSignal, kMembership, kStoreSilent, kStoreLost, kOther };
 
   void start_rendezvous();
   void on_rendezvous(const rendezvous::RendezvousInfo& info);
@@ -190,7 +191,8 @@ class Agent {
   void on_job_failure(uint64_t generation, const rendezvous::FailureRecord& record);
   // A failure record that arrives while this node, its workers done, waits in the exit barrier.
   void job_failed_after_finish(const rendezvous::FailureRecord& record);
-  void on_store_lost(const std::string& message);
+  // The store failed under a watch: message says how, loss what it means (silence or death).
+  void on_store_lost(const std::string& message, PeerLoss loss);
   // Leaves the rendezvous (on exit_thread_) and then ends run() with exit_status.
   void finish(int exit_status);
   void done();
@@ -216,10 +218,15 @@ class Agent {
   EventLog& events_;
 
   State state_ = State::kInit;
-  int restart_count_ = 0;    // restarts spent by this node
-  int attempt_ = 0;          // TORCHELASTIC_RESTART_COUNT of the current workers (the round)
-  std::string members_;      // RendezvousInfo::members of the current round
-  bool reforming_ = false;   // re-joining because of a membership change, not a failure
+  int restart_count_ = 0;       // restarts spent by this node
+  int attempt_ = 0;             // TORCHELASTIC_RESTART_COUNT of the current workers (the round)
+  std::string members_;         // RendezvousInfo::members of the current round
+  uint64_t members_round_ = 0;  // ... and that round
+  // Why this node re-joins, when it is not after a failure: a claim (a node waiting, a member
+  // re-joining: a re-form with the same nodes then counts as a restart, since a stranger can
+  // make such claims), or a loss (a node found gone or silent, maybe this one: never counted).
+  enum class Reform { kNone, kClaim, kLoss };
+  Reform reform_ = Reform::kNone;
   uint64_t generation_ = 0;  // bumps per attempt so late callbacks of old workers are ignored
   std::vector<WorkerSlot> workers_;
   // The worker processes: slots, start, signals, the stop with its grace, exits.

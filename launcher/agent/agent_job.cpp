@@ -47,9 +47,10 @@ void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
   callbacks.on_failure = [this, generation = generation_](const rendezvous::FailureRecord& r) {
     asio::post(io_, [this, generation, r] { on_job_failure(generation, r); });
   };
-  callbacks.on_store_lost = [this, generation = generation_](const std::string& message) {
-    asio::post(io_, [this, generation, message] {
-      if (generation == generation_) on_store_lost(message);
+  callbacks.on_store_lost = [this, generation = generation_](const std::string& message,
+                                                             PeerLoss loss) {
+    asio::post(io_, [this, generation, message, loss] {
+      if (generation == generation_) on_store_lost(message, loss);
     });
   };
   if (info.members.empty()) {
@@ -64,8 +65,10 @@ void Agent::start_job_watch(const rendezvous::RendezvousInfo& info) {
   try {
     job_link_.begin(
         info, [this] { return rendezvous_.connect_job_store(); }, std::move(callbacks));
+  } catch (const StoreError& e) {
+    on_store_lost(e.what(), e.loss());
   } catch (const std::exception& e) {
-    on_store_lost(e.what());
+    on_store_lost(e.what(), PeerLoss::kUnknown);
   }
 }
 
@@ -140,7 +143,8 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
         tolerance_text(options_.config.peer_tolerance) + "): to the other nodes this node is gone");
   }
   if (state_ == State::kHealthy ||
-      (state_ == State::kStopping && stop_reason_ == StopReason::kMembership)) {
+      (state_ == State::kStopping &&
+       (stop_reason_ == StopReason::kMembership || stop_reason_ == StopReason::kStoreSilent))) {
     note_failure(record.kind == "worker" ? (record.signal != 0 ? "signal" : "exit") : record.kind,
                  record.rank);
   }
@@ -168,7 +172,7 @@ void Agent::on_job_failure(uint64_t generation, const rendezvous::FailureRecord&
       break;
     case State::kStopping:
       // A re-form in progress is a failed attempt now; a signal or a failure stays as it is.
-      if (stop_reason_ == StopReason::kMembership) {
+      if (stop_reason_ == StopReason::kMembership || stop_reason_ == StopReason::kStoreSilent) {
         stop_reason_ = StopReason::kFailure;
         after_stop_ = [this] { after_failure(); };
       }
@@ -198,47 +202,54 @@ void Agent::job_failed_after_finish(const rendezvous::FailureRecord& record) {
 
 namespace {
 
-// How the store was lost, from the error that ended its connection: silence (TCP's user
-// timeout or keepalive, which follow --peer_tolerance) or a death (closed, reset, refused).
-std::string store_loss_cause(const std::string& message, std::chrono::milliseconds tolerance) {
-  const auto has = [&](const char* text) { return message.find(text) != std::string::npos; };
-  // ETIMEDOUT, or EHOSTUNREACH once the neighbour's address resolution gave up: no answer.
-  if (has("timed out") || has("No route to host") || has("unreachable")) {
-    return "silent for longer than the peer tolerance (" + tolerance_text(tolerance) + ")";
-  }
-  if (has("refused") || has("reset") || has("closed") || has("end of stream") || has("EOF") ||
-      has("Broken pipe")) {
-    return "its host closed, reset or refused the connection";
+// How the store was lost, from what its connection's failure says of its host: silence (no
+// answer for the peer tolerance) or a death (closed, reset, refused).
+std::string store_loss_cause(PeerLoss loss, std::chrono::milliseconds tolerance) {
+  switch (loss) {
+    case PeerLoss::kSilence:
+      return "silent for longer than the peer tolerance (" + tolerance_text(tolerance) + ")";
+    case PeerLoss::kDeath:
+      return "its host closed, reset or refused the connection";
+    case PeerLoss::kUnknown:
+      break;
   }
   return "its connection failed";
 }
 
 }  // namespace
 
-void Agent::on_store_lost(const std::string& message) {
+void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
   if (job_link_.failure() || state_ == State::kExiting || state_ == State::kDone) return;
   if (store_leaving_) return;  // announced: not a failure
+  // Already joining again after the store's silence: the other watches' errors say the same.
+  if (state_ == State::kStopping && stop_reason_ == StopReason::kStoreSilent) return;
   store_cause_timer_.cancel();
-  const std::string cause = store_loss_cause(message, options_.config.peer_tolerance);
-  const std::string store = "the rendezvous store, " + cause;
+  const std::string store =
+      "the rendezvous store, " + store_loss_cause(loss, options_.config.peer_tolerance);
   // Silence is not a death: in an elastic job the store host may well be alive and this node
   // the one cut off. It comes back as a joining node (the others re-formed without it), and
   // only a store that stays unreachable for the join timeout ends it.
-  const bool silent = cause.rfind("silent", 0) == 0;
+  const bool silent = loss == PeerLoss::kSilence;
   const bool elastic = options_.config.rdzv_backend.value_or("") == "c10d";
-  if (silent && elastic && state_ == State::kHealthy && !awaiting_record_) {
+  const bool reforming = state_ == State::kStopping && stop_reason_ == StopReason::kMembership;
+  if (silent && elastic && !awaiting_record_ && (state_ == State::kHealthy || reforming)) {
     DDP_LOG_WARN("lost " + store + " (" + message +
                  "): this node was cut off, or the store host was; stopping this node's "
                  "workers (pids " +
                  running_pids() + ") and joining the job again as a new node");
     events_.record(event::kStoreSilent, {{"message", message}});
-    // The others re-formed without this node: the round it joins is a new group even where
-    // its members are the same nodes as before, so no restart is spent for it.
-    members_.clear();
-    begin_stop(SIGTERM, StopReason::kMembership, [this] {
-      reforming_ = true;
+    // The others found this node lost and re-formed without it: its return is a real change,
+    // never a re-form with the same nodes, so no restart is spent for it (by any node).
+    auto rejoin = [this] {
+      reform_ = Reform::kLoss;
       start_rendezvous();
-    });
+    };
+    if (reforming) {
+      stop_reason_ = StopReason::kStoreSilent;
+      after_stop_ = rejoin;
+    } else {
+      begin_stop(SIGTERM, StopReason::kStoreSilent, rejoin);
+    }
     return;
   }
   // Static and silent: the store dropped this node's connections too, so to the other nodes

@@ -52,7 +52,9 @@ void Agent::recover_in_place(const std::string& reason) {
   for (auto& slot : workers_) {
     if (group_.running(slot.local_rank) && slot.link) slot.link->send(abort);
   }
-  reforming_ = reason != "job_failure";
+  reform_ = reason == "node_lost"      ? Reform::kLoss
+            : reason == "node_waiting" ? Reform::kClaim
+                                       : Reform::kNone;
   start_rendezvous();
 }
 

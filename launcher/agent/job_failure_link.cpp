@@ -2,7 +2,8 @@
 
 namespace ddp::launcher {
 
-JobFailureLink::JobFailureLink(std::string host) : host_(std::move(host)) {}
+JobFailureLink::JobFailureLink(std::string host, std::chrono::milliseconds tolerance)
+    : host_(std::move(host)), tolerance_(tolerance) {}
 
 JobFailureLink::~JobFailureLink() {
   stop();
@@ -20,9 +21,9 @@ void JobFailureLink::begin(const rendezvous::RendezvousInfo& round,
   auto wait_store = connect();
   auto publish_store = wait_store ? connect() : nullptr;
   if (!wait_store) return;
-  watch_ = std::make_unique<rendezvous::FailureWatch>(std::move(wait_store),
-                                                      std::move(publish_store), round.round,
-                                                      round.group_rank, std::move(callbacks));
+  watch_ = std::make_unique<rendezvous::FailureWatch>(
+      std::move(wait_store), std::move(publish_store), round.round, round.group_rank,
+      std::move(callbacks), std::chrono::milliseconds(2000), tolerance_);
 }
 
 bool JobFailureLink::publish(rendezvous::FailureRecord record) {

@@ -4,6 +4,7 @@
 // the first record of the attempt wins, whichever node wrote it) and watches for the record
 // that holds, another node's or its own. It knows no agent state: the agent decides what a
 // record means; the link keeps what it published and what arrived.
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,7 +18,8 @@ class JobFailureLink {
  public:
   // host: the address the other nodes know this node by (--local_addr), else its name; it goes
   // into every record this node publishes, and tells this node's records from others'.
-  explicit JobFailureLink(std::string host);
+  // tolerance: how long the store may go unheard before the watch reports it lost.
+  JobFailureLink(std::string host, std::chrono::milliseconds tolerance);
   ~JobFailureLink();
   JobFailureLink(const JobFailureLink&) = delete;
   JobFailureLink& operator=(const JobFailureLink&) = delete;
@@ -50,6 +52,7 @@ class JobFailureLink {
 
  private:
   std::string host_;
+  std::chrono::milliseconds tolerance_;
   uint64_t attempt_ = 0;
   int group_rank_ = -1;
   std::unique_ptr<rendezvous::FailureWatch> watch_;

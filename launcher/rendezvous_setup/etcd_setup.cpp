@@ -124,7 +124,9 @@ RendezvousSetup make_etcd_rendezvous(const LaunchConfig& config, const std::stri
   o.close_timeout = conf.close_timeout.value_or(o.close_timeout);
   o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
   o.heartbeat_interval = conf.heartbeat_interval.value_or(o.heartbeat_interval);
-  o.lease_timeout = conf.lease_timeout.value_or(config.peer_tolerance);  // silence tolerated
+  // Silence tolerated: the last keepalive reached etcd up to a second before a silence began,
+  // and the first after it may take 2 s more to get through (common/tcp_liveness.hpp).
+  o.lease_timeout = conf.lease_timeout.value_or(config.peer_tolerance + std::chrono::seconds(3));
   o.heartbeats = false;  // each agent's lease is its liveness
 
   auto store_conf = store_options(config, conf, setup.run_id);

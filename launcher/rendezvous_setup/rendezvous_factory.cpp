@@ -20,6 +20,7 @@
 #include "rendezvous/dynamic_rendezvous.hpp"
 #include "rendezvous/local_rendezvous.hpp"
 #include "rendezvous/rdzv_conf.hpp"
+#include "rendezvous/round_watcher.hpp"
 #include "rendezvous/static_rendezvous.hpp"
 #include "rendezvous/store/server/listener.hpp"
 #include "rendezvous/store/server/own_client.hpp"
@@ -227,13 +228,10 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
   o.last_call_timeout = conf.last_call_timeout.value_or(o.last_call_timeout);
   o.close_timeout = conf.close_timeout.value_or(o.close_timeout);
   o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
-  // Unless given, a node silent for the peer tolerance is lost at about the tolerance and not
-  // before: the lease plus the survivors' check of the claim (1.5 heartbeats, round_watcher)
-  // add up to it.
   o.heartbeat_interval = conf.heartbeat_interval.value_or(
       std::min<rendezvous::Duration>(o.heartbeat_interval, config.peer_tolerance / 5));
-  o.lease_timeout = conf.lease_timeout.value_or(std::max<rendezvous::Duration>(
-      config.peer_tolerance - o.heartbeat_interval * 3 / 2, o.heartbeat_interval * 2));
+  o.lease_timeout = conf.lease_timeout.value_or(
+      rendezvous::lease_for(config.peer_tolerance, o.heartbeat_interval));
 
   // is_host: explicit, else "the endpoint is my --local_addr", else "it is this machine".
   const bool explicit_host = conf.is_host.has_value();

@@ -170,7 +170,7 @@ struct TcpStore::Impl {
                          " (" + e.what() + ")");
     } catch (const SocketError& e) {
       conn.close();
-      throw StoreError(context(op, keys) + ": " + e.what());
+      throw StoreError(context(op, keys) + ": " + e.what(), e.loss());
     } catch (const ProtocolError& e) {
       conn.close();
       throw StoreError(context(op, keys) + ": bad reply: " + e.what());
@@ -207,7 +207,7 @@ struct TcpStore::Impl {
     } catch (const SocketTimeout& e) {
       throw StoreTimeout(context(op, keys) + ": " + e.what());
     } catch (const SocketError& e) {
-      throw StoreError(context(op, keys) + ": " + e.what());
+      throw StoreError(context(op, keys) + ": " + e.what(), e.loss());
     } catch (const ProtocolError& e) {
       throw StoreError(context(op, keys) + ": bad reply: " + e.what());
     }
@@ -279,7 +279,7 @@ TcpStore::TcpStore(TcpStoreOptions options)
   } catch (const SocketTimeout& e) {
     throw StoreError(impl_->endpoint + ": handshake failed: " + e.what());
   } catch (const SocketError& e) {
-    throw StoreError(e.what());  // "cannot connect to store at tcp://..."
+    throw StoreError(e.what(), e.loss());  // "cannot connect to store at tcp://..."
   } catch (const ProtocolError& e) {
     throw StoreError(impl_->endpoint + ": handshake failed: bad reply: " + e.what());
   }
@@ -417,6 +417,9 @@ class TcpPresence final : public Presence {
       if (reply != wire::kCloseActionDone) {
         throw ProtocolError("answered " + std::to_string(reply) + ", expected 0");
       }
+    } catch (const SocketError& e) {
+      conn_.close();
+      throw StoreError(what + ": " + e.what(), e.loss());
     } catch (const Error& e) {
       conn_.close();
       throw StoreError(what + ": " + e.what());
@@ -438,6 +441,12 @@ std::unique_ptr<Presence> TcpStore::open_presence() {
     if (!impl_->native) return nullptr;  // a PyTorch server
   } catch (const AuthError&) {
     throw;
+  } catch (const StoreError& e) {
+    throw StoreError("store " + impl_->endpoint + ": opening a presence connection: " + e.what(),
+                     e.loss());
+  } catch (const SocketError& e) {
+    throw StoreError("store " + impl_->endpoint + ": opening a presence connection: " + e.what(),
+                     e.loss());
   } catch (const Error& e) {
     throw StoreError("store " + impl_->endpoint + ": opening a presence connection: " + e.what());
   }

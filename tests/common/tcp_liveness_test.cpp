@@ -54,6 +54,7 @@ struct NoOverrides {
   ScopedEnv interval{ddp::env::kTcpKeepIntvl, nullptr};
   ScopedEnv count{ddp::env::kTcpKeepCnt, nullptr};
   ScopedEnv user_timeout{ddp::env::kTcpUserTimeout, nullptr};
+  ScopedEnv rto_max{ddp::env::kTcpRtoMax, nullptr};
   ScopedEnv tolerance{ddp::env::kPeerTolerance, nullptr};
 };
 
@@ -91,6 +92,20 @@ TEST_CASE("a TCP socket gets keepalive and TCP_USER_TIMEOUT, read back", "[tcp_l
     CHECK_THROWS_WITH(ddp::set_tcp_liveness(pair.client.fd(), liveness),
                       Contains("TCP_KEEPCNT=1000") && Contains("Invalid argument"));
   }
+  SECTION("resends capped at once a second where the kernel can (Linux 6.15 on)") {
+    TcpLiveness liveness;
+    liveness.rto_max_ms = 1000;
+    liveness.user_timeout_uncapped_ms = 9000;
+    REQUIRE(ddp::set_tcp_liveness(pair.client.fd(), liveness));
+    const auto info = tcp_socket_info(pair.client.fd());
+    if (info.rto_max_ms < 0) {
+      // No TCP_RTO_MAX_MS here: the longer user timeout rides out a silence instead.
+      CHECK(info.user_timeout_ms == 9000);
+    } else {
+      CHECK(info.rto_max_ms == 1000);
+      CHECK(info.user_timeout_ms == 3000);
+    }
+  }
   SECTION("the connection still carries bytes") {
     REQUIRE(ddp::set_tcp_liveness(pair.client.fd(), TcpLiveness{}));
     pair.client.send_all("ping", ddp::Deadline::after(5s));
@@ -118,29 +133,45 @@ TEST_CASE("the DDPLAUNCH_TCP_ variables override the defaults", "[tcp_liveness][
   SECTION("unset or empty: the default peer tolerance's timing (15 s)") {
     const ScopedEnv empty(ddp::env::kTcpUserTimeout, "");
     const TcpLiveness liveness = ddp::tcp_liveness_from_env();
-    CHECK(liveness.user_timeout_ms == 15000);
     CHECK(liveness.keepintvl_s == 1);
-    CHECK(liveness.keepidle_s >= 4);  // a third of 15 s, jittered down by up to a quarter
-    CHECK(liveness.keepidle_s <= 5);
-    CHECK(liveness.keepcnt == 15 - liveness.keepidle_s);
+    CHECK(liveness.keepidle_s >= 1);  // 2 s, jittered down to 1 s
+    CHECK(liveness.keepidle_s <= 2);
+    // Counted from the last packet received, up to keepidle before a silence began, and 2 s
+    // for the first packet through after it: no silence shorter than 15 s drops a connection.
+    CHECK(liveness.user_timeout_ms == 15000 + (liveness.keepidle_s + 2) * 1000);
+    CHECK(liveness.rto_max_ms == 1000);
+    CHECK(liveness.user_timeout_uncapped_ms == 30000 + (liveness.keepidle_s + 2) * 1000);
+    CHECK(liveness.keepcnt == liveness.user_timeout_ms / 1000 - liveness.keepidle_s);
   }
   SECTION("DDPLAUNCH_PEER_TOLERANCE drives every option; a DDPLAUNCH_TCP_ variable still wins") {
-    const ScopedEnv tolerance(ddp::env::kPeerTolerance, "6");
+    const ScopedEnv tolerance(ddp::env::kPeerTolerance, "4");
     TcpLiveness liveness = ddp::tcp_liveness_from_env();
-    CHECK(liveness.user_timeout_ms == 6000);
-    CHECK(liveness.keepidle_s == 2);
-    CHECK(liveness.keepcnt == 4);
+    CHECK(liveness.keepidle_s == 1);  // under 6 s: always 1
+    CHECK(liveness.user_timeout_ms == 7000);
+    CHECK(liveness.user_timeout_uncapped_ms == 11000);
+    CHECK(liveness.keepcnt == 6);
     const ScopedEnv user_timeout(ddp::env::kTcpUserTimeout, "3000");
     liveness = ddp::tcp_liveness_from_env();
     CHECK(liveness.user_timeout_ms == 3000);
-    CHECK(liveness.keepidle_s == 2);
+    CHECK(liveness.user_timeout_uncapped_ms == 3000);  // an explicit timeout is kept either way
+    CHECK(liveness.keepidle_s == 1);
   }
   SECTION("keepalive idle times are jittered, so connections made together probe apart") {
     std::set<int> idles;
     for (int i = 0; i < 200; ++i) idles.insert(ddp::tcp_liveness_for(60s).keepidle_s);
-    CHECK(idles.size() > 1);
-    CHECK(*idles.begin() >= 15);
-    CHECK(*idles.rbegin() <= 20);
+    CHECK(idles == std::set<int>{1, 2});
+  }
+  SECTION("DDPLAUNCH_TCP_RTO_MAX_MS sets the cap on resends; 0 leaves the kernel's") {
+    const ScopedEnv cap(ddp::env::kTcpRtoMax, "2500");
+    CHECK(ddp::tcp_liveness_from_env().rto_max_ms == 2500);
+    const ScopedEnv none(ddp::env::kTcpRtoMax, "0");
+    CHECK(ddp::tcp_liveness_from_env().rto_max_ms == 0);
+  }
+  SECTION("a DDPLAUNCH_TCP_RTO_MAX_MS the kernel cannot take is a ConfigError naming it") {
+    const std::string value = GENERATE("500", "120001", "fast");
+    const ScopedEnv bad(ddp::env::kTcpRtoMax, value.c_str());
+    CHECK_THROWS_AS(ddp::tcp_liveness_from_env(), ddp::ConfigError);
+    CHECK_THROWS_WITH(ddp::tcp_liveness_from_env(), Contains("DDPLAUNCH_TCP_RTO_MAX_MS='" + value));
   }
   SECTION("a bad DDPLAUNCH_PEER_TOLERANCE is a ConfigError naming it, its value and the range") {
     const ScopedEnv bad(ddp::env::kPeerTolerance, "0.5");

@@ -46,6 +46,7 @@ std::unique_ptr<NetnsCluster> cluster_or_skip() {
 
 struct Job {
   bool elastic = false;
+  std::string nnodes = "1:2";  // elastic only
   std::string tolerance = kTolerance;
   std::string rdzv_conf = "join_timeout=20,last_call_timeout=1,exit_barrier_timeout=20";
   int max_restarts = 3;
@@ -56,7 +57,7 @@ std::vector<std::string> args_for(const NetnsCluster& cluster, std::size_t i, co
   const std::string port = std::to_string(kStorePort);
   std::vector<std::string> args;
   if (job.elastic) {
-    args = {"--nnodes",        "1:2",
+    args = {"--nnodes",        job.nnodes,
             "--rdzv_backend",  "c10d",
             "--rdzv_endpoint", cluster.host(0).addr() + ":" + port,
             "--rdzv_id",       "blip"};
@@ -289,6 +290,71 @@ TEST_CASE("netns blip: silence longer than the tolerance loses the node, on both
     CHECK_THAT(job.log(0), Catch::Contains("the job cannot go on: node 1 is gone"));
   }
   cluster->restore_link(1);
+}
+
+TEST_CASE("netns blip: a silence just shorter than the tolerance costs a stall, no more",
+          "[e2e][netns][blip]") {
+  // 3.6 s of a 4 s tolerance: every connection of both agents (idle ones last heard up to a
+  // keepalive interval before the cut, busy ones resending into it) and the elastic lease must
+  // ride it out. Before the options counted the time before the cut, this lost the node.
+  const auto cluster = cluster_or_skip();
+  if (!cluster) return;
+  const bool elastic = GENERATE(false, true);
+  INFO((elastic ? "elastic 2:2" : "static 2 nodes"));
+  Job spec;
+  spec.elastic = elastic;
+  spec.nnodes = "2:2";
+  spec.tolerance = "4";
+  const std::map<std::string, std::string> env{{"NAP", "14"}};
+  ClusterJob job(*cluster);
+  start_both(job, *cluster, spec, env);
+  for (std::size_t a = 0; a < 2; ++a) REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=2", kGuard));
+  std::this_thread::sleep_for(1500ms);  // a calm spell: every connection idle, probed
+  blips(*cluster, {3600ms});
+  const auto codes = job.wait_all(kGuard);
+  INFO(job.logs());
+  check_untouched(job, codes, "WORKER RANK=", "DONE RANK=");
+  for (std::size_t a = 0; a < 2; ++a) {
+    CHECK_THAT(job.log(a),
+               !Catch::Contains("is gone") && !Catch::Contains("joining the job again"));
+  }
+}
+
+TEST_CASE("netns blip: a fixed-size job gets a node cut off for long back once its link is",
+          "[e2e][netns][blip]") {
+  // --nnodes 2:2: the host cannot go on alone, so it waits for the node it lost; the cut-off
+  // node keeps trying to reach the store (its link stays down for 10 s after it noticed) and
+  // joins again as soon as it can. Both then finish with exit 0, counting no restart.
+  const auto cluster = cluster_or_skip();
+  if (!cluster) return;
+  Job spec;
+  spec.elastic = true;
+  spec.nnodes = "2:2";
+  spec.tolerance = "4";
+  spec.rdzv_conf = "join_timeout=60,last_call_timeout=1,exit_barrier_timeout=20";
+  const std::map<std::string, std::string> env{{"NAP", "8"}};
+  ClusterJob job(*cluster);
+  start_both(job, *cluster, spec, env);
+  for (std::size_t a = 0; a < 2; ++a) REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=2", kGuard));
+  cluster->cut_link(1, NetnsCluster::LinkEnd::kSwitch);
+  REQUIRE(job.agent(1).wait_for_log("joining the job again as a new node", 30s));
+  REQUIRE(job.agent(0).wait_for_log("membership changed (node_lost)", 30s));
+  std::this_thread::sleep_for(10s);  // connects time out; the node keeps trying
+  CHECK_FALSE(job.exited_at(1).has_value());
+  cluster->restore_link(1);
+  const auto codes = job.wait_all(kGuard);
+  INFO(job.logs());
+  for (std::size_t a = 0; a < 2; ++a) {
+    INFO("agent " << a);
+    CHECK(codes[a] == 0);
+    const std::string log = job.log(a);
+    CHECK(count(log, "DONE RANK=") == 1);  // the re-formed round's worker finished
+    // Nobody spends a restart on a node that came back: every node counts the same.
+    CHECK_THAT(log, !Catch::Contains("counting it as restart") && !Catch::Contains("attempt 1 of"));
+    CHECK_THAT(log, !Catch::Contains("a static job cannot replace a node"));
+  }
+  CHECK_THAT(job.log(1), Catch::Contains("does not answer") &&
+                             Catch::Contains("trying again until join_timeout"));
 }
 
 TEST_CASE("netns blip: a node SIGKILLed is still found at once", "[e2e][netns][blip]") {

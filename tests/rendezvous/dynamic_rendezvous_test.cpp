@@ -201,8 +201,8 @@ TEST_CASE("dynamic: a node that stops heartbeating is reported lost, survivors r
   REQUIRE(log_a.first() == MembershipChange::kNodeLost);
   REQUIRE(log_b.first() == MembershipChange::kNodeLost);
   // Destroyed, it also left its presence (an orderly leave): the others may see that first.
-  CHECK_THAT(a->last_change_reason(), Catch::Contains("stopped heartbeating") ||
-                                          Catch::Contains("is gone (its store connection"));
+  CHECK_THAT(a->last_change().text, Catch::Contains("stopped heartbeating") ||
+                                        Catch::Contains("is gone (its store connection"));
   const auto infos = join_all({a.get(), b.get()});
   check_consistent(infos, {1, 1});
   CHECK(infos[0].round == 1);
@@ -508,7 +508,7 @@ TEST_CASE("dynamic: a node whose store connection drops is lost at once, not aft
   d.reset();
   REQUIRE(log_a.first() == MembershipChange::kNodeLost);
   REQUIRE(log_b.first() == MembershipChange::kNodeLost);
-  CHECK_THAT(a->last_change_reason(), Catch::Contains("is gone (its store connection closed)"));
+  CHECK_THAT(a->last_change().text, Catch::Contains("is gone (its store connection closed)"));
   const auto infos = join_all({a.get(), b.get()});
   check_consistent(infos, {1, 1});
   CHECK(infos[0].group_world_size == 2);
@@ -536,7 +536,7 @@ TEST_CASE("dynamic: without heartbeats (a lease store) only an ended presence lo
   d.reset();
   REQUIRE(log_a.first() == MembershipChange::kNodeLost);
   REQUIRE(log_b.first() == MembershipChange::kNodeLost);
-  CHECK_THAT(a->last_change_reason(), Catch::Contains("is gone (its lease expired)"));
+  CHECK_THAT(a->last_change().text, Catch::Contains("is gone (its lease expired)"));
   check_consistent(join_all({a.get(), b.get()}), {1, 1});
 }
 
@@ -607,7 +607,7 @@ TEST_CASE("dynamic: without heartbeats a member that never bound its presence is
   REQUIRE(log_a.first() == MembershipChange::kNodeLost);
   REQUIRE(log_b.first() == MembershipChange::kNodeLost);
   CHECK_THAT(
-      a->last_change_reason() + b->last_change_reason(),
+      a->last_change().text + b->last_change().text,
       Catch::Contains("group rank " + std::to_string(lost_rank) + " never bound its presence"));
   d.reset();
   check_consistent(join_all({a.get(), b.get()}), {1, 1});

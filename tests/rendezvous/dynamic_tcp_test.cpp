@@ -145,5 +145,5 @@ TEST_CASE("dynamic over TCP: losing the store is reported as such", "[rdzv][dyna
   a->watch(std::ref(changes));
   c.server.stop();
   REQUIRE(changes.wait() == MembershipChange::kStoreLost);
-  CHECK_THAT(a->last_change_reason(), Catch::Contains("lost the rendezvous store"));
+  CHECK_THAT(a->last_change().text, Catch::Contains("lost the rendezvous store"));
 }

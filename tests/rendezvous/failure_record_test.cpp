@@ -56,7 +56,7 @@ struct Seen {
       record = r;
       cv.notify_all();
     };
-    cb.on_store_lost = [this](const std::string& m) {
+    cb.on_store_lost = [this](const std::string& m, ddp::PeerLoss) {
       std::lock_guard<std::mutex> lock(mu);
       store_lost = m;
       cv.notify_all();

@@ -23,18 +23,28 @@ struct NoOverrides {
   ScopedEnv interval{ddp::env::kTcpKeepIntvl, nullptr};
   ScopedEnv count{ddp::env::kTcpKeepCnt, nullptr};
   ScopedEnv user_timeout{ddp::env::kTcpUserTimeout, nullptr};
-  // 3 s: TCP_USER_TIMEOUT 3000 ms, probes from 1 s idle, 1 s apart, 2 of them (no jitter).
+  ScopedEnv rto_max{ddp::env::kTcpRtoMax, nullptr};
+  // 3 s: TCP_USER_TIMEOUT 6000 ms (3 s, the 1 s before a silence the last probe may have come,
+  // 2 s for the first packet through after it), probes from 1 s idle, 1 s apart (no jitter),
+  // resends once a second.
   ScopedEnv tolerance{ddp::env::kPeerTolerance, "3"};
 };
 
-void check_options(const std::vector<TcpSocketInfo>& sockets, int keepidle_s, int user_timeout_ms) {
+// user_timeout_ms where the kernel caps resends (TCP_RTO_MAX_MS), uncapped_ms where it cannot.
+void check_options(const std::vector<TcpSocketInfo>& sockets, int keepidle_s, int user_timeout_ms,
+                   int uncapped_ms) {
   for (const auto& s : sockets) {
     INFO("fd " << s.fd << " " << s.local_port << " -> " << s.peer_port);
     CHECK(s.keepalive);
     CHECK(s.keepidle_s == keepidle_s);
     CHECK(s.keepintvl_s == 1);
-    CHECK(s.keepcnt == 2);
-    CHECK(s.user_timeout_ms == user_timeout_ms);
+    CHECK(s.keepcnt == 5);
+    if (s.rto_max_ms >= 0) {
+      CHECK(s.rto_max_ms == 1000);
+      CHECK(s.user_timeout_ms == user_timeout_ms);
+    } else {
+      CHECK(s.user_timeout_ms == uncapped_ms);
+    }
   }
 }
 
@@ -50,11 +60,11 @@ TEST_CASE("store connections carry keepalive and TCP_USER_TIMEOUT on both ends",
 
   const auto client_side = connected_to(server.port());
   CHECK(client_side.size() >= 2);  // the request connection and a wait connection
-  check_options(client_side, 1, 3000);
+  check_options(client_side, 1, 6000, 9000);
   // The server tuned them when they negotiated kNative, before its first reply.
   const auto server_side = accepted_on(server.port());
   CHECK(server_side.size() == client_side.size());
-  check_options(server_side, 1, 3000);
+  check_options(server_side, 1, 6000, 9000);
 }
 
 TEST_CASE("a PyTorch client's connection gets no liveness options, ours once negotiated",
@@ -75,7 +85,7 @@ TEST_CASE("a PyTorch client's connection gets no liveness options, ours once neg
   // The same raw connection negotiating kNative (the probe's CHECK) gets them at once.
   raw.send(req(wire::Command::kCheck, {wire::kExtensionProbeKey}));
   REQUIRE(raw.recv_u8() == wire::kCheckReady);
-  check_options(accepted_on(server.port()), 1, 3000);
+  check_options(accepted_on(server.port()), 1, 6000, 9000);
 }
 
 TEST_CASE("the DDPLAUNCH_TCP_ variables reach the client's and the server's ends",
@@ -88,9 +98,9 @@ TEST_CASE("the DDPLAUNCH_TCP_ variables reach the client's and the server's ends
   store.set("k", "v");
   REQUIRE(store.check({"k"}));
   REQUIRE(connected_to(server.port()).size() == 1);
-  check_options(connected_to(server.port()), 7, 4500);
+  check_options(connected_to(server.port()), 7, 4500, 4500);
   REQUIRE(accepted_on(server.port()).size() == 1);
-  check_options(accepted_on(server.port()), 7, 4500);
+  check_options(accepted_on(server.port()), 7, 4500, 4500);
 }
 
 TEST_CASE("a bad DDPLAUNCH_TCP_ value fails the server and the client at once", "[liveness][env]") {

@@ -47,6 +47,8 @@ TcpSocketInfo tcp_socket_info(int fd) {
   info.keepintvl_s = int_option(fd, IPPROTO_TCP, TCP_KEEPINTVL);
   info.keepcnt = int_option(fd, IPPROTO_TCP, TCP_KEEPCNT);
   info.user_timeout_ms = int_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT);
+  constexpr int kTcpRtoMaxMs = 44;  // TCP_RTO_MAX_MS, which older C libraries do not name
+  info.rto_max_ms = int_option(fd, IPPROTO_TCP, kTcpRtoMaxMs);
   return info;
 }
 

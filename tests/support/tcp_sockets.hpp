@@ -16,6 +16,7 @@ struct TcpSocketInfo {
   int keepintvl_s = 0;      // TCP_KEEPINTVL
   int keepcnt = 0;          // TCP_KEEPCNT
   int user_timeout_ms = 0;  // TCP_USER_TIMEOUT
+  int rto_max_ms = -1;      // TCP_RTO_MAX_MS (Linux 6.15 on; -1 where the kernel has none)
 };
 
 // The options of one TCP socket.

@@ -126,7 +126,10 @@ void EtcdPresence::clear() {
 }
 
 void EtcdPresence::keepalive_loop() {
-  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_) / 3;
+  // At least once a second: the lease then outlives any silence up to its TTL less about three
+  // seconds (the last keepalive before it, and the first one through after it).
+  const auto interval = std::min<std::chrono::milliseconds>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(ttl_) / 3, std::chrono::seconds(1));
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, interval, [this] { return stopping_; })) {
     lock.unlock();

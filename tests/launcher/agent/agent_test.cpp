@@ -16,6 +16,7 @@
 #include "common/log.hpp"
 #include "common/progress_protocol.hpp"
 #include "rendezvous/failure_record.hpp"
+#include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "tests/launcher/agent/agent_harness.hpp"
 #include "tests/launcher/agent/fake_workers.hpp"
@@ -239,7 +240,8 @@ TEST_CASE("elastic: a store gone silent (unreachable) rejoins as a new node, a c
     if (h.rendezvous.calls == 1) {
       h.rendezvous.change(MembershipChange::kStoreLost,
                           "lost the rendezvous store: store tcp://10.0.0.1:29400: wait of keys "
-                          "'x': receive failed: Network is unreachable (errno 101) (round 0)");
+                          "'x': receive failed: Network is unreachable (errno 101) (round 0)",
+                          ddp::PeerLoss::kSilence);
     } else {
       h.spawner.exit(i, ExitStatus{});
     }
@@ -255,7 +257,8 @@ TEST_CASE("elastic: a store gone silent (unreachable) rejoins as a new node, a c
   dead.rendezvous.group_world_size = 2;
   dead.spawner.on_spawn = [&](size_t) {
     dead.rendezvous.change(MembershipChange::kStoreLost,
-                           "lost the rendezvous store: receive failed: Connection reset by peer");
+                           "lost the rendezvous store: receive failed: Connection reset by peer",
+                           ddp::PeerLoss::kDeath);
   };
   CHECK(dead.run() != 0);
   CHECK(dead.rendezvous.calls == 1);
@@ -320,12 +323,53 @@ TEST_CASE("a re-form that brings back the same nodes spends a restart", "[agent]
 TEST_CASE("same-node re-forms with no restart left end the job instead of looping", "[agent]") {
   Harness h(1, /*max_restarts=*/2);
   h.rendezvous.members = "0123456789abcdef";
-  // Every round is disturbed again: without a bound this would restart forever.
-  h.spawner.on_spawn = [&](size_t) { h.rendezvous.change(MembershipChange::kNodeLost); };
+  // Every round is disturbed again by a claim (anyone who reaches an open store can make
+  // one): without a bound this would restart forever.
+  h.spawner.on_spawn = [&](size_t) { h.rendezvous.change(MembershipChange::kNodeWaiting); };
   CHECK(h.run() == 1);
   CHECK(h.restarts == 2);
   CHECK(h.rendezvous.calls == 4);  // the first round and three same-node re-forms
   CHECK(h.rendezvous.after_failure);
+}
+
+TEST_CASE("a node lost and back (the same nodes) spends no restart, on any node", "[agent]") {
+  // The store verified the loss (a closed connection, a lapsed lease): a real change, even when
+  // the lost node comes back and the group has its old members again. Every node counts it the
+  // same way: the survivor re-forms after the loss, the lost node after its store fell silent.
+  SECTION("a survivor") {
+    Harness h(1, /*max_restarts=*/0);
+    h.rendezvous.members = "0123456789abcdef";
+    h.spawner.on_spawn = [&](size_t i) {
+      if (h.rendezvous.calls == 1) {
+        h.rendezvous.change(MembershipChange::kNodeLost);
+      } else {
+        h.spawner.exit(i, ExitStatus{});
+      }
+    };
+    CHECK(h.run() == 0);
+    CHECK(h.restarts == 0);
+    CHECK(h.rendezvous.calls == 2);
+    CHECK_FALSE(h.logged("counting it as restart"));
+  }
+  SECTION("the node that was cut off") {
+    Harness h(1, /*max_restarts=*/0);
+    h.options.config.rdzv_backend = "c10d";
+    h.rendezvous.members = "0123456789abcdef";
+    h.rendezvous.group_world_size = 2;
+    h.spawner.on_spawn = [&](size_t i) {
+      if (h.rendezvous.calls == 1) {
+        h.rendezvous.change(MembershipChange::kStoreLost, "lost the rendezvous store: timed out",
+                            ddp::PeerLoss::kSilence);
+      } else {
+        h.spawner.exit(i, ExitStatus{});
+      }
+    };
+    CHECK(h.run() == 0);
+    CHECK(h.restarts == 0);
+    CHECK(h.rendezvous.calls == 2);
+    CHECK(h.logged("joining the job again as a new node"));
+    CHECK_FALSE(h.logged("counting it as restart"));
+  }
 }
 
 TEST_CASE("a signal while the store host waits in the exit barrier ends the wait", "[agent]") {
@@ -483,6 +527,41 @@ TEST_CASE("job: another node's failure stops this node's workers, exit with its 
                "(10.0.0.3): exit code 5: CUDA error"));
   CHECK(h.failures.empty());  // nothing failed here
   CHECK(h.rendezvous.after_failure);
+}
+
+namespace {
+
+// A store whose waits never see a key: a failure watch waiting on it never reports, as one
+// whose thread a loaded machine keeps from running.
+class DeafStore final : public ddp::rendezvous::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, ddp::rendezvous::Duration timeout) override {
+    std::this_thread::sleep_for(std::min(timeout, ddp::rendezvous::Duration(20)));
+    throw ddp::StoreTimeout("deaf store: " + ddp::rendezvous::join_keys(keys));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("job: a node that finished exits with a failure recorded during its exit barrier",
+          "[agent][job]") {
+  // This node hosts the store and its worker finished first. While it waits in the exit
+  // barrier, another node's worker fails; that node records it and counts itself out, which
+  // ends the barrier, before this node's watch has delivered the record.
+  JobHarness h(1);
+  h.rendezvous.connect_job = [&](int n) -> std::shared_ptr<ddp::rendezvous::Store> {
+    if (n % 2 == 1) return std::make_shared<DeafStore>(h.store);  // the watch's connection
+    return h.store;
+  };
+  h.rendezvous.on_shutdown = [&] { h.fail_elsewhere(0, 3); };
+  h.spawner.on_spawn = [&](size_t i) { h.spawner.exit(i, ExitStatus{}); };
+  CHECK(h.run() == 3);
+  CHECK(
+      h.logged("the job failed on another node after this node's workers finished: rank 4 "
+               "(local_rank 0, pid 77) on node 2 (10.0.0.3): exit code 3"));
+  CHECK_FALSE(h.rendezvous.after_failure);  // it left as a node that finished
 }
 
 TEST_CASE("job: a failure here is published, and every node restarts together", "[agent][job]") {

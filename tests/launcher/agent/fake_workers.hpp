@@ -130,7 +130,10 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   }
   // A multi-node job's store, when the test gives one (job_store): the agent watches its
   // failure records there.
-  std::shared_ptr<rendezvous::Store> connect_job_store() override { return job_store; }
+  std::shared_ptr<rendezvous::Store> connect_job_store() override {
+    if (connect_job) return connect_job(++job_connects);
+    return job_store;
+  }
   void watch(std::function<void(rendezvous::MembershipChange)> on_change) override {
     std::lock_guard<std::mutex> lock(mu_);
     on_change_ = std::move(on_change);
@@ -161,20 +164,25 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     return blocker;
   }
   [[nodiscard]] std::string run_id() const override { return "fake-run"; }
-  [[nodiscard]] std::string last_change_reason() const override {
+  [[nodiscard]] rendezvous::ChangeReason last_change() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return reason_;
   }
 
   // Reports a membership change as the real handlers do (from "another thread"), with the
-  // reason they give (the store's own error for kStoreLost).
-  void change(rendezvous::MembershipChange change, const std::string& reason = "") {
+  // reason they give (the store's own error and what it means for kStoreLost).
+  void change(rendezvous::MembershipChange change, const std::string& reason = "",
+              PeerLoss loss = PeerLoss::kUnknown) {
     std::lock_guard<std::mutex> lock(mu_);
-    reason_ = reason;
+    reason_ = rendezvous::ChangeReason{reason, loss};
     if (on_change_) on_change_(change);
   }
 
   std::shared_ptr<rendezvous::Store> job_store;  // null: a single-node job
+  // When set: what the n-th connect_job_store() call (from 1) returns instead of job_store (a
+  // job's failure watch connects twice per attempt: to wait, then to publish).
+  std::function<std::shared_ptr<rendezvous::Store>(int n)> connect_job;
+  std::atomic<int> job_connects{0};
   int group_rank = 0;
   int group_world_size = 1;
   std::atomic<int> calls{0};
@@ -194,7 +202,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
  private:
   int nproc_;
   mutable std::mutex mu_;
-  std::string reason_;
+  rendezvous::ChangeReason reason_;
   std::condition_variable cv_;
   std::function<void(rendezvous::MembershipChange)> on_change_;
 };

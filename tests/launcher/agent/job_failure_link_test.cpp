@@ -43,7 +43,7 @@ struct Heard {
       ++calls;
       cv.notify_all();
     };
-    cb.on_store_lost = [this](const std::string& m) {
+    cb.on_store_lost = [this](const std::string& m, ddp::PeerLoss) {
       std::lock_guard<std::mutex> lock(mu);
       store_lost = m;
       ++calls;
@@ -71,7 +71,7 @@ FailureRecord worker_exit(int rank, int code) {
 TEST_CASE("job failure link: one node, or no job store, links nothing", "[job_link]") {
   int connects = 0;
   Heard heard;
-  JobFailureLink link("node0");
+  JobFailureLink link("node0", std::chrono::seconds(15));
   SECTION("one node: its own failures are the job's") {
     link.begin(
         round_of(0, 0, 1),
@@ -99,7 +99,7 @@ TEST_CASE("job failure link: one node, or no job store, links nothing", "[job_li
 
 TEST_CASE("job failure link: an unreachable store is the caller's to report", "[job_link]") {
   Heard heard;
-  JobFailureLink link("node0");
+  JobFailureLink link("node0", std::chrono::seconds(15));
   CHECK_THROWS_AS(link.begin(
                       round_of(0, 0, 2),
                       []() -> std::shared_ptr<ddp::rendezvous::Store> {
@@ -115,8 +115,8 @@ TEST_CASE("job failure link: one node publishes, every node hears the same recor
   const auto connect = [&]() -> std::shared_ptr<ddp::rendezvous::Store> { return store; };
   Heard heard0;
   Heard heard1;
-  JobFailureLink node0("10.0.0.1");
-  JobFailureLink node1("10.0.0.2");
+  JobFailureLink node0("10.0.0.1", std::chrono::seconds(15));
+  JobFailureLink node1("10.0.0.2", std::chrono::seconds(15));
   node0.begin(round_of(3, 0, 2), connect, heard0.callbacks());
   node1.begin(round_of(3, 1, 2), connect, heard1.callbacks());
   REQUIRE(node0.watching());
@@ -162,7 +162,7 @@ TEST_CASE("job failure link: a record from the same node number but another host
           "[job_link]") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
   Heard heard;
-  JobFailureLink link("10.0.0.1");
+  JobFailureLink link("10.0.0.1", std::chrono::seconds(15));
   link.begin(
       round_of(0, 0, 2), [&]() -> std::shared_ptr<ddp::rendezvous::Store> { return store; },
       heard.callbacks());
@@ -180,7 +180,7 @@ TEST_CASE("job failure link: stopped, it calls nobody back and keeps what it kne
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
   const auto connect = [&]() -> std::shared_ptr<ddp::rendezvous::Store> { return store; };
   Heard heard;
-  JobFailureLink link("10.0.0.1");
+  JobFailureLink link("10.0.0.1", std::chrono::seconds(15));
   link.begin(round_of(0, 0, 2), connect, heard.callbacks());
   REQUIRE(link.publish(worker_exit(2, 3)));
   REQUIRE(heard.wait());
