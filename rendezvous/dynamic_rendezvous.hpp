@@ -81,6 +81,9 @@ class DynamicRendezvous final : public RendezvousHandler {
   void shutdown_after_failure() override;
   void interrupt() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
+  [[nodiscard]] RendezvousKind kind() const override {
+    return {true, options_.min_nodes, options_.max_nodes};
+  }
 
   // Unique id of this agent in the records ("<addr>:<pid>:<random>").
   [[nodiscard]] const std::string& node_id() const { return node_id_; }

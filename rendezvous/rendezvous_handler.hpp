@@ -27,6 +27,15 @@ struct RendezvousInfo {
   std::string members;
 };
 
+// What kind of group a rendezvous forms: the agent asks this, never the flags.
+struct RendezvousKind {
+  // Groups re-form when a node is lost or joins (the dynamic rendezvous, on c10d or etcd);
+  // false: the membership is fixed (static, single node), and a lost node ends the job.
+  bool elastic = false;
+  int min_nodes = 1;
+  int max_nodes = 1;
+};
+
 // Why the running group must re-form without it being a worker failure.
 enum class MembershipChange {
   kNodeWaiting,  // a node asked to join after the round closed: restart, no restart spent
@@ -83,6 +92,9 @@ class RendezvousHandler {
   // publishes its ranks' progress there so that all nodes name the same hung rank). Called
   // off the agent's loop; nullptr where the job has no such store (one node).
   virtual std::shared_ptr<Store> connect_job_store() { return nullptr; }
+
+  // What kind of group this rendezvous forms. Default: one node, fixed.
+  [[nodiscard]] virtual RendezvousKind kind() const { return {}; }
 
   // Identifier of the job (TORCHELASTIC_RUN_ID).
   [[nodiscard]] virtual std::string run_id() const = 0;

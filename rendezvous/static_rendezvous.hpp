@@ -55,6 +55,9 @@ class StaticRendezvous final : public RendezvousHandler {
   // Ends the store host's exit barrier wait early.
   void interrupt() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
+  [[nodiscard]] RendezvousKind kind() const override {
+    return {false, options_.nnodes, options_.nnodes};
+  }
   std::shared_ptr<Store> connect_job_store() override;
 
  private:

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
-#include <csignal>
 
 #include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "launcher/agent/attempt_outcome.hpp"
+#include "common/peer_tolerance.hpp"
+#include "launcher/agent/attempt_report.hpp"
 #include "launcher/output/event_names.hpp"
 
 namespace ddp::launcher {
@@ -19,22 +19,48 @@ namespace {
 
 // How long after SIGKILL a worker that is still there is called unkillable (at least).
 constexpr std::chrono::milliseconds kUnkillableGrace{2000};
+// How long a node that published its own failure waits for the record that holds (its own, or
+// an earlier one from another node) before it decides alone: normally a store round trip.
+constexpr std::chrono::milliseconds kRecordWait{10000};
+// How long a worker failure in an elastic job waits for a loss claim: a loss is claimed within
+// a store round trip of a death (about 5 ms, docs/benchmarks.md), and a failure with no loss
+// behind it still reaches every node within 0.3 s of the worker's exit.
+constexpr std::chrono::milliseconds kLossClaimWindow{200};
+// The job watch's own error says how the store was lost (silence or death); the rendezvous
+// watcher's, which comes at about the same moment, waits this long for it.
+constexpr std::chrono::milliseconds kStoreCauseWait{500};
 
 bool ignored_at_start(int sig) {
   struct sigaction current {};
   return ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
 }
 
-const char* change_name(rendezvous::MembershipChange change) {
-  switch (change) {
-    case rendezvous::MembershipChange::kNodeWaiting:
-      return "node_waiting";
-    case rendezvous::MembershipChange::kNodeLost:
-      return "node_lost";
-    case rendezvous::MembershipChange::kStoreLost:
+bool is_failure(EndCause cause) {
+  return cause == EndCause::kWorkerFailed || cause == EndCause::kJobFailed ||
+         cause == EndCause::kFinal;
+}
+
+// The "stopping" event's reason (the health endpoint counts them).
+const char* stop_reason(EndCause cause) {
+  switch (cause) {
+    case EndCause::kClaim:
+    case EndCause::kNodeLost:
+      return "membership";
+    case EndCause::kStoreSilent:
+      return "store_silent";
+    case EndCause::kStoreLost:
+      return "store_lost";
+    case EndCause::kSignal:
+      return "signal";
+    case EndCause::kWorkerFailed:
+    case EndCause::kJobFailed:
+    case EndCause::kFinal:
+      return "failure";
+    case EndCause::kNone:
+    case EndCause::kSucceeded:
       break;
   }
-  return "store_lost";
+  return "other";
 }
 
 }  // namespace
@@ -67,17 +93,37 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       group_(
           io, spawner,
           WorkerGroupOptions{options_.config.stop_timeout, kUnkillableGrace, options_.read_proc}),
-      job_link_(options_.config.local_addr.value_or(options_.host), options_.config.peer_tolerance),
+      job_(options_.config.local_addr.value_or(options_.host), options_.config.peer_tolerance),
+      recovery_(io, options_.config.in_place_recovery, options_.config.recovery_timeout, events,
+                group_,
+                InPlaceRecovery::Hooks{[this](size_t index) { return start_worker(index); },
+                                       [this](size_t index) {
+                                         AttemptInfo attempt{round_.info, round_.attempt,
+                                                             rendezvous_.run_id(),
+                                                             options_.use_agent_store};
+                                         const auto identity = worker_identity(
+                                             options_.config, attempt, static_cast<int>(index));
+                                         return round_notice(identity, round_.attempt).to_message();
+                                       },
+                                       [this](size_t index) { return slots_.at(index).rank; },
+                                       [this] { return state_ == State::kHealthy; }}),
+      hangs_(io,
+             HangResponseOptions{options_.config.hang_timeout,
+                                 env_value(options_.env, env::kEnableFileTimer) == "1",
+                                 env_value(options_.env, env::kTimerFile), options_.run_dir,
+                                 options_.config.stop_timeout, options_.read_proc},
+             events, group_, slots_,
+             HangResponse::Hooks{[this] { end_attempt(EndCause::kWorkerFailed); },
+                                 [this](int rank) { note_failure("hang", rank); },
+                                 [this] { return state_ == State::kHealthy; }}),
       record_timer_(io),
       store_cause_timer_(io),
-      loss_window_timer_(io),
-      hang_timer_(io),
-      recovery_timer_(io) {}
+      loss_window_timer_(io) {}
 
 Agent::~Agent() {
-  if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
-  if (restart_check_thread_.joinable()) restart_check_thread_.join();
-  if (exit_thread_.joinable()) exit_thread_.join();
+  for (auto* thread : {&rendezvous_thread_, &check_thread_, &exit_thread_}) {
+    if (thread->joinable()) thread->join();
+  }
 }
 
 int Agent::run() {
@@ -87,18 +133,12 @@ int Agent::run() {
         "setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); "
         "set it yourself to tune performance");
   }
-  try {
-    start_hang_watch();
-  } catch (const std::exception& e) {
-    DDP_LOG_ERROR(std::string("cannot start hang detection: ") + e.what());
-    return 1;
-  }
   busy_.emplace(io_.get_executor());
-  asio::post(io_, [this] { start_rendezvous(); });
+  asio::post(io_, [this] { start_round(); });
   io_.run();
-  if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
-  if (restart_check_thread_.joinable()) restart_check_thread_.join();
-  if (exit_thread_.joinable()) exit_thread_.join();
+  for (auto* thread : {&rendezvous_thread_, &check_thread_, &exit_thread_}) {
+    if (thread->joinable()) thread->join();
+  }
   return exit_status_;
 }
 
@@ -122,9 +162,10 @@ void Agent::wait_for_signal() {
 
 void Agent::handle_signal(int sig) {
   events_.record(event::kSignal, {{"signal", sig}, {"name", signal_name(sig)}});
+  const std::string name = signal_name(sig);
   if (state_ == State::kExiting) {
     // The workers are gone; only the exit barrier (or closing the rendezvous) is left.
-    DDP_LOG_INFO("received " + signal_name(sig) + " while leaving the rendezvous; exiting now");
+    DDP_LOG_INFO("received " + name + " while leaving the rendezvous; exiting now");
     if (!agent_signal_) {
       agent_signal_ = sig;
       exit_status_ = 128 + sig;
@@ -134,48 +175,39 @@ void Agent::handle_signal(int sig) {
   }
   if (agent_signal_) {
     // A second signal: the user is done waiting for the grace period.
-    DDP_LOG_INFO("received " + signal_name(sig) + " again; killing the workers now (pids " +
-                 running_pids() + ")");
+    DDP_LOG_INFO("received " + name + " again; killing the workers now (pids " +
+                 group_.running_pids() + ")");
     group_.signal_all(SIGKILL);
     return;
   }
   agent_signal_ = sig;
-  int exit_status = 128 + sig;
   switch (state_) {
     case State::kInit:
     case State::kRendezvous:
-      DDP_LOG_INFO("received " + signal_name(sig) + " during rendezvous; shutting down");
+      DDP_LOG_INFO("received " + name + " during rendezvous; shutting down");
       // An in-place re-form keeps workers running through the rendezvous: they go too.
       group_.signal_all(sig);
-      // The rendezvous thread returns (RendezvousClosed) and on_rendezvous* finishes.
+      // The rendezvous thread returns (RendezvousClosed) and on_round* finishes.
       rendezvous_.shutdown_after_failure();
       break;
     case State::kHealthy: {
-      DDP_LOG_INFO("received " + signal_name(sig) + "; forwarding it to the workers (pids " +
-                   running_pids() + ")");
+      DDP_LOG_INFO("received " + name + "; forwarding it to the workers (pids " +
+                   group_.running_pids() + ")");
       // The other nodes' workers would wait for this node's in their collectives: stop them.
       rendezvous::FailureRecord record;
       record.kind = "agent_signal";
       record.signal = sig;
       record.pid = static_cast<int>(::getpid());
-      record.message = signal_name(sig);
+      record.message = name;
       publish_failure(record);
-      begin_stop(sig, StopReason::kSignal, [this, exit_status] { finish(exit_status); });
+      end_attempt(EndCause::kSignal, sig);
       break;
     }
     case State::kStopping:
-      DDP_LOG_INFO("received " + signal_name(sig) +
-                   " while stopping the workers; forwarding it (pids " + running_pids() + ")");
+      DDP_LOG_INFO("received " + name + " while stopping the workers; forwarding it (pids " +
+                   group_.running_pids() + ")");
       group_.signal_all(sig);
-      after_stop_ = [this, exit_status] { finish(exit_status); };
-      stop_reason_ = StopReason::kSignal;
-      if (awaiting_record_) {
-        // The workers are already stopped and this node waits for the failure record before
-        // deciding on a restart: there is nothing left to decide.
-        awaiting_record_ = false;
-        record_timer_.cancel();
-        finish(exit_status);
-      }
+      end_attempt(EndCause::kSignal, sig);
       break;
     case State::kExiting:
     case State::kDone:
@@ -183,48 +215,64 @@ void Agent::handle_signal(int sig) {
   }
 }
 
-std::string Agent::running_pids() const {
-  return group_.running_pids();
-}
+// --- rounds ---
 
-void Agent::start_rendezvous() {
+void Agent::start_round() {
   state_ = State::kRendezvous;
   if (rendezvous_thread_.joinable()) rendezvous_thread_.join();
-  // next_rendezvous() blocks (multi-node rounds take seconds); the loop keeps serving signals.
+  // A round takes seconds, and so may connecting to a store that does not answer: both off
+  // the loop, which keeps serving signals and exits.
   rendezvous_thread_ = std::thread([this] {
     try {
       auto info = rendezvous_.next_rendezvous();
-      asio::post(io_, [this, info] { on_rendezvous(info); });
+      auto connections =
+          connect_job([this] { return rendezvous_.connect_job_store(); }, info.group_world_size);
+      asio::post(io_, [this, info, connections] { on_round(info, connections); });
     } catch (const std::exception& e) {
-      asio::post(io_, [this, message = std::string(e.what())] { on_rendezvous_error(message); });
+      asio::post(io_, [this, message = std::string(e.what())] { on_round_error(message); });
     }
   });
 }
 
-void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
+void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections connections) {
   if (state_ == State::kExiting || state_ == State::kDone) return;
   if (agent_signal_) {
     stop_then_finish(128 + *agent_signal_);
     return;
   }
-  // The same nodes as in the round just before: a re-form that changed nothing. A node whose
-  // last round is older was left out of the rounds between (found lost, then back): a real
-  // change, to it as to the others, who counted it out and in again.
-  const bool same_members = reform_ == Reform::kClaim && !info.members.empty() &&
-                            info.members == members_ && info.round == members_round_ + 1;
-  reform_ = Reform::kNone;
-  members_ = info.members;
-  members_round_ = info.round;
-  if (same_members && !spend_restart_for_same_members()) return;
-  attempt_ = static_cast<int>(info.round);
+  // The same nodes as the round just before, after a claim: nothing changed.
+  const bool same_nodes = round_.reform == Reform::kClaim && !info.members.empty() &&
+                          info.members == round_.members && info.round == round_.members_round + 1;
+  round_.reform = Reform::kNone;
+  round_.members = info.members;
+  round_.members_round = info.round;
+  if (same_nodes) {
+    const std::string why =
+        "the group re-formed after a membership change with the same nodes as before (a "
+        "member's workers failed, or the change was not real)";
+    const Decision d = decide_same_nodes(round_.restarts_spent, options_.config.max_restarts);
+    if (d.action == Decision::Action::kGiveUp) {
+      DDP_LOG_ERROR(why + "; no restart is left (max_restarts " +
+                    std::to_string(options_.config.max_restarts) + "); giving up");
+      events_.record(event::kRendezvousFailed, {{"message", why}});
+      stop_then_finish(1);  // workers kept through an in-place re-form are stopped first
+      return;
+    }
+    round_.restarts_spent = d.restarts_spent;
+    DDP_LOG_WARN(why + "; counting it as restart " + std::to_string(round_.restarts_spent) +
+                 " of " + std::to_string(options_.config.max_restarts));
+    events_.record(event::kRestart,
+                   {{"restarts_spent", round_.restarts_spent}, {"reason", "same_members"}});
+  }
+  round_.attempt = static_cast<int>(info.round);
   events_.record(event::kRendezvous, {{"round", info.round},
                                       {"group_rank", info.group_rank},
                                       {"group_world_size", info.group_world_size},
                                       {"world_size", info.world_size},
                                       {"master_addr", info.master_addr},
                                       {"master_port", info.master_port},
-                                      {"restart_count", attempt_},
-                                      {"restarts_spent", restart_count_}});
+                                      {"restart_count", round_.attempt},
+                                      {"restarts_spent", round_.restarts_spent}});
   DDP_LOG_DEBUG("rendezvous round " + std::to_string(info.round) + ": group rank " +
                 std::to_string(info.group_rank) + " of " + std::to_string(info.group_world_size) +
                 ", world size " + std::to_string(info.world_size) + ", master " + info.master_addr +
@@ -232,34 +280,35 @@ void Agent::on_rendezvous(const rendezvous::RendezvousInfo& info) {
   rendezvous_.watch([this](rendezvous::MembershipChange change) {
     asio::post(io_, [this, change] { on_membership_change(change); });
   });
-  if (recovering_) {
-    resume_workers(info);
+  if (recovery_.under_way()) {
+    logs_.end_attempt();
+    begin_round(info, std::move(connections));
+    for (auto& slot : slots_) slot.rank = info.rank_offset + slot.local_rank;
+    switch (recovery_.resume(static_cast<int64_t>(info.round))) {
+      case InPlaceRecovery::Resumed::kStartFailed:
+        return;  // the attempt ended with the start
+      case InPlaceRecovery::Resumed::kAllFinished:
+        DDP_LOG_INFO("the workers finished while the group re-formed; nothing to resume");
+        finish(0);
+        return;
+      case InPlaceRecovery::Resumed::kRunning:
+        break;
+    }
+    watch_hangs();
     return;
   }
-  spawn_workers(info);
+  ++round_.generation;
+  const auto count = static_cast<size_t>(options_.config.nproc_per_node);
+  slots_.assign(count, WorkerSlot{});
+  // Slot index == local rank, here and in group_, started or not.
+  for (size_t index = 0; index < count; ++index) slots_[index].local_rank = static_cast<int>(index);
+  group_.reset(count);
+  recovery_.reset(count);
+  begin_round(info, std::move(connections));
+  start_workers();
 }
 
-bool Agent::spend_restart_for_same_members() {
-  const std::string why =
-      "the group re-formed after a membership change with the same nodes as before (a "
-      "member's workers failed, or the change was not real)";
-  const auto outcome =
-      decide_attempt(AttemptEnd::kSameMembers, restart_count_, options_.config.max_restarts);
-  if (outcome.action == AttemptOutcome::Action::kGiveUp) {
-    DDP_LOG_ERROR(why + "; no restart is left (max_restarts " +
-                  std::to_string(options_.config.max_restarts) + "); giving up");
-    events_.record(event::kRendezvousFailed, {{"message", why}});
-    stop_then_finish(1);  // workers kept through an in-place re-form are stopped first
-    return false;
-  }
-  restart_count_ = outcome.restarts_spent;
-  DDP_LOG_WARN(why + "; counting it as restart " + std::to_string(restart_count_) + " of " +
-               std::to_string(options_.config.max_restarts));
-  events_.record(event::kRestart, {{"restarts_spent", restart_count_}, {"reason", "same_members"}});
-  return true;
-}
-
-void Agent::on_rendezvous_error(const std::string& message) {
+void Agent::on_round_error(const std::string& message) {
   if (agent_signal_) {
     stop_then_finish(128 + *agent_signal_);
     return;
@@ -269,124 +318,77 @@ void Agent::on_rendezvous_error(const std::string& message) {
   stop_then_finish(1);
 }
 
-void Agent::on_membership_change(rendezvous::MembershipChange change) {
-  events_.record(event::kMembershipChange, {{"change", change_name(change)}});
-  if (change == rendezvous::MembershipChange::kStoreLost) {
-    // The watcher's own error ("receive failed: Connection timed out") says silence or death.
-    const rendezvous::ChangeReason reason = rendezvous_.last_change();
-    std::string watcher = "the rendezvous watcher lost its connection";
-    if (!reason.text.empty()) watcher += ": " + reason.text;
-    if (!job_link_.watching()) {
-      on_store_lost(watcher, reason.loss);
-      return;
+void Agent::begin_round(const rendezvous::RendezvousInfo& info, JobConnections connections) {
+  round_.info = info;
+  ending_ = Ending{};
+  record_timer_.cancel();
+  loss_window_timer_.cancel();
+  // Watching (and able to publish) before any worker runs: a start failure is a failure too.
+  rendezvous::FailureWatchCallbacks callbacks;
+  callbacks.on_failure = [this, generation = round_.generation](const auto& record) {
+    asio::post(io_, [this, generation, record] { on_job_record(generation, record); });
+  };
+  callbacks.on_store_lost = [this, generation = round_.generation](const std::string& message,
+                                                                   PeerLoss loss) {
+    asio::post(io_, [this, generation, message, loss] {
+      if (generation == round_.generation) on_store_lost(message, loss);
+    });
+  };
+  if (!rendezvous_.kind().elastic) {
+    // No heartbeats to name a silent peer, but a stalled WAIT slice shows the store was.
+    callbacks.on_store_stall = [store = info.master_addr + ":" + std::to_string(info.master_port)](
+                                   rendezvous::Duration late) {
+      const rendezvous::Duration tenths((late.count() + 50) / 100 * 100);
+      DDP_LOG_WARN("the store at " + store + " was silent for at least " + tolerance_text(tenths) +
+                   " and came back (a network blip, or this node was paused); the workers ran on");
+    };
+  }
+  if (!connections.error.empty()) {
+    DDP_LOG_WARN("this node cannot watch the job's failure record (" + connections.error +
+                 "): failures elsewhere reach it through its rendezvous only");
+  }
+  job_.begin(info, std::move(connections), std::move(callbacks));
+  // The attempt number workers see is the round, not restarts spent: every node of a round
+  // agrees on it, so /worker/attempt_<n> keys are never shared by two different groups.
+  if (options_.set_worker_namespace) {
+    try {
+      options_.set_worker_namespace(env::kWorkerPrefixBase + std::to_string(round_.attempt) + "/");
+    } catch (const Error& e) {
+      // The workers' PyTorch clients will be refused; they fail and the job restarts.
+      DDP_LOG_WARN(std::string("could not declare the workers' store namespace: ") + e.what());
     }
-    // The job watch's connection fails the same way at about the same moment, and its error
-    // says how; a death still reaches it at once, so this adds nothing to one.
-    store_cause_timer_.expires_after(std::chrono::milliseconds(500));
-    store_cause_timer_.async_wait(
-        [this, watcher, loss = reason.loss](boost::system::error_code ec) {
-          if (!ec) on_store_lost(watcher, loss);
-        });
-    return;
   }
-  if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
-  if (change == rendezvous::MembershipChange::kNodeLost) note_failure("node_lost", -1);
-  if (loss_window_open_ && change == rendezvous::MembershipChange::kNodeLost) {
-    // The worker failure just before was the lost node's doing: re-form, spend nothing.
-    loss_window_open_ = false;
-    loss_window_timer_.cancel();
-    const auto first = static_cast<std::ptrdiff_t>(std::min(loss_window_first_, failures_.size()));
-    if (first < static_cast<std::ptrdiff_t>(failures_.size())) {
-      const auto& failure = failures_[static_cast<size_t>(first)];
-      DDP_LOG_WARN("rank " + std::to_string(failure.rank) + " failed (" +
-                   failure.status.describe() +
-                   ") just before another node was found lost: taken for the loss's doing, no "
-                   "restart spent");
-      events_.record(event::kFailureFromLoss, {{"rank", failure.rank}});
-    }
-    failures_.erase(failures_.begin() + first, failures_.end());
-  }
-  if (can_recover_in_place()) {
-    recover_in_place(change_name(change));
-    return;
-  }
-  DDP_LOG_INFO(std::string("membership changed (") + change_name(change) +
-               "); restarting the workers without spending a restart (pids " + running_pids() +
-               ")");
-  const Reform reform =
-      change == rendezvous::MembershipChange::kNodeLost ? Reform::kLoss : Reform::kClaim;
-  begin_stop(SIGTERM, StopReason::kMembership, [this, reform] {
-    reform_ = reform;
-    start_rendezvous();
-  });
-}
-
-void Agent::spawn_workers(const rendezvous::RendezvousInfo& info) {
-  ++generation_;
-  workers_.clear();
-  workers_.resize(static_cast<size_t>(options_.config.nproc_per_node));
-  group_.reset(workers_.size());
-  begin_round(info);
-  // Slot index == local rank, here and in group_, started or not.
-  for (size_t index = 0; index < workers_.size(); ++index) {
-    workers_[index].local_rank = static_cast<int>(index);
-  }
-  for (size_t index = 0; index < workers_.size(); ++index) {
-    if (!spawn_slot(index)) return;
-  }
-  events_.record(event::kWorkersStarted,
-                 {{"count", workers_.size()}, {"restart_count", attempt_}, {"round", info.round}});
-  watch_hangs();
-}
-
-void Agent::watch_hangs() {
-  if (!hang_) return;
-  std::vector<std::pair<int, int>> rank_pids;
-  for (const auto& slot : workers_) rank_pids.emplace_back(slot.rank, group_.pid(slot.local_rank));
-  hang_->begin_attempt([this] { return rendezvous_.connect_job_store(); }, info_.round,
-                       info_.group_rank, info_.group_world_size, rank_pids);
-}
-
-void Agent::begin_round(const rendezvous::RendezvousInfo& info) {
-  // Watching (and able to publish) before any worker runs: a spawn failure is a failure too.
-  start_job_watch(info);
-  failures_.clear();
-  failure_noted_ = false;
-  restart_blocker_.reset();
-  stop_signal_sent_ = 0;
-  declare_worker_namespace();
-  const auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_));
+  const auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(round_.attempt));
   logs_.begin_attempt(options_.config.nproc_per_node, info.rank_offset,
                       options_.write_log_files ? std::optional(attempt_dir) : std::nullopt);
   state_ = State::kHealthy;
 }
 
-void Agent::declare_worker_namespace() {
-  // The attempt number workers see is the rendezvous round, not restarts spent: every node
-  // of a round agrees on it (a membership change re-forms the group on all nodes while only
-  // the failing node spends a restart), so /worker/attempt_<n> keys are never shared by two
-  // different groups. On one node it equals the restarts spent.
-  if (!options_.set_worker_namespace) return;
-  try {
-    options_.set_worker_namespace(env::kWorkerPrefixBase + std::to_string(attempt_) + "/");
-  } catch (const Error& e) {
-    // The workers' PyTorch clients will be refused; they fail and the job restarts.
-    DDP_LOG_WARN(std::string("could not declare the workers' store namespace: ") + e.what());
+void Agent::start_workers() {
+  for (size_t index = 0; index < slots_.size(); ++index) {
+    if (!start_worker(index)) return;
   }
+  events_.record(
+      event::kWorkersStarted,
+      {{"count", slots_.size()}, {"restart_count", round_.attempt}, {"round", round_.info.round}});
+  watch_hangs();
 }
 
-bool Agent::spawn_slot(size_t index) {
+void Agent::watch_hangs() {
+  hangs_.begin([this] { return rendezvous_.connect_job_store(); }, round_.info.round,
+               round_.info.group_rank, round_.info.group_world_size);
+}
+
+bool Agent::start_worker(size_t index) {
   const auto& config = options_.config;
-  auto attempt_dir = options_.run_dir / ("attempt_" + std::to_string(attempt_));
-  AttemptInfo attempt{info_, attempt_, rendezvous_.run_id(), options_.use_agent_store};
-  auto& slot = workers_[index];
-  slot.rank = info_.rank_offset + slot.local_rank;
-  slot.hello = false;
-  slot.respawn_on_exit = false;
+  AttemptInfo attempt{round_.info, round_.attempt, rendezvous_.run_id(), options_.use_agent_store};
+  auto& slot = slots_[index];
+  slot.rank = round_.info.rank_offset + slot.local_rank;
   slot.hang.clear();
   slot.culprit = false;
   slot.dumping = false;
-  auto rank_dir = attempt_dir / std::to_string(slot.local_rank);
+  const auto rank_dir = options_.run_dir / ("attempt_" + std::to_string(round_.attempt)) /
+                        std::to_string(slot.local_rank);
   std::filesystem::create_directories(rank_dir);
   slot.error_file = (rank_dir / "error.json").string();
   std::filesystem::remove(slot.error_file);
@@ -396,21 +398,18 @@ bool Agent::spawn_slot(size_t index) {
   spec.argv = build_worker_argv(config, options_.env, slot.local_rank);
   spec.env = build_worker_env(config, options_.env, attempt, slot.local_rank, slot.error_file);
   if (index < options_.bindings.size()) spec.binding = options_.bindings[index];
-  if (hang_) {
-    for (auto& var : hang_->worker_env()) spec.env.push_back(var);
-  }
-  slot.link.reset();
-  if (config.in_place_recovery) {
-    slot.link = std::make_unique<RecoveryLink>(
-        io_, [this, index, generation = generation_](const recovery::Message& message) {
-          if (generation != generation_ || index >= workers_.size()) return;
-          on_worker_message(index, message);
-        });
-    spec.channel_fd = slot.link->child_fd();
+  for (auto& var : hangs_.worker_env()) spec.env.push_back(var);
+  spec.channel_fd = recovery_.open_channel(
+      index, [this, index, generation = round_.generation](const recovery::Message& message) {
+        if (generation == round_.generation && index < slots_.size()) {
+          recovery_.on_message(index, message);
+        }
+      });
+  if (spec.channel_fd >= 0) {
     spec.env.push_back(std::string(recovery::kEnvFd) + "=" + std::to_string(recovery::kChildFd));
   }
   WorkerCallbacks callbacks;
-  int local_rank = slot.local_rank;
+  const int local_rank = slot.local_rank;
   callbacks.ready_for_output = [this, local_rank](int stream) {
     return logs_.ready(local_rank, stream);
   };
@@ -427,159 +426,160 @@ bool Agent::spawn_slot(size_t index) {
     rendezvous::FailureRecord record;
     record.rank = slot.rank;
     record.local_rank = slot.local_rank;
-    record.exit_code = 127;
+    record.exit_code = 127;  // what a shell reports for a command it could not run
     record.message = e.what();
     record.final = true;  // this node ends here: the others must not wait for it
     publish_failure(record);
     note_failure("spawn", slot.rank);
-    // 127: what a shell reports for a command it could not run.
-    begin_stop(SIGTERM, StopReason::kFailure, [this] { finish(127); });
+    ending_.exit_after_stop = 127;
+    end_attempt(EndCause::kFinal);
     return false;
   }
-  if (slot.link) slot.link->close_child_end();
+  recovery_.worker_started(index);
   events_.record(event::kWorkerStart, {{"rank", slot.rank},
                                        {"local_rank", slot.local_rank},
                                        {"pid", pid},
-                                       {"restart_count", attempt_}});
+                                       {"restart_count", round_.attempt}});
   DDP_LOG_DEBUG("started rank " + std::to_string(slot.rank) + " (local_rank " +
                 std::to_string(slot.local_rank) + ") as pid " + std::to_string(pid));
   return true;
 }
 
-namespace {
-// How long a worker failure in an elastic job waits for a loss claim (see loss_window_timer_):
-// a loss is claimed within a store round trip of a death (survivors of a killed agent hear of
-// it in about 5 ms, docs/benchmarks.md), so this is ample, and it keeps a failure with no
-// loss behind it under issue 27's 0.3 s from a killed worker to every survivor.
-constexpr std::chrono::milliseconds kLossClaimWindow{200};
-}  // namespace
+// --- what happens while an attempt runs ---
 
 void Agent::on_worker_exit(size_t index, ExitStatus status) {
-  auto& slot = workers_.at(index);
+  const auto& slot = slots_.at(index);
   const int pid = group_.pid(index);
   logs_.flush(slot.local_rank);
-  if (hang_) hang_->worker_exited(pid);
+  hangs_.worker_exited(pid);
   events_.record(event::kWorkerExit, {{"rank", slot.rank},
                                       {"local_rank", slot.local_rank},
                                       {"pid", pid},
                                       {"exit_code", status.exit_code},
                                       {"signal", status.signal},
-                                      {"restart_count", attempt_}});
+                                      {"restart_count", round_.attempt}});
   DDP_LOG_DEBUG("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(pid) +
                 ") exited: " + status.describe());
-  if (replace_in_new_round(index, status)) return;
+  switch (recovery_.on_exit(index, status, state_ == State::kHealthy, round_.attempt)) {
+    case InPlaceRecovery::ExitMeaning::kFinished:
+    case InPlaceRecovery::ExitMeaning::kReplacedLater:
+      return;
+    case InPlaceRecovery::ExitMeaning::kReplacedNow:
+      if (start_worker(index)) watch_hangs();
+      return;
+    case InPlaceRecovery::ExitMeaning::kNone:
+      break;
+  }
   if (state_ == State::kHealthy) {
     if (!status.success()) {
-      note_failure(!slot.hang.empty() ? "hang" : status.signal != 0 ? "signal" : "exit", slot.rank);
-      record_failure(slot, status, /*must_report=*/true);
-      if (loss_window_open_) return;  // the first failure's window decides for both
-      loss_window_first_ = failures_.size() - 1;
-      const bool elastic = options_.config.rdzv_backend.value_or("") == "c10d";
-      if (elastic && info_.group_world_size > 1 && slot.hang.empty() && !can_recover_in_place()) {
-        loss_window_open_ = true;
-        loss_window_timer_.expires_after(kLossClaimWindow);
-        loss_window_timer_.async_wait([this](boost::system::error_code ec) {
-          if (ec || !loss_window_open_) return;
-          loss_window_open_ = false;
-          if (state_ == State::kHealthy) act_on_worker_failure();
-        });
-        return;
-      }
-      act_on_worker_failure();
+      on_worker_failed(index, status);
     } else if (group_.running_count() == 0) {
-      state_ = State::kStopping;
-      after_stop_ = [this] { finish(0); };
-      complete_stop();
+      end_attempt(EndCause::kSucceeded);
     }
     return;
   }
-  if (state_ == State::kStopping) {
-    if (!status.success()) record_failure(slot, status, /*must_report=*/false);
-    if (group_.running_count() == 0) complete_stop();
+  if (state_ != State::kStopping) return;
+  if (!status.success()) {
+    auto failure = assemble_failure(slot, pid, status, logs_.stderr_tail(slot.local_rank));
+    if (failed_on_its_own(failure, ending_.stop_signal)) ending_.failures.push_back(failure);
   }
+  if (group_.running_count() == 0) on_stopped();
 }
 
-void Agent::act_on_worker_failure() {
-  // The first failure of this attempt's window is the one published (the root cause).
-  const auto& failure = failures_.at(std::min(loss_window_first_, failures_.size() - 1));
-  const auto it = std::find_if(workers_.begin(), workers_.end(), [&](const auto& s) {
-    return group_.pid(s.local_rank) == failure.pid;
-  });
-  if (it != workers_.end()) publish_failure(worker_record(*it, failure.status));
-  // Other hung ranks still printing their stacks are not cut short: the dump grace
-  // (hang_timer_) or the last of them to exit stops the group.
-  const bool dumps_pending = std::any_of(workers_.begin(), workers_.end(), [this](const auto& s) {
-    return group_.running(s.local_rank) && s.dumping;
-  });
-  if (!dumps_pending) begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
-}
-
-void Agent::record_failure(const WorkerSlot& slot, ExitStatus status, bool must_report) {
-  WorkerFailure failure;
-  failure.rank = slot.rank;
-  failure.local_rank = slot.local_rank;
-  failure.pid = group_.pid(slot.local_rank);
-  failure.status = status;
-  failure.observed = std::chrono::system_clock::now();
-  failure.error_file = slot.error_file;
-  failure.error = read_error_file(slot.error_file);
-  failure.hang = slot.hang;
-  failure.culprit = slot.culprit;
-  if (status.signal != 0) failure.output_tail = logs_.stderr_tail(slot.local_rank);
-  if (!failure.error && slot.culprit) {
-    // A hung worker rarely records why it died: the agent does, so the error file (and
-    // tools that read it) say "hang" with the stack it printed.
-    std::string stack;
-    for (const auto& line : failure.output_tail) stack += line + "\n";
-    if (write_error_file(slot.error_file, "hang: " + slot.hang, stack)) {
-      failure.error = read_error_file(slot.error_file);
-      failure.output_tail.clear();  // it is the error file's traceback now
-    }
-  }
-  // While stopping, a worker dying of the signal we sent (or SIGKILL after the grace
-  // period) did not fail on its own; anything else did, and belongs in the summary.
-  int sent = stop_signal_sent_;
-  bool our_signal = status.signal == sent || status.signal == SIGKILL ||
-                    (status.signal == 0 && status.exit_code == 128 + sent);
-  if (must_report || failure.error || !our_signal || !failure.hang.empty()) {
-    failures_.push_back(std::move(failure));
-  }
-}
-
-void Agent::note_failure(const std::string& kind, int rank) {
-  if (failure_noted_) return;
-  failure_noted_ = true;
-  events_.record(event::kFailure, {{"kind", kind}, {"rank", rank}, {"restart_count", attempt_}});
-}
-
-void Agent::begin_stop(int sig, StopReason reason, std::function<void()> then) {
-  const char* reason_name = reason == StopReason::kFailure       ? "failure"
-                            : reason == StopReason::kSignal      ? "signal"
-                            : reason == StopReason::kMembership  ? "membership"
-                            : reason == StopReason::kStoreSilent ? "store_silent"
-                            : reason == StopReason::kStoreLost   ? "store_lost"
-                                                                 : "other";
-  events_.record(event::kStopping,
-                 {{"reason", reason_name}, {"signal", sig}, {"pids", running_pids()}});
-  state_ = State::kStopping;
-  stop_reason_ = reason;
-  if (hang_) hang_->end_attempt();
-  hang_timer_.cancel();
-  after_stop_ = std::move(then);
-  stop_signal_sent_ = sig;
-  group_.stop(sig, [this](const std::vector<UnkillableWorker>& gone) { on_unkillable(gone); });
-  if (group_.running_count() == 0) {
-    asio::post(io_, [this, generation = generation_] {
-      if (generation == generation_ && state_ == State::kStopping && group_.running_count() == 0) {
-        complete_stop();
-      }
+void Agent::on_worker_failed(size_t index, ExitStatus status) {
+  const auto& slot = slots_.at(index);
+  note_failure(!slot.hang.empty() ? "hang" : status.signal != 0 ? "signal" : "exit", slot.rank);
+  ending_.failures.push_back(
+      assemble_failure(slot, group_.pid(index), status, logs_.stderr_tail(slot.local_rank)));
+  if (ending_.loss_window) return;  // the first failure's window decides for both
+  ending_.window_first = ending_.failures.size() - 1;
+  // A peer's death often kills a worker here (its collective's connection resets) a moment
+  // before that node's loss claim arrives: an elastic job's failure waits that long, and a
+  // loss claim meanwhile makes it a re-form that spends no restart.
+  const bool wait_for_loss = rendezvous_.kind().elastic && round_.info.group_world_size > 1 &&
+                             slot.hang.empty() && !recovery_.enabled();
+  if (wait_for_loss) {
+    ending_.loss_window = true;
+    loss_window_timer_.expires_after(kLossClaimWindow);
+    loss_window_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || !ending_.loss_window) return;
+      ending_.loss_window = false;
+      if (state_ == State::kHealthy) act_on_failure();
     });
+    return;
   }
+  act_on_failure();
+}
+
+void Agent::act_on_failure() {
+  // The first failure of the window is the one published: the root cause.
+  const auto& failure =
+      ending_.failures.at(std::min(ending_.window_first, ending_.failures.size() - 1));
+  rendezvous::FailureRecord record;
+  record.kind = failure.hang.empty() ? "worker" : "hang";
+  record.rank = failure.rank;
+  record.local_rank = failure.local_rank;
+  record.pid = failure.pid;
+  record.exit_code = failure.status.exit_code;
+  record.signal = failure.status.signal;
+  if (failure.error) {
+    record.message = failure.error->message;
+    record.traceback = failure.error->traceback;
+  }
+  if (record.message.empty() && !failure.hang.empty()) record.message = "hang: " + failure.hang;
+  publish_failure(record);
+  // Other hung ranks still printing their stacks are not cut short: the dump grace or the
+  // last of them to exit stops the group.
+  if (!hangs_.dumps_pending()) end_attempt(EndCause::kWorkerFailed);
+}
+
+void Agent::on_membership_change(rendezvous::MembershipChange change) {
+  using rendezvous::MembershipChange;
+  const EndCause cause = change == MembershipChange::kNodeLost      ? EndCause::kNodeLost
+                         : change == MembershipChange::kNodeWaiting ? EndCause::kClaim
+                                                                    : EndCause::kStoreLost;
+  events_.record(event::kMembershipChange, {{"change", end_cause_name(cause)}});
+  if (change == MembershipChange::kStoreLost) {
+    // The watcher's own error ("receive failed: Connection timed out") says silence or death.
+    const rendezvous::ChangeReason reason = rendezvous_.last_change();
+    std::string watcher = "the rendezvous watcher lost its connection";
+    if (!reason.text.empty()) watcher += ": " + reason.text;
+    if (!job_.watching()) {
+      on_store_lost(watcher, reason.loss);
+      return;
+    }
+    // The job watch's connection fails the same way at about the same moment, and its error
+    // says how; a death still reaches it at once, so this adds nothing to one.
+    store_cause_timer_.expires_after(kStoreCauseWait);
+    store_cause_timer_.async_wait(
+        [this, watcher, loss = reason.loss](boost::system::error_code ec) {
+          if (!ec) on_store_lost(watcher, loss);
+        });
+    return;
+  }
+  if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
+  if (cause == EndCause::kNodeLost) note_failure("node_lost", -1);
+  if (ending_.loss_window && cause == EndCause::kNodeLost) {
+    // The worker failure just before was the lost node's doing: re-form, spend nothing.
+    ending_.loss_window = false;
+    loss_window_timer_.cancel();
+    auto& failures = ending_.failures;
+    const auto first = std::min(ending_.window_first, failures.size());
+    if (first < failures.size()) {
+      DDP_LOG_WARN("rank " + std::to_string(failures[first].rank) + " failed (" +
+                   failures[first].status.describe() +
+                   ") just before another node was found lost: taken for the loss's doing, no "
+                   "restart spent");
+      events_.record(event::kFailureFromLoss, {{"rank", failures[first].rank}});
+    }
+    failures.erase(failures.begin() + static_cast<std::ptrdiff_t>(first), failures.end());
+  }
+  end_attempt(cause);
 }
 
 void Agent::on_unkillable(const std::vector<UnkillableWorker>& gone) {
   for (const auto& worker : gone) {
-    auto& slot = workers_.at(worker.index);
+    auto& slot = slots_.at(worker.index);
     const auto& status = worker.status;
     DDP_LOG_ERROR("rank " + std::to_string(slot.rank) + " (pid " + std::to_string(worker.pid) +
                   ") is unkillable: still there after SIGKILL" +
@@ -593,18 +593,184 @@ void Agent::on_unkillable(const std::vector<UnkillableWorker>& gone) {
     // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
     if (slot.hang.empty()) slot.hang = "unkillable: still there after SIGKILL";
     note_failure("unkillable", slot.rank);
-    record_failure(slot, ExitStatus{0, SIGKILL}, /*must_report=*/true);
-    auto record = worker_record(slot, ExitStatus{0, SIGKILL});
+    const ExitStatus killed{0, SIGKILL};
+    ending_.failures.push_back(assemble_failure(slot, worker.pid, killed, {}));
+    rendezvous::FailureRecord record;
     record.kind = "unkillable";
+    record.rank = slot.rank;
+    record.local_rank = slot.local_rank;
+    record.pid = worker.pid;
+    record.signal = SIGKILL;
     record.message = slot.hang;
     publish_failure(record);
+    ending_.cause = graver(ending_.cause, EndCause::kWorkerFailed);
   }
-  if (group_.running_count() == 0) complete_stop();
+  if (group_.running_count() == 0) on_stopped();
 }
 
-void Agent::complete_stop() {
+void Agent::on_job_record(uint64_t generation, const rendezvous::FailureRecord& record) {
+  if (generation != round_.generation || job_.failure()) return;
+  // Kept workers keep the generation through an in-place re-form; the round tells a record
+  // of the round left behind (posted just before its watch stopped) from a current one.
+  if (options_.config.in_place_recovery && record.attempt != round_.info.round) return;
+  if (state_ == State::kExiting) {
+    if (exit_status_ == 0 && record.is_failure()) job_failed_after_finish(record);
+    return;
+  }
+  if (!record.is_failure()) {
+    // The store host finished and leaves: this node's workers run on, on their own.
+    round_.store_leaving = true;
+    round_.store_gone = true;  // its exit barrier is over: there is nothing left to leave
+    events_.record(event::kStoreLeaving, {{"node", record.group_rank}});
+    DDP_LOG_WARN("node " + std::to_string(record.group_rank) + " (" + record.host +
+                 "), which hosts the store, finished and is leaving; this node's workers run "
+                 "on, but failures are no longer shared between nodes");
+    if (ending_.awaiting_record) {
+      ending_.awaiting_record = false;
+      record_timer_.cancel();
+      decide_now();
+    }
+    return;
+  }
+  job_.hold(record);
+  events_.record(event::kJobFailure, {{"kind", record.kind},
+                                      {"node", record.group_rank},
+                                      {"rank", record.rank},
+                                      {"exit_code", record.exit_code},
+                                      {"signal", record.signal},
+                                      {"mine", job_.is_mine(record)}});
+  if (ending_.awaiting_record) {
+    ending_.awaiting_record = false;
+    record_timer_.cancel();
+    decide_now();
+    return;
+  }
+  if (job_.is_mine(record)) return;  // this node is stopping for it already
+  if (record.kind == "node_lost" && record.group_rank == round_.info.group_rank) {
+    DDP_LOG_ERROR(
+        "the store lost this node's own connection (a network outage longer than the peer "
+        "tolerance, --peer_tolerance " +
+        tolerance_text(options_.config.peer_tolerance) + "): to the other nodes this node is gone");
+  }
+  const bool reforming = state_ == State::kStopping && !is_failure(ending_.cause) &&
+                         ending_.cause != EndCause::kSignal;
+  if (state_ == State::kHealthy || reforming) {
+    note_failure(record.kind == "worker" ? (record.signal != 0 ? "signal" : "exit") : record.kind,
+                 record.rank);
+  }
+  const EndCause cause = record.restartable() ? EndCause::kJobFailed : EndCause::kFinal;
+  if (state_ == State::kHealthy) {
+    Situation s = situation();
+    s.cause = cause;
+    if (decide(s).action != Decision::Action::kReformInPlace) {
+      DDP_LOG_ERROR("the job failed on another node: " + record.describe() +
+                    "; stopping this node's workers (pids " + group_.running_pids() + ")");
+    }
+  }
+  end_attempt(cause);
+}
+
+void Agent::job_failed_after_finish(const rendezvous::FailureRecord& record) {
+  // An elastic job with a restart left goes on without this node: not a failure of the job.
+  const bool final = !rendezvous_.kind().elastic || !record.restartable() ||
+                     round_.restarts_spent >= options_.config.max_restarts;
+  if (!final) return;
+  job_.hold(record);
+  exit_status_ = record.shell_status();
+  events_.record(event::kJobFailure, {{"kind", record.kind},
+                                      {"node", record.group_rank},
+                                      {"rank", record.rank},
+                                      {"exit_code", record.exit_code},
+                                      {"signal", record.signal},
+                                      {"mine", false}});
+  DDP_LOG_ERROR(
+      "the job failed on another node after this node's workers finished: " + record.describe() +
+      "; this node exits " + std::to_string(exit_status_) + " once the other nodes are out");
+}
+
+void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
+  if (job_.failure() || state_ == State::kExiting || state_ == State::kDone) return;
+  if (round_.store_leaving) return;  // announced: not a failure
+  // Already joining again after the store's silence: the other watches' errors say the same.
+  if (state_ == State::kStopping && ending_.cause == EndCause::kStoreSilent) return;
+  store_cause_timer_.cancel();
+  const std::string store = store_loss_text(loss, options_.config.peer_tolerance);
+  const bool silent = loss == PeerLoss::kSilence;
+  const bool reforming = state_ == State::kStopping && (ending_.cause == EndCause::kClaim ||
+                                                        ending_.cause == EndCause::kNodeLost);
+  // Silence is not a death: in an elastic job the store host may well be alive and this node
+  // the one cut off. It comes back as a joining node (the others re-formed without it), and
+  // only a store that stays unreachable for the join timeout ends it.
+  if (silent && rendezvous_.kind().elastic && !ending_.awaiting_record &&
+      (state_ == State::kHealthy || reforming)) {
+    DDP_LOG_WARN("lost " + store + " (" + message +
+                 "): this node was cut off, or the store host was; stopping this node's "
+                 "workers (pids " +
+                 group_.running_pids() + ") and joining the job again as a new node");
+    events_.record(event::kStoreSilent, {{"message", message}});
+    end_attempt(EndCause::kStoreSilent);
+    return;
+  }
+  if (ending_.awaiting_record) {
+    round_.store_gone = true;
+    ending_.awaiting_record = false;
+    record_timer_.cancel();
+    decide_now();
+    return;
+  }
+  if (state_ != State::kHealthy && !reforming) return;
+  // Static and silent: the store dropped this node's connections too, so to the other nodes
+  // this node is gone, and a static job cannot replace a node: the job failed everywhere.
+  round_.store_gone = true;
+  if (state_ == State::kHealthy) note_failure("store_lost", -1);
+  DDP_LOG_ERROR("lost " + store + " (" + message + "): " + store_loss_advice(silent) +
+                (state_ == State::kHealthy
+                     ? "; stopping this node's workers (pids " + group_.running_pids() + ")"
+                     : std::string()));
+  events_.record(event::kStoreLost, {{"message", message}});
+  end_attempt(EndCause::kStoreLost);
+}
+
+// --- the end of an attempt ---
+
+void Agent::end_attempt(EndCause cause, int stop_signal) {
+  if (state_ == State::kStopping) {
+    ending_.cause = graver(ending_.cause, cause);
+    // Waiting for the record or the restart check: what just arrived may settle it.
+    if (ending_.workers_gone) decide_now();
+    return;
+  }
+  if (state_ != State::kHealthy) return;
+  ending_.cause = cause;
+  if (const Decision early = decide(situation());
+      early.action == Decision::Action::kReformInPlace) {
+    apply(early);
+    return;
+  }
+  if (cause == EndCause::kClaim || cause == EndCause::kNodeLost) {
+    DDP_LOG_INFO(std::string("membership changed (") + end_cause_name(cause) +
+                 "); restarting the workers without spending a restart (pids " +
+                 group_.running_pids() + ")");
+  }
+  state_ = State::kStopping;
+  ending_.stop_signal = stop_signal;
+  hangs_.end();
+  if (group_.running_count() == 0) {
+    on_stopped();
+    return;
+  }
+  events_.record(
+      event::kStopping,
+      {{"reason", stop_reason(cause)}, {"signal", stop_signal}, {"pids", group_.running_pids()}});
+  group_.stop(stop_signal,
+              [this](const std::vector<UnkillableWorker>& gone) { on_unkillable(gone); });
+}
+
+void Agent::on_stopped() {
+  if (ending_.workers_gone || state_ != State::kStopping) return;
+  ending_.workers_gone = true;
   group_.cancel_stop();
-  events_.record(event::kWorkersStopped, {{"restart_count", attempt_}});
+  events_.record(event::kWorkersStopped, {{"restart_count", round_.attempt}});
   group_.release_all();
   if (const auto escaped = group_.stop_escaped(); !escaped.empty()) {
     std::string list;
@@ -613,122 +779,173 @@ void Agent::complete_stop() {
                  " process(es) the workers had started outside their process groups (setsid, "
                  "daemons), which would have outlived the job: " +
                  list);
-    events_.record(event::kEscapedKilled, {{"processes", escaped}, {"restart_count", attempt_}});
+    events_.record(event::kEscapedKilled,
+                   {{"processes", escaped}, {"restart_count", round_.attempt}});
   }
   logs_.end_attempt();
-  auto then = std::move(after_stop_);
-  after_stop_ = nullptr;
-  if (then) then();
-}
-
-void Agent::decide_after_failure() {
-  if (agent_signal_) {
-    // A signal came after the workers were stopped (while the failure record or the restart
-    // check was awaited): the user ends the job, so no restart is spent.
-    finish(128 + *agent_signal_);
+  if (ending_.exit_after_stop) {
+    finish(*ending_.exit_after_stop);
     return;
   }
-  const auto& record = job_link_.failure();
-  const auto end = record && !record->restartable() ? AttemptEnd::kNodeGone
-                   : record                         ? AttemptEnd::kJobFailure
-                                                    : AttemptEnd::kWorkerFailure;
-  const auto max = options_.config.max_restarts;
-  if (!restart_blocker_ && info_.group_world_size > 1 && !store_lost_ &&
-      decide_attempt(end, restart_count_, max).action == AttemptOutcome::Action::kRestart) {
+  if (is_failure(ending_.cause) && job_.watching() && job_.published() && !job_.failure()) {
+    // The record that holds (ours, or another node's a moment earlier) is a round trip away:
+    // every node must decide from the same one.
+    ending_.awaiting_record = true;
+    record_timer_.expires_after(kRecordWait);
+    record_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || !ending_.awaiting_record) return;
+      ending_.awaiting_record = false;
+      DDP_LOG_WARN("the job-wide failure record did not arrive; deciding from this node alone");
+      decide_now();
+    });
+    return;
+  }
+  decide_now();
+}
+
+Situation Agent::situation() const {
+  Situation s;
+  s.cause = ending_.cause;
+  // Another node's record settles what this node's failure is: restartable or not.
+  if (is_failure(s.cause) && job_.failure()) {
+    s.cause = job_.failure()->restartable() ? EndCause::kJobFailed : EndCause::kFinal;
+  }
+  s.elastic = rendezvous_.kind().elastic;
+  s.in_place = recovery_.enabled() && state_ == State::kHealthy && group_.running_count() > 0;
+  s.restarts_spent = round_.restarts_spent;
+  s.max_restarts = options_.config.max_restarts;
+  s.job_can_restart = ending_.blocker.value_or("").empty();
+  return s;
+}
+
+void Agent::decide_now() {
+  if (ending_.awaiting_record || state_ != State::kStopping) return;
+  const Decision d = decide(situation());
+  if (d.action == Decision::Action::kRestart && !ending_.blocker &&
+      round_.info.group_world_size > 1 && !round_.store_gone) {
     // A restart is left by the count; whether the job can still take one is the rendezvous's
     // to say (a static node that finished never comes back), and asking takes the store.
-    ask_restart_blocker();
+    if (check_thread_.joinable()) check_thread_.join();
+    check_thread_ = std::thread([this, generation = round_.generation] {
+      std::string blocker;
+      try {
+        blocker = rendezvous_.restart_blocker();
+      } catch (const std::exception& e) {
+        // The store did not answer: the restart's rendezvous will say what is wrong.
+        DDP_LOG_DEBUG(std::string("could not ask whether the job can restart: ") + e.what());
+      }
+      asio::post(io_, [this, generation, blocker] {
+        if (generation != round_.generation || state_ != State::kStopping) return;
+        ending_.blocker = blocker;
+        decide_now();
+      });
+    });
     return;
   }
-  const auto outcome = decide_attempt(
-      end, restart_count_, max,
-      restart_blocker_.value_or("").empty() ? JobRestart::kPossible : JobRestart::kImpossible);
-  if (failures_.empty() && !record) {
-    // Hung ranks that ended on their own (exit 0) while being stopped: still a failed
-    // attempt, and it spends a restart like any other.
-    if (outcome.action == AttemptOutcome::Action::kRestart) {
-      restart_count_ = outcome.restarts_spent;
-      DDP_LOG_WARN("worker group stopped after a hang; restarting, attempt " +
-                   std::to_string(restart_count_) + " of " +
-                   std::to_string(options_.config.max_restarts));
-      events_.record(event::kRestart, {{"restarts_spent", restart_count_}, {"reason", "hang"}});
-      start_rendezvous();
-    } else {
-      if (outcome.restart_impossible) log_cannot_restart("the worker group stopped after a hang");
-      finish(1);
-    }
-    return;
-  }
-  if (record) {
-    // Every node decides from the same record and the same count, so they agree.
-    const auto& root = *record;
-    if (outcome.action == AttemptOutcome::Action::kRestart) {
-      restart_count_ = outcome.restarts_spent;
-      DDP_LOG_WARN("the job failed (" + root.describe() + "); restarting every node, attempt " +
-                   std::to_string(restart_count_) + " of " +
-                   std::to_string(options_.config.max_restarts));
-      events_.record(event::kRestart, {{"restarts_spent", restart_count_},
-                                       {"failed_rank", root.rank},
-                                       {"failed_node", root.group_rank},
-                                       {"exit_code", root.exit_code},
-                                       {"signal", root.signal}});
-      start_rendezvous();
+  apply(d);
+}
+
+void Agent::apply(const Decision& d) {
+  const auto& root = job_.failure();
+  const std::string of_max = " of " + std::to_string(options_.config.max_restarts);
+  switch (d.action) {
+    case Decision::Action::kFinish:
+      finish(0);
+      return;
+    case Decision::Action::kRejoin:
+      round_.reform = ending_.cause == EndCause::kClaim ? Reform::kClaim : Reform::kLoss;
+      start_round();
+      return;
+    case Decision::Action::kReformInPlace: {
+      const std::string reason = end_cause_name(ending_.cause);
+      if (d.restarts_spent > round_.restarts_spent) {
+        // Another node's failure: the same count every node keeps, nothing stopped here.
+        round_.restarts_spent = d.restarts_spent;
+        events_.record(event::kRestart, {{"restarts_spent", round_.restarts_spent},
+                                         {"failed_rank", root ? root->rank : -1},
+                                         {"failed_node", root ? root->group_rank : -1},
+                                         {"in_place", true}});
+        DDP_LOG_WARN("the job failed on another node (" + (root ? root->describe() : "") +
+                     "); re-forming in place, restart " + std::to_string(round_.restarts_spent) +
+                     of_max);
+      }
+      recovery_.begin(reason, round_.attempt);
+      events_.record(
+          event::kRecoveryStarted,
+          {{"reason", reason}, {"round", round_.attempt}, {"pids", group_.running_pids()}});
+      DDP_LOG_INFO("membership changed (" + reason + "); keeping the workers (pids " +
+                   group_.running_pids() + ") and re-forming the group in place");
+      hangs_.end();
+      // The failure record of the round being left means nothing in the next one.
+      job_.stop();
+      round_.reform = ending_.cause == EndCause::kClaim      ? Reform::kClaim
+                      : ending_.cause == EndCause::kNodeLost ? Reform::kLoss
+                                                             : Reform::kNone;
+      start_round();
       return;
     }
-    if (!root.restartable()) {
-      DDP_LOG_ERROR("the job cannot go on: node " + std::to_string(root.group_rank) +
-                    " is gone and a static job cannot replace it (" + root.describe() + ")");
+    case Decision::Action::kRestart: {
+      round_.restarts_spent = d.restarts_spent;
+      const auto notice = restart_notice(root, ending_.failures, round_.restarts_spent,
+                                         options_.config.max_restarts);
+      DDP_LOG_WARN(notice.line);
+      events_.record(event::kRestart, notice.event);
+      start_round();
+      return;
     }
-    if (outcome.restart_impossible) log_cannot_restart("the job failed (" + root.describe() + ")");
-    emit(format_job_failure_summary(options_.config.program, options_.host, failures_,
-                                    root_cause_of(root)));
-    finish(root.shell_status());
-    return;
+    case Decision::Action::kGiveUp:
+      give_up(d);
+      return;
   }
-  const auto& root = failures_.at(root_cause_index(failures_));
-  if (outcome.action == AttemptOutcome::Action::kRestart) {
-    restart_count_ = outcome.restarts_spent;
-    DDP_LOG_WARN("worker group failed (rank " + std::to_string(root.rank) + ": " +
-                 (root.hang.empty() ? "" : "hung, ") + root.status.describe() +
-                 "); restarting, attempt " + std::to_string(restart_count_) + " of " +
-                 std::to_string(options_.config.max_restarts));
-    events_.record(event::kRestart, {{"restarts_spent", restart_count_},
-                                     {"failed_rank", root.rank},
-                                     {"exit_code", root.status.exit_code},
-                                     {"signal", root.status.signal}});
-    start_rendezvous();
-    return;
-  }
-  if (outcome.restart_impossible) {
-    log_cannot_restart("worker group failed (rank " + std::to_string(root.rank) + ": " +
-                       root.status.describe() + ")");
-  }
-  emit(format_failure_summary(options_.config.program, options_.host, failures_));
-  finish(root.status.shell_status());
 }
 
-void Agent::ask_restart_blocker() {
-  if (restart_check_thread_.joinable()) restart_check_thread_.join();
-  restart_check_thread_ = std::thread([this, generation = generation_] {
-    std::string blocker;
-    try {
-      blocker = rendezvous_.restart_blocker();
-    } catch (const std::exception& e) {
-      // The store did not answer: the restart's rendezvous will say what is wrong.
-      DDP_LOG_DEBUG(std::string("could not ask whether the job can restart: ") + e.what());
-    }
-    asio::post(io_, [this, generation, blocker] {
-      if (generation != generation_ || state_ != State::kStopping) return;
-      restart_blocker_ = blocker;
-      decide_after_failure();
-    });
-  });
+void Agent::give_up(const Decision& d) {
+  const EndCause cause = situation().cause;
+  if (cause == EndCause::kSignal) {
+    finish(128 + agent_signal_.value_or(ending_.stop_signal));
+    return;
+  }
+  if (!is_failure(cause)) {
+    finish(1);  // the store is lost (said when it was): nothing to restart with
+    return;
+  }
+  GiveUpFacts facts;
+  facts.root = job_.failure();
+  facts.failures = ending_.failures;
+  facts.restart_impossible = d.restart_impossible;
+  facts.restarts_left = options_.config.max_restarts - round_.restarts_spent;
+  facts.blocker = ending_.blocker.value_or("");
+  facts.program = options_.config.program;
+  facts.host = options_.host;
+  const GiveUpReport report = give_up_report(facts);
+  for (const auto& line : report.errors) DDP_LOG_ERROR(line);
+  if (!report.summary.empty()) emit(report.summary);
+  finish(report.exit_status);
 }
 
-void Agent::log_cannot_restart(const std::string& what) const {
-  const int left = options_.config.max_restarts - restart_count_;
-  DDP_LOG_ERROR(what + " and cannot restart (" + std::to_string(left) + " restart" +
-                (left == 1 ? "" : "s") + " left, none spent): " + restart_blocker_.value_or(""));
+void Agent::publish_failure(rendezvous::FailureRecord record) {
+  const std::string kind = record.kind;
+  const int rank = record.rank;
+  if (!job_.publish(std::move(record))) return;
+  events_.record(event::kFailurePublished, {{"kind", kind}, {"rank", rank}});
+}
+
+void Agent::note_failure(const std::string& kind, int rank) {
+  if (ending_.noted) return;
+  ending_.noted = true;
+  events_.record(event::kFailure,
+                 {{"kind", kind}, {"rank", rank}, {"restart_count", round_.attempt}});
+}
+
+void Agent::stop_then_finish(int exit_status) {
+  recovery_.abandon();
+  if (group_.running_count() == 0) {
+    finish(exit_status);
+    return;
+  }
+  state_ = State::kHealthy;  // the workers kept through an in-place re-form run: stop them
+  ending_.exit_after_stop = exit_status;
+  end_attempt(EndCause::kSignal, agent_signal_.value_or(SIGTERM));
 }
 
 void Agent::finish(int exit_status) {
@@ -736,20 +953,17 @@ void Agent::finish(int exit_status) {
   state_ = State::kExiting;
   exit_status_ = exit_status;
   group_.cancel_stop();
-  hang_timer_.cancel();
-  record_timer_.cancel();
-  store_cause_timer_.cancel();
-  loss_window_timer_.cancel();
+  hangs_.end();
+  for (auto* timer : {&record_timer_, &store_cause_timer_, &loss_window_timer_}) timer->cancel();
   // A record this node published must be out before it leaves (or it would take it along).
   // After success the watch goes on through the exit barrier: a failure elsewhere while this
-  // node waits there is the job's, and this node's exit says so (on_job_failure).
-  auto watch = job_link_.release(/*keep_watching=*/exit_status == 0);
-  if (hang_) hang_->end_attempt();
+  // node waits there is the job's, and this node's exit says so (on_job_record).
+  auto watch = job_.release(/*keep_watching=*/exit_status == 0);
   rendezvous_.watch([](rendezvous::MembershipChange) {});
   if (exit_thread_.joinable()) exit_thread_.join();
   // The store host may wait here for the other nodes: off the loop, so signals still work.
   exit_thread_ = std::thread([this, succeeded = exit_status == 0, watch = std::move(watch),
-                              generation = generation_, store_gone = store_lost_] {
+                              generation = round_.generation, store_gone = round_.store_gone] {
     if (watch) watch->flush(std::chrono::seconds(2));
     if (store_gone) {
       // Nothing to leave: the store is gone (and reconnecting would only wait out a timeout).
@@ -760,7 +974,7 @@ void Agent::finish(int exit_status) {
       if (auto record = watch ? watch->read_record() : std::nullopt;
           record && record->is_failure()) {
         asio::post(io_,
-                   [this, generation, record = *record] { on_job_failure(generation, record); });
+                   [this, generation, record = *record] { on_job_record(generation, record); });
       }
     } else {
       rendezvous_.shutdown_after_failure();
@@ -771,12 +985,9 @@ void Agent::finish(int exit_status) {
 
 void Agent::done() {
   state_ = State::kDone;
-  if (!recoveries_.empty()) {
-    DDP_LOG_INFO(std::to_string(recoveries_.size()) + " in-place recover" +
-                 (recoveries_.size() == 1 ? "y" : "ies") + " (phase times since noticed):\n" +
-                 recovery_summary());
-  }
-  events_.record(event::kFinish, {{"exit_code", exit_status_}, {"restarts_spent", restart_count_}});
+  if (const std::string summary = recovery_.summary(); !summary.empty()) DDP_LOG_INFO(summary);
+  events_.record(event::kFinish,
+                 {{"exit_code", exit_status_}, {"restarts_spent", round_.restarts_spent}});
   if (signals_) signals_->cancel();
   busy_.reset();
   io_.stop();

@@ -2,6 +2,23 @@
 
 namespace ddp::launcher {
 
+JobConnections connect_job(const rendezvous::StoreConnector& connect, int group_world_size) {
+  JobConnections connections;
+  if (group_world_size <= 1) return connections;
+  try {
+    connections.wait = connect();
+    if (connections.wait) connections.publish = connect();
+  } catch (const StoreError& e) {
+    connections = JobConnections{};
+    connections.error = e.what();
+    connections.loss = e.loss();
+  } catch (const std::exception& e) {
+    connections = JobConnections{};
+    connections.error = e.what();
+  }
+  return connections;
+}
+
 JobFailureLink::JobFailureLink(std::string host, std::chrono::milliseconds tolerance)
     : host_(std::move(host)), tolerance_(tolerance) {}
 
@@ -9,20 +26,16 @@ JobFailureLink::~JobFailureLink() {
   stop();
 }
 
-void JobFailureLink::begin(const rendezvous::RendezvousInfo& round,
-                           const rendezvous::StoreConnector& connect,
+void JobFailureLink::begin(const rendezvous::RendezvousInfo& round, JobConnections connections,
                            rendezvous::FailureWatchCallbacks callbacks) {
   watch_.reset();
   failure_.reset();
   published_ = false;
   attempt_ = round.round;
   group_rank_ = round.group_rank;
-  if (round.group_world_size <= 1) return;  // one node: its own failures are the job's
-  auto wait_store = connect();
-  auto publish_store = wait_store ? connect() : nullptr;
-  if (!wait_store) return;
+  if (round.group_world_size <= 1 || !connections.wait) return;
   watch_ = std::make_unique<rendezvous::FailureWatch>(
-      std::move(wait_store), std::move(publish_store), round.round, round.group_rank,
+      std::move(connections.wait), std::move(connections.publish), round.round, round.group_rank,
       std::move(callbacks), std::chrono::milliseconds(2000), tolerance_);
 }
 

@@ -14,6 +14,20 @@
 
 namespace ddp::launcher {
 
+// The two connections a job's failure watch needs (a WAIT blocks one), or why they could not
+// be opened.
+struct JobConnections {
+  std::shared_ptr<rendezvous::Store> wait;
+  std::shared_ptr<rendezvous::Store> publish;
+  std::string error;  // set when connecting failed: the store's own error
+  PeerLoss loss = PeerLoss::kUnknown;
+};
+
+// Opens them with connect (RendezvousHandler::connect_job_store): off the agent's loop, since
+// a store that does not answer holds a connect for seconds. None for a group of one node, or
+// where connect gives no store.
+JobConnections connect_job(const rendezvous::StoreConnector& connect, int group_world_size);
+
 class JobFailureLink {
  public:
   // host: the address the other nodes know this node by (--local_addr), else its name; it goes
@@ -24,11 +38,11 @@ class JobFailureLink {
   JobFailureLink(const JobFailureLink&) = delete;
   JobFailureLink& operator=(const JobFailureLink&) = delete;
 
-  // Forgets the last attempt and watches the record of round's attempt. Nothing to watch on
-  // one node (its failures are the job's) or where connect gives no store (null). connect is
-  // called twice (the watch waits on one connection and publishes on the other) and may throw:
-  // the store is unreachable. callbacks run on the watch's thread, at most one of them once.
-  void begin(const rendezvous::RendezvousInfo& round, const rendezvous::StoreConnector& connect,
+  // Forgets the last attempt and watches the record of round's attempt: the watch waits on
+  // connections.wait and publishes on connections.publish (opened off the agent's loop,
+  // connect_job). Nothing to watch on one node (its failures are the job's) or without
+  // connections. callbacks run on the watch's thread, at most one of them once.
+  void begin(const rendezvous::RendezvousInfo& round, JobConnections connections,
              rendezvous::FailureWatchCallbacks callbacks);
   // Publishes record as this node's failure of the attempt (attempt, node, host and time filled
   // in): only while watching, once per attempt, and only while no record is known. False when

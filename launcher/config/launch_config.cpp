@@ -27,6 +27,10 @@ int cpu_count() {
 
 }  // namespace
 
+bool asks_elastic_rendezvous(const LaunchConfig& config) {
+  return config.rdzv_backend && *config.rdzv_backend != "static";
+}
+
 bool runs_python(const LaunchConfig& config) {
   if (config.run_path) return true;  // torchrun: "Takes precedence over --no_python"
   if (config.no_python) return false;

@@ -135,6 +135,10 @@ int resolve_nproc_per_node(
 // True when the workers run under python_exec: --run_path, -m, or a .py program (unless
 // --no_python).
 bool runs_python(const LaunchConfig& config);
+// True when the flags ask for a rendezvous whose groups re-form (--rdzv_backend other than
+// static: c10d, etcd). Before the rendezvous exists (SLURM defaults, the factory); once it does,
+// the agent asks it (RendezvousHandler::kind()).
+bool asks_elastic_rendezvous(const LaunchConfig& config);
 // Checks everything that can be checked before spawning (ports, program, ranges).
 void validate_config(const LaunchConfig& config, const Environment& env);
 // Full path of an executable: as given when it contains '/', else searched on PATH, then in

@@ -60,7 +60,7 @@ bool apply_slurm_defaults(LaunchConfig& config, const Environment& env) {
     config.nnodes = std::to_string(slurm->nnodes);
     config.min_nodes = config.max_nodes = slurm->nnodes;
   }
-  const bool dynamic = config.rdzv_backend && *config.rdzv_backend != "static";
+  const bool dynamic = asks_elastic_rendezvous(config);
   if (!config.node_rank && !dynamic && config.max_nodes > 1) {
     if (slurm->ntasks > slurm->nnodes) {
       throw ConfigError(std::string(env::kSlurmNtasks) + "=" + std::to_string(slurm->ntasks) +

@@ -334,9 +334,7 @@ RendezvousSetup make_rendezvous(const LaunchConfig& given, const Environment& en
     note_open_store(config, secret);
     return setup;
   }
-  if (config.rdzv_backend && *config.rdzv_backend != "static") {
-    return make_dynamic_rendezvous(config, std::move(secret));
-  }
+  if (asks_elastic_rendezvous(config)) return make_dynamic_rendezvous(config, std::move(secret));
   if (config.max_nodes > 1) return make_static_rendezvous(config, std::move(secret));
   return make_local(config, std::move(secret));
 }

@@ -199,7 +199,7 @@ TEST_CASE("a membership change restarts the workers without spending a restart",
 TEST_CASE("elastic: a worker failure just before a node's loss claim spends no restart",
           "[agent][loss_window]") {
   Harness h(1, /*max_restarts=*/0);
-  h.options.config.rdzv_backend = "c10d";
+  h.rendezvous.elastic = true;
   h.rendezvous.group_world_size = 2;
   h.spawner.on_spawn = [&](size_t i) {
     if (h.rendezvous.calls == 1) {
@@ -219,7 +219,7 @@ TEST_CASE("elastic: a worker failure just before a node's loss claim spends no r
 TEST_CASE("elastic: a worker failure with no loss claim is acted on after the short window",
           "[agent][loss_window]") {
   Harness h(1, /*max_restarts=*/0);
-  h.options.config.rdzv_backend = "c10d";
+  h.rendezvous.elastic = true;
   h.rendezvous.group_world_size = 2;
   h.spawner.on_spawn = [&](size_t i) { h.spawner.exit(i, ExitStatus{7, 0}); };
   const auto started = std::chrono::steady_clock::now();
@@ -234,7 +234,7 @@ TEST_CASE("elastic: a store gone silent (unreachable) rejoins as a new node, a c
   // The watcher's own error is the only cause there is without a job watch (the benchmark's
   // cut link): "Network is unreachable" is silence, and the node joins the job again.
   Harness h(1, /*max_restarts=*/0);
-  h.options.config.rdzv_backend = "c10d";
+  h.rendezvous.elastic = true;
   h.rendezvous.group_world_size = 2;
   h.spawner.on_spawn = [&](size_t i) {
     if (h.rendezvous.calls == 1) {
@@ -253,7 +253,7 @@ TEST_CASE("elastic: a store gone silent (unreachable) rejoins as a new node, a c
 
   // A reset is a death: the store host is gone, and so is the job for this node.
   Harness dead(1, /*max_restarts=*/3);
-  dead.options.config.rdzv_backend = "c10d";
+  dead.rendezvous.elastic = true;
   dead.rendezvous.group_world_size = 2;
   dead.spawner.on_spawn = [&](size_t) {
     dead.rendezvous.change(MembershipChange::kStoreLost,
@@ -353,7 +353,7 @@ TEST_CASE("a node lost and back (the same nodes) spends no restart, on any node"
   }
   SECTION("the node that was cut off") {
     Harness h(1, /*max_restarts=*/0);
-    h.options.config.rdzv_backend = "c10d";
+    h.rendezvous.elastic = true;
     h.rendezvous.members = "0123456789abcdef";
     h.rendezvous.group_world_size = 2;
     h.spawner.on_spawn = [&](size_t i) {

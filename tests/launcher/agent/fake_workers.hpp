@@ -164,6 +164,9 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
     return blocker;
   }
   [[nodiscard]] std::string run_id() const override { return "fake-run"; }
+  [[nodiscard]] rendezvous::RendezvousKind kind() const override {
+    return {elastic, 1, group_world_size};
+  }
   [[nodiscard]] rendezvous::ChangeReason last_change() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return reason_;
@@ -185,6 +188,7 @@ class FakeRendezvous final : public rendezvous::RendezvousHandler {
   std::atomic<int> job_connects{0};
   int group_rank = 0;
   int group_world_size = 1;
+  bool elastic = false;  // what kind() says: groups re-form (the dynamic rendezvous)
   std::atomic<int> calls{0};
   std::atomic<int> fail_on_call{0};
   std::atomic<bool> shut_down{false};

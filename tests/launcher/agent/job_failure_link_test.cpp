@@ -73,23 +73,25 @@ TEST_CASE("job failure link: one node, or no job store, links nothing", "[job_li
   Heard heard;
   JobFailureLink link("node0", std::chrono::seconds(15));
   SECTION("one node: its own failures are the job's") {
-    link.begin(
-        round_of(0, 0, 1),
-        [&] {
-          ++connects;
-          return std::make_shared<ddp::rendezvous::MemoryStore>();
-        },
-        heard.callbacks());
+    link.begin(round_of(0, 0, 1),
+               connect_job(
+                   [&] {
+                     ++connects;
+                     return std::make_shared<ddp::rendezvous::MemoryStore>();
+                   },
+                   1),
+               heard.callbacks());
     CHECK(connects == 0);
   }
   SECTION("a rendezvous without a job store") {
-    link.begin(
-        round_of(0, 0, 2),
-        [&]() -> std::shared_ptr<ddp::rendezvous::Store> {
-          ++connects;
-          return nullptr;
-        },
-        heard.callbacks());
+    link.begin(round_of(0, 0, 2),
+               connect_job(
+                   [&]() -> std::shared_ptr<ddp::rendezvous::Store> {
+                     ++connects;
+                     return nullptr;
+                   },
+                   2),
+               heard.callbacks());
     CHECK(connects == 1);
   }
   CHECK_FALSE(link.watching());
@@ -97,16 +99,21 @@ TEST_CASE("job failure link: one node, or no job store, links nothing", "[job_li
   CHECK_FALSE(link.published());
 }
 
-TEST_CASE("job failure link: an unreachable store is the caller's to report", "[job_link]") {
+TEST_CASE("job failure link: an unreachable store is said by connect_job, with what it means",
+          "[job_link]") {
+  const auto connections = connect_job(
+      []() -> std::shared_ptr<ddp::rendezvous::Store> {
+        throw ddp::StoreError("connect to 10.0.0.1:29400 failed: timed out",
+                              ddp::PeerLoss::kSilence);
+      },
+      2);
+  CHECK(connections.wait == nullptr);
+  CHECK(connections.publish == nullptr);
+  CHECK(connections.error == "connect to 10.0.0.1:29400 failed: timed out");
+  CHECK(connections.loss == ddp::PeerLoss::kSilence);
   Heard heard;
   JobFailureLink link("node0", std::chrono::seconds(15));
-  CHECK_THROWS_AS(link.begin(
-                      round_of(0, 0, 2),
-                      []() -> std::shared_ptr<ddp::rendezvous::Store> {
-                        throw ddp::StoreError("connect to 10.0.0.1:29400 failed");
-                      },
-                      heard.callbacks()),
-                  ddp::StoreError);
+  link.begin(round_of(0, 0, 2), connections, heard.callbacks());
   CHECK_FALSE(link.watching());
 }
 
@@ -117,8 +124,8 @@ TEST_CASE("job failure link: one node publishes, every node hears the same recor
   Heard heard1;
   JobFailureLink node0("10.0.0.1", std::chrono::seconds(15));
   JobFailureLink node1("10.0.0.2", std::chrono::seconds(15));
-  node0.begin(round_of(3, 0, 2), connect, heard0.callbacks());
-  node1.begin(round_of(3, 1, 2), connect, heard1.callbacks());
+  node0.begin(round_of(3, 0, 2), connect_job(connect, 2), heard0.callbacks());
+  node1.begin(round_of(3, 1, 2), connect_job(connect, 2), heard1.callbacks());
   REQUIRE(node0.watching());
   REQUIRE(node1.watching());
 
@@ -149,7 +156,7 @@ TEST_CASE("job failure link: one node publishes, every node hears the same recor
 
   // The next attempt starts clean.
   Heard next;
-  node0.begin(round_of(4, 0, 2), connect, next.callbacks());
+  node0.begin(round_of(4, 0, 2), connect_job(connect, 2), next.callbacks());
   CHECK_FALSE(node0.failure());
   CHECK_FALSE(node0.published());
   CHECK(node0.publish(worker_exit(0, 1)));
@@ -163,9 +170,9 @@ TEST_CASE("job failure link: a record from the same node number but another host
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
   Heard heard;
   JobFailureLink link("10.0.0.1", std::chrono::seconds(15));
-  link.begin(
-      round_of(0, 0, 2), [&]() -> std::shared_ptr<ddp::rendezvous::Store> { return store; },
-      heard.callbacks());
+  link.begin(round_of(0, 0, 2),
+             connect_job([&]() -> std::shared_ptr<ddp::rendezvous::Store> { return store; }, 2),
+             heard.callbacks());
   FailureRecord other = worker_exit(0, 1);
   other.group_rank = 0;
   other.host = "10.0.0.9";
@@ -181,7 +188,7 @@ TEST_CASE("job failure link: stopped, it calls nobody back and keeps what it kne
   const auto connect = [&]() -> std::shared_ptr<ddp::rendezvous::Store> { return store; };
   Heard heard;
   JobFailureLink link("10.0.0.1", std::chrono::seconds(15));
-  link.begin(round_of(0, 0, 2), connect, heard.callbacks());
+  link.begin(round_of(0, 0, 2), connect_job(connect, 2), heard.callbacks());
   REQUIRE(link.publish(worker_exit(2, 3)));
   REQUIRE(heard.wait());
   link.hold(*heard.record);
@@ -203,4 +210,28 @@ TEST_CASE("job failure link: stopped, it calls nobody back and keeps what it kne
   }
   std::lock_guard<std::mutex> lock(heard.mu);
   CHECK(heard.calls == 1);
+}
+
+TEST_CASE("job failure link: a stopped watch stays silent while a live one beside it hears",
+          "[job_link]") {
+  // Both nodes watch attempt 0; one stops before another node's failure is recorded. The live
+  // watch must hear it (so the record did arrive), and the stopped one must not.
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
+  const auto connect = [&]() -> std::shared_ptr<ddp::rendezvous::Store> { return store; };
+  Heard stopped_heard;
+  Heard live_heard;
+  JobFailureLink stopped("10.0.0.1", std::chrono::seconds(15));
+  JobFailureLink live("10.0.0.2", std::chrono::seconds(15));
+  stopped.begin(round_of(0, 0, 3), connect_job(connect, 3), stopped_heard.callbacks());
+  live.begin(round_of(0, 1, 3), connect_job(connect, 3), live_heard.callbacks());
+  stopped.stop();
+  FailureRecord elsewhere = worker_exit(7, 5);
+  elsewhere.group_rank = 2;
+  ddp::rendezvous::publish_failure(*store, elsewhere);
+  REQUIRE(live_heard.wait());
+  CHECK(live_heard.record->rank == 7);
+  std::lock_guard<std::mutex> lock(stopped_heard.mu);
+  CHECK(stopped_heard.calls == 0);
+  CHECK_FALSE(stopped_heard.record);
+  CHECK_FALSE(stopped_heard.store_lost);
 }

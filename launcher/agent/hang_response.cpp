@@ -1,18 +1,16 @@
-// The agent's reactions to a hang (docs/hangs.md): turning hang detection on, a file-timer
-// scope that expired, and a hung rank found by HangWatch (dump its stack, let it die, stop
-// the group, restart as after any failure).
+#include "launcher/agent/hang_response.hpp"
+
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <set>
 #include <sstream>
 
-#include "common/env_names.hpp"
 #include "common/log.hpp"
-#include "launcher/agent/agent.hpp"
 #include "launcher/output/event_names.hpp"
+#include "launcher/process/exit_status.hpp"
 
 namespace ddp::launcher {
-
 namespace {
 
 // How long dumped ranks may take to print their stacks and die before the group is stopped.
@@ -23,14 +21,23 @@ constexpr std::chrono::milliseconds kVictimGrace{5000};
 
 }  // namespace
 
-void Agent::start_hang_watch() {
+HangResponse::HangResponse(boost::asio::io_context& io, HangResponseOptions options,
+                           EventLog& events, WorkerGroup& group, std::vector<WorkerSlot>& slots,
+                           Hooks hooks)
+    : options_(std::move(options)),
+      events_(events),
+      group_(group),
+      slots_(slots),
+      hooks_(std::move(hooks)),
+      timer_(io) {
+  if (options_.hang_timeout.count() == 0 && !options_.file_timer) return;
+  if (!options_.read_proc) options_.read_proc = read_proc_status;
   HangWatchOptions o;
-  o.timeout = options_.config.hang_timeout;
-  o.file_timer = env_value(options_.env, env::kEnableFileTimer) == "1";
-  o.timer_file = env_value(options_.env, env::kTimerFile);
+  o.timeout = options_.hang_timeout;
+  o.file_timer = options_.file_timer;
+  o.timer_file = options_.timer_file;
   o.run_dir = options_.run_dir;
-  o.timer_dump_grace = std::min(options_.config.stop_timeout, kDumpGrace);
-  if (o.timeout.count() == 0 && !o.file_timer) return;
+  o.timer_dump_grace = std::min(options_.stop_timeout, kDumpGrace);
   std::filesystem::create_directories(o.run_dir);
   HangWatchCallbacks callbacks;
   callbacks.on_timer_expired = [this](const ExpiredTimer& timer) { on_timer_expired(timer); };
@@ -38,14 +45,49 @@ void Agent::start_hang_watch() {
     on_hang(report, all);
   };
   callbacks.warn = [](const std::string& message) { DDP_LOG_WARN("warning: " + message); };
-  hang_ = std::make_unique<HangWatch>(
-      io_, o, std::move(callbacks),
-      options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status));
+  watch_ = std::make_unique<HangWatch>(io, o, std::move(callbacks), options_.read_proc);
 }
 
-void Agent::on_timer_expired(const ExpiredTimer& timer) {
-  auto slot = std::find_if(workers_.begin(), workers_.end(), [&](const WorkerSlot& s) {
-    return group_.running(s.local_rank) && group_.pid(s.local_rank) == timer.pid;
+std::vector<std::string> HangResponse::worker_env() const {
+  return watch_ ? watch_->worker_env() : std::vector<std::string>{};
+}
+
+void HangResponse::begin(ProgressBoard::Connector connect, uint64_t round, int group_rank,
+                         int group_world_size) {
+  if (!watch_) return;
+  std::vector<std::pair<int, int>> rank_pids;
+  for (const auto& slot : slots_) rank_pids.emplace_back(slot.rank, group_.pid(slot.local_rank));
+  watch_->begin_attempt(std::move(connect), round, group_rank, group_world_size, rank_pids);
+}
+
+void HangResponse::worker_exited(int pid) {
+  if (watch_) watch_->worker_exited(pid);
+}
+
+void HangResponse::end() {
+  if (watch_) watch_->end_attempt();
+  timer_.cancel();
+}
+
+bool HangResponse::dumps_pending() const {
+  return std::any_of(slots_.begin(), slots_.end(), [this](const WorkerSlot& s) {
+    return group_.running(static_cast<size_t>(s.local_rank)) && s.dumping;
+  });
+}
+
+void HangResponse::stop_after(std::chrono::milliseconds grace, std::function<std::string()> line) {
+  timer_.expires_after(grace);
+  timer_.async_wait([this, line = std::move(line)](boost::system::error_code ec) {
+    if (ec || !hooks_.healthy()) return;
+    if (const std::string said = line(); !said.empty()) DDP_LOG_WARN(said);
+    hooks_.stop_group();
+  });
+}
+
+void HangResponse::on_timer_expired(const ExpiredTimer& timer) {
+  auto slot = std::find_if(slots_.begin(), slots_.end(), [&](const WorkerSlot& s) {
+    return group_.running(static_cast<size_t>(s.local_rank)) &&
+           group_.pid(static_cast<size_t>(s.local_rank)) == timer.pid;
   });
   const double late = std::max(
       0.0,
@@ -56,13 +98,13 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
       timer.signal <= 0 ? "no signal was asked for"
       : timer.stack_requested
           ? "asked for its stack (SIGABRT); " + signal_name(timer.signal) + " follows in " +
-                std::to_string(std::min(options_.config.stop_timeout, kDumpGrace).count()) +
+                std::to_string(std::min(options_.stop_timeout, kDumpGrace).count()) +
                 " ms if it is still running"
       : !killed ? "sending " + signal_name(timer.signal) + " failed"
                 : "sent " + signal_name(timer.signal);
   const std::string what = "file timer scope '" + timer.scope + "' expired; " + sent +
                            " (TORCHELASTIC_ENABLE_FILE_TIMER)";
-  if (slot == workers_.end()) {
+  if (slot == slots_.end()) {
     DDP_LOG_WARN("pid " + std::to_string(timer.pid) + ": " + what);
     return;
   }
@@ -70,7 +112,7 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
                "): " + what);
   // Only a scope that killed its rank while the group was healthy caused what follows; a
   // report-only scope, or one expiring while the group already stops, is just reported.
-  const bool cause = killed && state_ == State::kHealthy;
+  const bool cause = killed && hooks_.healthy();
   if (cause) {
     slot->hang = what;
     slot->culprit = true;
@@ -87,13 +129,14 @@ void Agent::on_timer_expired(const ExpiredTimer& timer) {
                                 {"culprit", cause}});
 }
 
-void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& all) {
-  if (state_ != State::kHealthy) return;
+void HangResponse::on_hang(const HangReport& report, const std::vector<RankSnapshot>& all) {
+  if (!hooks_.healthy()) return;
   DDP_LOG_WARN("hang detected: " + report.text);
   const std::set<int> culprits(report.culprits.begin(), report.culprits.end());
   std::vector<WorkerSlot*> dump;
-  for (auto& slot : workers_) {
-    if (!group_.running(slot.local_rank)) continue;
+  for (auto& slot : slots_) {
+    const auto index = static_cast<size_t>(slot.local_rank);
+    if (!group_.running(index)) continue;
     auto snap = std::find_if(all.begin(), all.end(),
                              [&](const RankSnapshot& s) { return s.rank == slot.rank; });
     const bool hung = snap != all.end() && snap->hung;
@@ -104,7 +147,7 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     slot.culprit = culprit;
     nlohmann::json event = {{"rank", slot.rank},
                             {"local_rank", slot.local_rank},
-                            {"pid", group_.pid(slot.local_rank)},
+                            {"pid", group_.pid(index)},
                             {"culprit", culprit},
                             {"report", report.text}};
     if (snap != all.end()) {
@@ -121,21 +164,19 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     // The culprit runs on another node, whose agent dumps and kills it; then ours fail in
     // their collectives. Give it that long before stopping them so the group restarts.
     DDP_LOG_WARN("the hung rank is on another node; stopping this node's workers (pids " +
-                 running_pids() + ") if it is not gone first");
-    hang_timer_.expires_after(std::min(options_.config.stop_timeout, kVictimGrace));
-    hang_timer_.async_wait([this](boost::system::error_code ec) {
-      if (ec || state_ != State::kHealthy) return;
-      note_failure("hang", -1);
-      begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
+                 group_.running_pids() + ") if it is not gone first");
+    stop_after(std::min(options_.stop_timeout, kVictimGrace), [this] {
+      hooks_.note_hang(-1);
+      return std::string();
     });
     return;
   }
-  note_failure("hang", dump.front()->rank);
-  auto reader = options_.read_proc ? options_.read_proc : HangWatch::ProcReader(read_proc_status);
+  hooks_.note_hang(dump.front()->rank);
   for (auto* slot : dump) {
-    const std::string who = "rank " + std::to_string(slot->rank) + " (pid " +
-                            std::to_string(group_.pid(slot->local_rank)) + ")";
-    if (auto status = reader(group_.pid(slot->local_rank))) {
+    const auto index = static_cast<size_t>(slot->local_rank);
+    const std::string who =
+        "rank " + std::to_string(slot->rank) + " (pid " + std::to_string(group_.pid(index)) + ")";
+    if (auto status = options_.read_proc(group_.pid(index))) {
       std::string lines = who + " threads:";
       std::istringstream text(describe(*status));
       for (std::string line; std::getline(text, line);) lines += "\n  " + line;
@@ -143,18 +184,14 @@ void Agent::on_hang(const HangReport& report, const std::vector<RankSnapshot>& a
     }
     DDP_LOG_WARN(who + ": asking for its stack (SIGABRT), then stopping the group");
     slot->dumping = true;
-    group_.signal_process(slot->local_rank, SIGABRT);
-    group_.signal_process(slot->local_rank,
-                          SIGCONT);  // a stopped rank handles it only once resumed
+    group_.signal_process(index, SIGABRT);
+    group_.signal_process(index, SIGCONT);  // a stopped rank handles it only once resumed
   }
   // Normally the dumped ranks die of SIGABRT and the last exit stops the group; one that does
   // not (a handler that hangs too, an uninterruptible wait) is stopped with the rest.
-  hang_timer_.expires_after(std::min(options_.config.stop_timeout, kDumpGrace));
-  hang_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec || state_ != State::kHealthy) return;
-    DDP_LOG_WARN("a hung rank did not exit after SIGABRT; stopping the workers (pids " +
-                 running_pids() + ")");
-    begin_stop(SIGTERM, StopReason::kFailure, [this] { after_failure(); });
+  stop_after(std::min(options_.stop_timeout, kDumpGrace), [this] {
+    return "a hung rank did not exit after SIGABRT; stopping the workers (pids " +
+           group_.running_pids() + ")";
   });
 }
 

@@ -1,0 +1,119 @@
+#include "launcher/agent/attempt_policy.hpp"
+
+namespace ddp::launcher {
+namespace {
+
+// How grave each cause is when two meet: the graver decides the attempt.
+int gravity(EndCause cause) {
+  switch (cause) {
+    case EndCause::kNone:
+      return 0;
+    case EndCause::kSucceeded:
+      return 1;
+    case EndCause::kClaim:
+      return 2;
+    case EndCause::kNodeLost:
+      return 3;
+    case EndCause::kStoreSilent:
+      return 4;
+    case EndCause::kStoreLost:
+      return 5;
+    case EndCause::kWorkerFailed:
+    case EndCause::kJobFailed:
+      return 6;
+    case EndCause::kFinal:
+      return 7;
+    case EndCause::kSignal:
+      return 8;
+  }
+  return 0;
+}
+
+Decision spend_or_give_up(const Situation& s, Decision::Action spend) {
+  if (s.restarts_spent >= s.max_restarts) return {Decision::Action::kGiveUp, s.restarts_spent};
+  if (!s.job_can_restart) return {Decision::Action::kGiveUp, s.restarts_spent, true};
+  return {spend, s.restarts_spent + 1};
+}
+
+}  // namespace
+
+const char* end_cause_name(EndCause cause) {
+  switch (cause) {
+    case EndCause::kNone:
+      return "none";
+    case EndCause::kSucceeded:
+      return "succeeded";
+    case EndCause::kClaim:
+      return "node_waiting";
+    case EndCause::kNodeLost:
+      return "node_lost";
+    case EndCause::kStoreSilent:
+      return "store_silent";
+    case EndCause::kStoreLost:
+      return "store_lost";
+    case EndCause::kWorkerFailed:
+      return "worker_failed";
+    case EndCause::kJobFailed:
+      return "job_failure";
+    case EndCause::kFinal:
+      return "final";
+    case EndCause::kSignal:
+      return "signal";
+  }
+  return "none";
+}
+
+const char* action_name(Decision::Action action) {
+  switch (action) {
+    case Decision::Action::kRestart:
+      return "restart";
+    case Decision::Action::kReformInPlace:
+      return "reform_in_place";
+    case Decision::Action::kRejoin:
+      return "rejoin";
+    case Decision::Action::kGiveUp:
+      return "give_up";
+    case Decision::Action::kFinish:
+      break;
+  }
+  return "finish";
+}
+
+EndCause graver(EndCause current, EndCause news) {
+  return gravity(news) > gravity(current) ? news : current;
+}
+
+Decision decide(const Situation& s) {
+  using Action = Decision::Action;
+  switch (s.cause) {
+    case EndCause::kSucceeded:
+      return {Action::kFinish, s.restarts_spent};
+    case EndCause::kClaim:
+    case EndCause::kNodeLost:
+      return {s.in_place ? Action::kReformInPlace : Action::kRejoin, s.restarts_spent};
+    case EndCause::kStoreSilent:
+      // An elastic job takes the node back once it is heard again; a static one cannot.
+      return {s.elastic ? Action::kRejoin : Action::kGiveUp, s.restarts_spent};
+    case EndCause::kWorkerFailed:
+      return spend_or_give_up(s, Action::kRestart);
+    case EndCause::kJobFailed:
+      // Another node's failure: workers that still run here can re-form in place.
+      return spend_or_give_up(s, s.in_place ? Action::kReformInPlace : Action::kRestart);
+    case EndCause::kNone:
+    case EndCause::kStoreLost:
+    case EndCause::kFinal:
+    case EndCause::kSignal:
+      break;
+  }
+  return {Action::kGiveUp, s.restarts_spent};
+}
+
+Decision decide_same_nodes(int restarts_spent, int max_restarts) {
+  Situation s;
+  s.cause = EndCause::kWorkerFailed;  // counted as a failed attempt would be
+  s.restarts_spent = restarts_spent;
+  s.max_restarts = max_restarts;
+  return spend_or_give_up(s, Decision::Action::kRestart);
+}
+
+}  // namespace ddp::launcher
