@@ -26,41 +26,10 @@ constexpr std::chrono::milliseconds kRecordWait{10000};
 // a store round trip of a death (about 5 ms, docs/benchmarks.md), and a failure with no loss
 // behind it still reaches every node within 0.3 s of the worker's exit.
 constexpr std::chrono::milliseconds kLossClaimWindow{200};
-// The job watch's own error says how the store was lost (silence or death); the rendezvous
-// watcher's, which comes at about the same moment, waits this long for it.
-constexpr std::chrono::milliseconds kStoreCauseWait{500};
 
 bool ignored_at_start(int sig) {
   struct sigaction current {};
   return ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
-}
-
-bool is_failure(EndCause cause) {
-  return cause == EndCause::kWorkerFailed || cause == EndCause::kJobFailed ||
-         cause == EndCause::kFinal;
-}
-
-// The "stopping" event's reason (the health endpoint counts them).
-const char* stop_reason(EndCause cause) {
-  switch (cause) {
-    case EndCause::kClaim:
-    case EndCause::kNodeLost:
-      return "membership";
-    case EndCause::kStoreSilent:
-      return "store_silent";
-    case EndCause::kStoreLost:
-      return "store_lost";
-    case EndCause::kSignal:
-      return "signal";
-    case EndCause::kWorkerFailed:
-    case EndCause::kJobFailed:
-    case EndCause::kFinal:
-      return "failure";
-    case EndCause::kNone:
-    case EndCause::kSucceeded:
-      break;
-  }
-  return "other";
 }
 
 }  // namespace
@@ -93,7 +62,13 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       group_(
           io, spawner,
           WorkerGroupOptions{options_.config.stop_timeout, kUnkillableGrace, options_.read_proc}),
-      job_(options_.config.local_addr.value_or(options_.host), options_.config.peer_tolerance),
+      job_(
+          io, options_.config.local_addr.value_or(options_.host), options_.config.peer_tolerance,
+          events,
+          JobWatch::Hooks{
+              [this](const rendezvous::FailureRecord& record) { on_job_failure(record); },
+              [this] { on_store_leaving(); },
+              [this](const std::string& message, PeerLoss loss) { on_store_lost(message, loss); }}),
       recovery_(io, options_.config.in_place_recovery, options_.config.recovery_timeout, events,
                 group_,
                 InPlaceRecovery::Hooks{[this](size_t index) { return start_worker(index); },
@@ -117,7 +92,6 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
                                  [this](int rank) { note_failure("hang", rank); },
                                  [this] { return state_ == State::kHealthy; }}),
       record_timer_(io),
-      store_cause_timer_(io),
       loss_window_timer_(io) {}
 
 Agent::~Agent() {
@@ -324,30 +298,7 @@ void Agent::begin_round(const rendezvous::RendezvousInfo& info, JobConnections c
   record_timer_.cancel();
   loss_window_timer_.cancel();
   // Watching (and able to publish) before any worker runs: a start failure is a failure too.
-  rendezvous::FailureWatchCallbacks callbacks;
-  callbacks.on_failure = [this, generation = round_.generation](const auto& record) {
-    asio::post(io_, [this, generation, record] { on_job_record(generation, record); });
-  };
-  callbacks.on_store_lost = [this, generation = round_.generation](const std::string& message,
-                                                                   PeerLoss loss) {
-    asio::post(io_, [this, generation, message, loss] {
-      if (generation == round_.generation) on_store_lost(message, loss);
-    });
-  };
-  if (!rendezvous_.kind().elastic) {
-    // No heartbeats to name a silent peer, but a stalled WAIT slice shows the store was.
-    callbacks.on_store_stall = [store = info.master_addr + ":" + std::to_string(info.master_port)](
-                                   rendezvous::Duration late) {
-      const rendezvous::Duration tenths((late.count() + 50) / 100 * 100);
-      DDP_LOG_WARN("the store at " + store + " was silent for at least " + tolerance_text(tenths) +
-                   " and came back (a network blip, or this node was paused); the workers ran on");
-    };
-  }
-  if (!connections.error.empty()) {
-    DDP_LOG_WARN("this node cannot watch the job's failure record (" + connections.error +
-                 "): failures elsewhere reach it through its rendezvous only");
-  }
-  job_.begin(info, std::move(connections), std::move(callbacks));
+  job_.begin(info, std::move(connections), !rendezvous_.kind().elastic);
   // The attempt number workers see is the round, not restarts spent: every node of a round
   // agrees on it, so /worker/attempt_<n> keys are never shared by two different groups.
   if (options_.set_worker_namespace) {
@@ -393,12 +344,9 @@ bool Agent::start_worker(size_t index) {
   slot.error_file = (rank_dir / "error.json").string();
   std::filesystem::remove(slot.error_file);
 
-  WorkerProcessSpec spec;
-  spec.local_rank = slot.local_rank;
-  spec.argv = build_worker_argv(config, options_.env, slot.local_rank);
-  spec.env = build_worker_env(config, options_.env, attempt, slot.local_rank, slot.error_file);
-  if (index < options_.bindings.size()) spec.binding = options_.bindings[index];
-  for (auto& var : hangs_.worker_env()) spec.env.push_back(var);
+  WorkerProcessSpec spec = worker_spec(
+      config, options_.env, attempt, slot.local_rank, slot.error_file, hangs_.worker_env(),
+      index < options_.bindings.size() ? options_.bindings[index] : CpuBinding{});
   spec.channel_fd = recovery_.open_channel(
       index, [this, index, generation = round_.generation](const recovery::Message& message) {
         if (generation == round_.generation && index < slots_.size()) {
@@ -515,18 +463,7 @@ void Agent::act_on_failure() {
   // The first failure of the window is the one published: the root cause.
   const auto& failure =
       ending_.failures.at(std::min(ending_.window_first, ending_.failures.size() - 1));
-  rendezvous::FailureRecord record;
-  record.kind = failure.hang.empty() ? "worker" : "hang";
-  record.rank = failure.rank;
-  record.local_rank = failure.local_rank;
-  record.pid = failure.pid;
-  record.exit_code = failure.status.exit_code;
-  record.signal = failure.status.signal;
-  if (failure.error) {
-    record.message = failure.error->message;
-    record.traceback = failure.error->traceback;
-  }
-  if (record.message.empty() && !failure.hang.empty()) record.message = "hang: " + failure.hang;
+  const rendezvous::FailureRecord record = record_of(failure);
   publish_failure(record);
   // Other hung ranks still printing their stacks are not cut short: the dump grace or the
   // last of them to exit stops the group.
@@ -544,17 +481,7 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
     const rendezvous::ChangeReason reason = rendezvous_.last_change();
     std::string watcher = "the rendezvous watcher lost its connection";
     if (!reason.text.empty()) watcher += ": " + reason.text;
-    if (!job_.watching()) {
-      on_store_lost(watcher, reason.loss);
-      return;
-    }
-    // The job watch's connection fails the same way at about the same moment, and its error
-    // says how; a death still reaches it at once, so this adds nothing to one.
-    store_cause_timer_.expires_after(kStoreCauseWait);
-    store_cause_timer_.async_wait(
-        [this, watcher, loss = reason.loss](boost::system::error_code ec) {
-          if (!ec) on_store_lost(watcher, loss);
-        });
+    job_.rendezvous_lost_store(watcher, reason.loss);
     return;
   }
   if (state_ != State::kHealthy) return;  // a coming rendezvous sees the new membership
@@ -608,37 +535,11 @@ void Agent::on_unkillable(const std::vector<UnkillableWorker>& gone) {
   if (group_.running_count() == 0) on_stopped();
 }
 
-void Agent::on_job_record(uint64_t generation, const rendezvous::FailureRecord& record) {
-  if (generation != round_.generation || job_.failure()) return;
-  // Kept workers keep the generation through an in-place re-form; the round tells a record
-  // of the round left behind (posted just before its watch stopped) from a current one.
-  if (options_.config.in_place_recovery && record.attempt != round_.info.round) return;
+void Agent::on_job_failure(const rendezvous::FailureRecord& record) {
   if (state_ == State::kExiting) {
-    if (exit_status_ == 0 && record.is_failure()) job_failed_after_finish(record);
+    if (exit_status_ == 0) job_failed_after_finish(record);
     return;
   }
-  if (!record.is_failure()) {
-    // The store host finished and leaves: this node's workers run on, on their own.
-    round_.store_leaving = true;
-    round_.store_gone = true;  // its exit barrier is over: there is nothing left to leave
-    events_.record(event::kStoreLeaving, {{"node", record.group_rank}});
-    DDP_LOG_WARN("node " + std::to_string(record.group_rank) + " (" + record.host +
-                 "), which hosts the store, finished and is leaving; this node's workers run "
-                 "on, but failures are no longer shared between nodes");
-    if (ending_.awaiting_record) {
-      ending_.awaiting_record = false;
-      record_timer_.cancel();
-      decide_now();
-    }
-    return;
-  }
-  job_.hold(record);
-  events_.record(event::kJobFailure, {{"kind", record.kind},
-                                      {"node", record.group_rank},
-                                      {"rank", record.rank},
-                                      {"exit_code", record.exit_code},
-                                      {"signal", record.signal},
-                                      {"mine", job_.is_mine(record)}});
   if (ending_.awaiting_record) {
     ending_.awaiting_record = false;
     record_timer_.cancel();
@@ -670,30 +571,28 @@ void Agent::on_job_record(uint64_t generation, const rendezvous::FailureRecord& 
   end_attempt(cause);
 }
 
+void Agent::on_store_leaving() {
+  if (!ending_.awaiting_record) return;
+  ending_.awaiting_record = false;
+  record_timer_.cancel();
+  decide_now();
+}
+
 void Agent::job_failed_after_finish(const rendezvous::FailureRecord& record) {
   // An elastic job with a restart left goes on without this node: not a failure of the job.
   const bool final = !rendezvous_.kind().elastic || !record.restartable() ||
                      round_.restarts_spent >= options_.config.max_restarts;
   if (!final) return;
-  job_.hold(record);
   exit_status_ = record.shell_status();
-  events_.record(event::kJobFailure, {{"kind", record.kind},
-                                      {"node", record.group_rank},
-                                      {"rank", record.rank},
-                                      {"exit_code", record.exit_code},
-                                      {"signal", record.signal},
-                                      {"mine", false}});
   DDP_LOG_ERROR(
       "the job failed on another node after this node's workers finished: " + record.describe() +
       "; this node exits " + std::to_string(exit_status_) + " once the other nodes are out");
 }
 
 void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
-  if (job_.failure() || state_ == State::kExiting || state_ == State::kDone) return;
-  if (round_.store_leaving) return;  // announced: not a failure
+  if (state_ == State::kExiting || state_ == State::kDone) return;
   // Already joining again after the store's silence: the other watches' errors say the same.
   if (state_ == State::kStopping && ending_.cause == EndCause::kStoreSilent) return;
-  store_cause_timer_.cancel();
   const std::string store = store_loss_text(loss, options_.config.peer_tolerance);
   const bool silent = loss == PeerLoss::kSilence;
   const bool reforming = state_ == State::kStopping && (ending_.cause == EndCause::kClaim ||
@@ -712,7 +611,7 @@ void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
     return;
   }
   if (ending_.awaiting_record) {
-    round_.store_gone = true;
+    job_.mark_store_gone();
     ending_.awaiting_record = false;
     record_timer_.cancel();
     decide_now();
@@ -721,7 +620,7 @@ void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
   if (state_ != State::kHealthy && !reforming) return;
   // Static and silent: the store dropped this node's connections too, so to the other nodes
   // this node is gone, and a static job cannot replace a node: the job failed everywhere.
-  round_.store_gone = true;
+  job_.mark_store_gone();
   if (state_ == State::kHealthy) note_failure("store_lost", -1);
   DDP_LOG_ERROR("lost " + store + " (" + message + "): " + store_loss_advice(silent) +
                 (state_ == State::kHealthy
@@ -822,7 +721,7 @@ void Agent::decide_now() {
   if (ending_.awaiting_record || state_ != State::kStopping) return;
   const Decision d = decide(situation());
   if (d.action == Decision::Action::kRestart && !ending_.blocker &&
-      round_.info.group_world_size > 1 && !round_.store_gone) {
+      round_.info.group_world_size > 1 && !job_.store_gone()) {
     // A restart is left by the count; whether the job can still take one is the rendezvous's
     // to say (a static node that finished never comes back), and asking takes the store.
     if (check_thread_.joinable()) check_thread_.join();
@@ -954,16 +853,17 @@ void Agent::finish(int exit_status) {
   exit_status_ = exit_status;
   group_.cancel_stop();
   hangs_.end();
-  for (auto* timer : {&record_timer_, &store_cause_timer_, &loss_window_timer_}) timer->cancel();
+  record_timer_.cancel();
+  loss_window_timer_.cancel();
   // A record this node published must be out before it leaves (or it would take it along).
   // After success the watch goes on through the exit barrier: a failure elsewhere while this
-  // node waits there is the job's, and this node's exit says so (on_job_record).
+  // node waits there is the job's, and this node's exit says so (on_job_failure).
   auto watch = job_.release(/*keep_watching=*/exit_status == 0);
   rendezvous_.watch([](rendezvous::MembershipChange) {});
   if (exit_thread_.joinable()) exit_thread_.join();
   // The store host may wait here for the other nodes: off the loop, so signals still work.
   exit_thread_ = std::thread([this, succeeded = exit_status == 0, watch = std::move(watch),
-                              generation = round_.generation, store_gone = round_.store_gone] {
+                              store_gone = job_.store_gone()] {
     if (watch) watch->flush(std::chrono::seconds(2));
     if (store_gone) {
       // Nothing to leave: the store is gone (and reconnecting would only wait out a timeout).
@@ -973,8 +873,7 @@ void Agent::finish(int exit_status) {
       // be on its way to this node's watch, which must not lose the race to done().
       if (auto record = watch ? watch->read_record() : std::nullopt;
           record && record->is_failure()) {
-        asio::post(io_,
-                   [this, generation, record = *record] { on_job_record(generation, record); });
+        asio::post(io_, [this, record = *record] { job_.hear(record); });
       }
     } else {
       rendezvous_.shutdown_after_failure();

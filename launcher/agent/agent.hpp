@@ -24,7 +24,7 @@
 #include "launcher/agent/attempt_report.hpp"
 #include "launcher/agent/hang_response.hpp"
 #include "launcher/agent/in_place_recovery.hpp"
-#include "launcher/agent/job_failure_link.hpp"
+#include "launcher/agent/job_watch.hpp"
 #include "launcher/agent/worker_slots.hpp"
 #include "launcher/config/launch_config.hpp"
 #include "launcher/output/console.hpp"
@@ -97,8 +97,6 @@ class Agent {
     std::string members;      // RendezvousInfo::members of the last round, and its number
     uint64_t members_round = 0;
     Reform reform = Reform::kNone;
-    bool store_gone = false;     // nothing to leave or ask: the store is lost or has left
-    bool store_leaving = false;  // the store host announced it leaves (not a failure)
   };
 
   // Why the current attempt ends, and what the decision still waits for.
@@ -134,7 +132,8 @@ class Agent {
   // Publishes the window's first failure and ends the attempt (unless hung ranks still dump).
   void act_on_failure();
   void on_membership_change(rendezvous::MembershipChange change);
-  void on_job_record(uint64_t generation, const rendezvous::FailureRecord& record);
+  void on_job_failure(const rendezvous::FailureRecord& record);
+  void on_store_leaving();
   // A failure record that arrives while this node, its workers done, waits in the exit barrier.
   void job_failed_after_finish(const rendezvous::FailureRecord& record);
   void on_store_lost(const std::string& message, PeerLoss loss);
@@ -166,7 +165,7 @@ class Agent {
   EventLog& events_;
   WorkerGroup group_;              // the processes
   std::vector<WorkerSlot> slots_;  // per local rank: what the agent knows beyond the process
-  JobFailureLink job_;             // the job's failure record of the attempt
+  JobWatch job_;                   // the job's failure record and store, as the loop sees them
   InPlaceRecovery recovery_;
   HangResponse hangs_;
   Round round_;
@@ -174,9 +173,9 @@ class Agent {
   State state_ = State::kInit;
   std::optional<int> agent_signal_;  // the first signal the agent received
   int exit_status_ = 0;
-  // The attempt's timers: the record awaited after publishing, the cause of a lost store, the
-  // loss-claim window of an elastic job's worker failure.
-  boost::asio::steady_timer record_timer_, store_cause_timer_, loss_window_timer_;
+  // The attempt's timers: the record awaited after publishing, the loss-claim window of an
+  // elastic job's worker failure.
+  boost::asio::steady_timer record_timer_, loss_window_timer_;
   // Blocking calls off the loop: the rendezvous, the restart check, leaving at the end.
   std::thread rendezvous_thread_, check_thread_, exit_thread_;
   std::optional<boost::asio::signal_set> signals_;

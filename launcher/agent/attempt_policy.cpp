@@ -79,6 +79,33 @@ const char* action_name(Decision::Action action) {
   return "finish";
 }
 
+bool is_failure(EndCause cause) {
+  return cause == EndCause::kWorkerFailed || cause == EndCause::kJobFailed ||
+         cause == EndCause::kFinal;
+}
+
+const char* stop_reason(EndCause cause) {
+  switch (cause) {
+    case EndCause::kClaim:
+    case EndCause::kNodeLost:
+      return "membership";
+    case EndCause::kStoreSilent:
+      return "store_silent";
+    case EndCause::kStoreLost:
+      return "store_lost";
+    case EndCause::kSignal:
+      return "signal";
+    case EndCause::kWorkerFailed:
+    case EndCause::kJobFailed:
+    case EndCause::kFinal:
+      return "failure";
+    case EndCause::kNone:
+    case EndCause::kSucceeded:
+      break;
+  }
+  return "other";
+}
+
 EndCause graver(EndCause current, EndCause news) {
   return gravity(news) > gravity(current) ? news : current;
 }

@@ -21,6 +21,11 @@ enum class EndCause {
 
 // "worker_failed", "node_lost", ...: for events and logs.
 const char* end_cause_name(EndCause cause);
+// A failure (of a worker here or elsewhere, restartable or not), not a membership change,
+// the store or a signal: the decision waits for the job's record.
+bool is_failure(EndCause cause);
+// The "stopping" event's reason: "failure", "membership", "signal", "store_silent", ...
+const char* stop_reason(EndCause cause);
 
 // The cause an attempt already ending for `current` ends for once `news` arrives: the graver
 // one. A re-form under way becomes a failed attempt when a failure is heard; a failure stays

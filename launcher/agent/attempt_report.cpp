@@ -20,6 +20,22 @@ JobRootCause root_cause_of(const rendezvous::FailureRecord& r) {
   return root;
 }
 
+rendezvous::FailureRecord record_of(const WorkerFailure& failure) {
+  rendezvous::FailureRecord record;
+  record.kind = failure.hang.empty() ? "worker" : "hang";
+  record.rank = failure.rank;
+  record.local_rank = failure.local_rank;
+  record.pid = failure.pid;
+  record.exit_code = failure.status.exit_code;
+  record.signal = failure.status.signal;
+  if (failure.error) {
+    record.message = failure.error->message;
+    record.traceback = failure.error->traceback;
+  }
+  if (record.message.empty() && !failure.hang.empty()) record.message = "hang: " + failure.hang;
+  return record;
+}
+
 std::string describe_local(const WorkerFailure& failure) {
   return "rank " + std::to_string(failure.rank) + ": " + (failure.hang.empty() ? "" : "hung, ") +
          failure.status.describe();

@@ -17,6 +17,10 @@ namespace ddp::launcher {
 // The summary's view of a job-wide failure record.
 JobRootCause root_cause_of(const rendezvous::FailureRecord& record);
 
+// The job-wide record of this node's worker failure (kind "worker", or "hang" with what hang
+// detection said when the error file says nothing).
+rendezvous::FailureRecord record_of(const WorkerFailure& failure);
+
 // "rank 1: exit code 7" (with "hung, " for a hang): a local failure in one phrase.
 std::string describe_local(const WorkerFailure& failure);
 

@@ -148,4 +148,17 @@ std::vector<std::string> build_worker_env(const LaunchConfig& config, const Envi
   return result;
 }
 
+WorkerProcessSpec worker_spec(const LaunchConfig& config, const Environment& env,
+                              const AttemptInfo& attempt, int local_rank,
+                              const std::string& error_file,
+                              const std::vector<std::string>& extra_env, const CpuBinding& binding) {
+  WorkerProcessSpec spec;
+  spec.local_rank = local_rank;
+  spec.argv = build_worker_argv(config, env, local_rank);
+  spec.env = build_worker_env(config, env, attempt, local_rank, error_file);
+  spec.env.insert(spec.env.end(), extra_env.begin(), extra_env.end());
+  spec.binding = binding;
+  return spec;
+}
+
 }  // namespace ddp::launcher

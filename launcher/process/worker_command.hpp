@@ -6,6 +6,7 @@
 
 #include "common/recovery_protocol.hpp"
 #include "launcher/config/launch_config.hpp"
+#include "launcher/process/worker_spawner.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 
 namespace ddp::launcher {
@@ -43,6 +44,12 @@ Environment worker_environment(const LaunchConfig& config, const Environment& en
 std::vector<std::string> build_worker_env(const LaunchConfig& config, const Environment& env,
                                           const AttemptInfo& attempt, int local_rank,
                                           const std::string& error_file);
+// The process local_rank's worker is started as: its argv, its environment (the contract, its
+// error file, then extra "NAME=value" entries such as hang detection's) and its CPU binding.
+WorkerProcessSpec worker_spec(const LaunchConfig& config, const Environment& env,
+                              const AttemptInfo& attempt, int local_rank,
+                              const std::string& error_file,
+                              const std::vector<std::string>& extra_env, const CpuBinding& binding);
 // True when OMP_NUM_THREADS will be set to 1 for the workers (worth one notice line).
 bool sets_default_omp_threads(const LaunchConfig& config, const Environment& env);
 // Replaces every "${local_rank}" in text.

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -562,6 +564,36 @@ TEST_CASE("job: a node that finished exits with a failure recorded during its ex
       h.logged("the job failed on another node after this node's workers finished: rank 4 "
                "(local_rank 0, pid 77) on node 2 (10.0.0.3): exit code 3"));
   CHECK_FALSE(h.rendezvous.after_failure);  // it left as a node that finished
+}
+
+TEST_CASE("job: the job's store is connected off the loop, which handles a signal meanwhile",
+          "[agent][job][signal]") {
+  // Connecting to a store that does not answer takes seconds (a connect timeout per
+  // connection). The agent's loop must go on serving signals, exits and timers meanwhile: the
+  // connect here blocks until the agent has handled a SIGTERM (or 5 s, were the loop blocked).
+  JobHarness h(1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool signalled = false;
+  bool handled_while_connecting = false;
+  h.on_event = [&](const nlohmann::json& event) {
+    if (event.value("event", "") != "signal") return;
+    std::lock_guard<std::mutex> lock(mu);
+    signalled = true;
+    cv.notify_all();
+  };
+  h.rendezvous.connect_job = [&](int n) -> std::shared_ptr<ddp::rendezvous::Store> {
+    if (n == 1) {
+      boost::asio::post(h.io, [&] { h.agent_ptr->handle_signal(SIGTERM); });
+      std::unique_lock<std::mutex> lock(mu);
+      handled_while_connecting = cv.wait_for(lock, std::chrono::seconds(5), [&] { return signalled; });
+    }
+    return h.store;
+  };
+  h.spawner.on_spawn = [&](size_t i) { h.spawner.exit(i, ExitStatus{}); };
+  CHECK(h.run() == 128 + SIGTERM);
+  CHECK(handled_while_connecting);
+  CHECK(h.spawner.workers.empty());  // the round it connected for never started workers
 }
 
 TEST_CASE("job: a failure here is published, and every node restarts together", "[agent][job]") {
