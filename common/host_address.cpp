@@ -185,4 +185,33 @@ std::string local_host_name() {
   return buf;
 }
 
+std::string local_address_toward(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (::getaddrinfo(normalize_host(host).c_str(), service.c_str(), &hints, &res) != 0) return "";
+  std::string found;
+  for (addrinfo* ai = res; ai != nullptr && found.empty(); ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof(local);
+    // NOLINTNEXTLINE: the sockets API takes sockaddr*.
+    auto* raw = reinterpret_cast<sockaddr*>(&local);
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::getsockname(fd, raw, &length) == 0) {
+      char text[INET6_ADDRSTRLEN] = {};
+      const void* addr =
+          local.ss_family == AF_INET6
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+              : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (::inet_ntop(local.ss_family, addr, text, sizeof(text)) != nullptr) found = text;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return found;
+}
+
 }  // namespace ddp

@@ -43,5 +43,9 @@ std::string store_listen_host(const std::string& dial_host, const std::string& l
 bool is_local_address(const std::string& host);
 // This machine's host name (gethostname), "localhost" when it has none.
 std::string local_host_name();
+// This machine's address on the route to host:port (a UDP socket connected there, so nothing
+// is sent): what another node on that network dials to reach this one. "" when there is no
+// route (or host does not resolve).
+std::string local_address_toward(const std::string& host, uint16_t port);
 
 }  // namespace ddp

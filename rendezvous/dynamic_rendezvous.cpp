@@ -14,6 +14,7 @@
 #include "rendezvous/round_keys.hpp"
 #include "rendezvous/round_watcher.hpp"
 #include "rendezvous/store/prefix_store.hpp"
+#include "rendezvous/store_succession.hpp"
 
 namespace ddp::rendezvous {
 
@@ -26,6 +27,13 @@ constexpr size_t kMaxKeysPerWrite = 128;
 // Between two tries to reach a store that does not answer (each try waits for a connection
 // up to its own connect timeout first).
 constexpr Duration kSilenceRetry{500};
+// A connection opened while the store is known to be up (watchers, shutdown), and a try of a
+// successor's standby (one that does not answer is tried again later).
+constexpr Duration kSideConnectTimeout{3000};
+constexpr Duration kSuccessorConnectTimeout{1000};
+// How long a survivor waits on one successor for the store to open before it looks again at
+// the others (one may have opened meanwhile, or the lost store answered again).
+constexpr Duration kSuccessorWait{2000};
 
 std::string seconds_text(Duration d) {
   const auto ms = d.count();
@@ -71,7 +79,13 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options, std::shar
     : options_(std::move(options)), connect_(std::move(connect)) {
   validate(options_);
   store_ = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, std::move(store));
+  store_endpoint_ = Endpoint{options_.master_addr, options_.master_port};
   node_id_ = make_node_id(options_.node_addr);
+}
+
+Endpoint DynamicRendezvous::store_endpoint() const {
+  std::lock_guard<std::mutex> lock(endpoint_mu_);
+  return store_endpoint_;
 }
 
 DynamicRendezvous::~DynamicRendezvous() {
@@ -91,9 +105,15 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
     try {
       return join_round(deadline);
     } catch (const StoreError& e) {
-      // A store that does not answer (this node was cut off, or the store's host was) is
-      // silence, not a death: keep trying until join_timeout, as for the first join. A store
-      // that refused or closed the connection is gone, and a timeout of our own is final.
+      // The store's host is lost (a death), or silent: where the store can move, it moves to
+      // the successor's standby (or back, once it answers again); a timeout of our own, or a
+      // failure that says nothing of the host, is final.
+      if (options_.dial && succession_ && e.loss() != PeerLoss::kUnknown && !deadline.expired()) {
+        fail_over(fenced_seen_ ? PeerLoss::kSilence : e.loss(), deadline);
+        continue;
+      }
+      // Without a successor, silence (this node was cut off, or the store's host was) is only
+      // silence: keep trying until join_timeout, as for the first join.
       if (e.loss() != PeerLoss::kSilence || deadline.expired()) throw;
       const auto now = Clock::now();
       if (now >= next_line) {
@@ -111,6 +131,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
 
 RendezvousInfo DynamicRendezvous::join_round(const Deadline& deadline) {
   stop_watcher();
+  throw_if_stepped_down();
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_.reset();
@@ -134,8 +155,10 @@ RendezvousInfo DynamicRendezvous::join_round(const Deadline& deadline) {
     // one of them says so; later rounds are reached only through the late path below.
     if (!admitted && round > 0) wait_admitted(round, deadline);
     const int64_t idx = store_->take_ticket(keys::arrived(round));
-    store_->set(keys::node(round, idx),
-                format_record(NodeRecord{options_.local_world_size, prev_rank_, node_id_}));
+    store_->multi_set(
+        {keys::node(round, idx), keys::standby(round, idx)},
+        {format_record(NodeRecord{options_.local_world_size, prev_rank_, node_id_}),
+         options_.standby.host.empty() ? std::string() : format_endpoint(options_.standby)});
     if (idx == options_.min_nodes) store_->set(keys::min_reached(round), "1");
     if (idx == options_.max_nodes && try_claim(round, idx, idx)) {
       publish_round(round, idx, idx);
@@ -206,6 +229,17 @@ RendezvousInfo DynamicRendezvous::join_round(const Deadline& deadline) {
     last_round_ = round;
     prev_rank_ = info.group_rank;
     last_info_size_ = info.group_world_size;
+    if (options_.dial) {
+      // Who carries the store on if its host is lost: every member's standby, by group rank.
+      Succession succession;
+      succession.round = round;
+      succession.members = info.group_world_size;
+      succession.self = info.group_rank;
+      succession.store = store_endpoint();
+      succession.standbys =
+          parse_standbys(read_if_present(*store_, keys::standbys(round)).value_or(""));
+      succession_ = succession;
+    }
     {
       std::lock_guard<std::mutex> lock(conn_mu_);
       last_info_ = info;
@@ -231,10 +265,14 @@ void DynamicRendezvous::open_round(uint64_t round) {
 }
 
 void DynamicRendezvous::advance_current_round(uint64_t round) {
+  advance_current_round(round, *store_);
+}
+
+void DynamicRendezvous::advance_current_round(uint64_t round, Store& store) {
   // current_round only moves forward; a stale member must not move it back.
-  std::string current = store_->compare_set(keys::kCurrentRound, "", std::to_string(round));
+  std::string current = store.compare_set(keys::kCurrentRound, "", std::to_string(round));
   while (std::stoull(current) < round) {
-    current = store_->compare_set(keys::kCurrentRound, current, std::to_string(round));
+    current = store.compare_set(keys::kCurrentRound, current, std::to_string(round));
   }
 }
 
@@ -378,13 +416,31 @@ void DynamicRendezvous::publish_round(uint64_t round, int64_t count, int64_t clo
     }
   }
   const auto values = store_->multi_get(present);
+  std::vector<std::string> standby_keys;
   for (size_t p = 0, i = 0; i < node_keys.size(); ++i) {
     if (p < present.size() && present[p] == node_keys[i]) {
       if (!values[p].empty()) arrivals[i] = parse_record(values[p]);
       ++p;
     }
+    standby_keys.push_back(keys::standby(round, static_cast<int64_t>(i) + 1));
   }
   const auto assignments = assign_ranks(arrivals);
+  // Each member's standby by group rank (written with its record: there when the record is).
+  std::vector<Endpoint> standbys;
+  if (options_.dial) {
+    std::vector<std::string> known;
+    for (size_t i = 0; i < standby_keys.size(); ++i) {
+      if (assignments[i]) known.push_back(standby_keys[i]);
+    }
+    const auto texts = store_->multi_get(known);
+    for (size_t i = 0, k = 0; i < assignments.size(); ++i) {
+      if (!assignments[i]) continue;
+      const auto g = static_cast<size_t>(assignments[i]->group_rank);
+      if (standbys.size() <= g) standbys.resize(g + 1);
+      if (!texts[k].empty()) standbys[g] = parse_endpoint(texts[k], 0);
+      ++k;
+    }
+  }
   std::vector<std::string> out_keys;
   std::vector<std::string> out_values;
   for (size_t i = 0; i < assignments.size(); ++i) {
@@ -406,6 +462,10 @@ void DynamicRendezvous::publish_round(uint64_t round, int64_t count, int64_t clo
     out_keys.clear();
     out_values.clear();
   }
+  if (options_.dial) {
+    out_keys.push_back(keys::standbys(round));
+    out_values.push_back(format_standbys(standbys));
+  }
   // The size serves agents that are not members (the store host's exit barrier).
   out_keys.push_back(keys::size(round));
   out_values.push_back(std::to_string(std::count_if(assignments.begin(), assignments.end(),
@@ -423,8 +483,9 @@ RendezvousInfo DynamicRendezvous::make_info(uint64_t round, const NodeAssignment
   info.group_world_size = a.group_world_size;
   info.rank_offset = a.rank_offset;
   info.world_size = a.world_size;
-  info.master_addr = options_.master_addr;
-  info.master_port = options_.master_port;
+  const Endpoint store = store_endpoint();
+  info.master_addr = store.host;
+  info.master_port = store.port;
   info.members = a.members;
   DDP_LOG_INFO("rendezvous '" + options_.run_id + "' round " + std::to_string(round) +
                " complete: " + std::to_string(a.group_world_size) + " nodes, group rank " +
@@ -458,7 +519,11 @@ bool DynamicRendezvous::find_worker_store(RendezvousInfo& info) {
 }
 
 bool DynamicRendezvous::serves_store(const RendezvousInfo& info) const {
-  return options_.hosts_store || (options_.worker_store && info.group_rank == 0);
+  if (options_.worker_store && info.group_rank == 0) return true;
+  if (!options_.dial) return options_.hosts_store;
+  // The store may have moved: whoever's standby it is now serves it.
+  const Endpoint store = store_endpoint();
+  return store.host == options_.standby.host && store.port == options_.standby.port;
 }
 
 std::string DynamicRendezvous::after_change() const {
@@ -498,10 +563,22 @@ void DynamicRendezvous::on_change(MembershipChange change, const ChangeReason& r
     callback = on_change_;
   }
   DDP_LOG_INFO("rendezvous '" + options_.run_id + "': " + reason.text);
+  if (change == MembershipChange::kSteppedDown) {
+    std::optional<uint64_t> round;
+    {
+      std::lock_guard<std::mutex> lock(conn_mu_);
+      if (last_info_) round = last_info_->round;
+    }
+    if (round) step_down(*round);
+  }
   callback(change);
 }
 
 std::shared_ptr<Store> DynamicRendezvous::side_connection() {
+  if (options_.dial) {
+    return std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id,
+                                         options_.dial(store_endpoint(), kSideConnectTimeout));
+  }
   return std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id, connect_());
 }
 
@@ -520,6 +597,10 @@ void DynamicRendezvous::start_watcher(const RendezvousInfo& info) {
   // Where the store keeps liveness (etcd leases) nobody beats, so beating alone would only
   // make this node take its silent neighbours for lost: no fallback there.
   w.heartbeats = options_.heartbeats;
+  // The node serving a store that can move watches whether its round still hears it: with
+  // most of the round silent it steps down (store_succession.hpp).
+  w.quorum = static_cast<bool>(options_.dial) && options_.heartbeats && serves_store(info);
+  w.tolerance = options_.tolerance;
   watcher_ = std::make_unique<RoundWatcher>(
       w, side_connection(), side_connection(),
       [this](MembershipChange change, const ChangeReason& reason) { on_change(change, reason); });
@@ -566,6 +647,163 @@ bool DynamicRendezvous::try_bind_presence(const RendezvousInfo& info, bool last)
     }
     return false;
   }
+}
+
+// --- store succession ---
+
+void DynamicRendezvous::throw_if_stepped_down() const {
+  if (!options_.dial || !store_->check({keys::kSteppedDown})) return;
+  throw StoreError("rendezvous '" + options_.run_id + "': the store at " + store_->describe() +
+                       " stepped down (its host heard nothing from most of its round)",
+                   PeerLoss::kSilence);
+}
+
+void DynamicRendezvous::step_down(uint64_t round) {
+  try {
+    store_->set(keys::kSteppedDown, std::to_string(round));
+    post_change(*store_, round, "stepped_down");
+  } catch (const StoreError& e) {
+    DDP_LOG_WARN("rendezvous '" + options_.run_id +
+                 "': could not mark the store stepped down: " + e.what());
+  }
+}
+
+void DynamicRendezvous::fail_over(PeerLoss how, const Deadline& deadline) {
+  const Succession succession = *succession_;
+  const auto lost_at = Clock::now();
+  const bool death = how == PeerLoss::kDeath;
+  std::vector<Endpoint> candidates = successors(succession);
+  // Silence may end: the lost store comes first again, unless it stepped down.
+  if (!death) candidates.insert(candidates.begin(), succession.store);
+  std::string names;
+  for (const auto& c : candidates) names += (names.empty() ? "" : ", ") + format_endpoint(c);
+  DDP_LOG_WARN("rendezvous '" + options_.run_id + "': the store at " +
+               format_endpoint(succession.store) + " is lost (" +
+               (death ? "its host closed, reset or refused the connection"
+                      : "silent for longer than the peer tolerance, or it stepped down") +
+               "); moving to a successor's store (in turn: " + names + ")");
+  std::vector<std::string> dead;
+  auto next_line = lost_at + options_.progress_interval;
+  while (true) {
+    for (const auto& candidate : candidates) {
+      throw_if_shut_down();
+      const std::string name = format_endpoint(candidate);
+      if (std::find(dead.begin(), dead.end(), name) != dead.end()) continue;
+      try {
+        if (try_successor(succession, candidate, death, lost_at, dead)) return;
+      } catch (const StoreError& e) {
+        // A refusal is a death: that node's agent is gone (its standby listened all along).
+        if (e.loss() == PeerLoss::kDeath) dead.push_back(name);
+      }
+      if (deadline.expired()) break;
+    }
+    if (deadline.expired()) {
+      throw RendezvousError("rendezvous '" + options_.run_id + "': the store at " +
+                            format_endpoint(succession.store) +
+                            " was lost and no successor's store opened within join_timeout " +
+                            seconds_text(options_.join_timeout) + " (tried " + names +
+                            "; a successor opens on a death, or for a strict majority of the " +
+                            std::to_string(succession.members) + " nodes of round " +
+                            std::to_string(succession.round) + ")");
+    }
+    if (Clock::now() >= next_line) {
+      DDP_LOG_INFO("rendezvous '" + options_.run_id + "': still looking for the store's " +
+                   "successor (" + std::to_string(dead.size()) + " of " +
+                   std::to_string(candidates.size()) + " gone)");
+      next_line = Clock::now() + options_.progress_interval;
+    }
+    std::this_thread::sleep_for(std::min<Duration>(deadline.remaining(), kSilenceRetry));
+  }
+}
+
+void DynamicRendezvous::throw_if_shut_down() {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  if (shut_down_) {
+    throw RendezvousClosed("rendezvous '" + options_.run_id +
+                           "' was shut down while this node looked for the store's successor");
+  }
+}
+
+bool DynamicRendezvous::try_successor(const Succession& succession, const Endpoint& candidate,
+                                      bool death, Clock::time_point lost_at,
+                                      const std::vector<std::string>& dead) {
+  auto store = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id,
+                                             options_.dial(candidate, kSuccessorConnectTimeout));
+  const bool same =
+      candidate.host == succession.store.host && candidate.port == succession.store.port;
+  if (same) {
+    // The lost store answers again (the silence ended) and serves on unless it stepped down.
+    if (store->check({keys::kSteppedDown})) {
+      fenced_seen_ = true;
+      return false;
+    }
+    move_to(candidate, store);
+    return true;
+  }
+  const uint64_t round = succession.round;
+  const std::string mine = death ? "death" : "silence";
+  const std::string support = keys::takeover(round, "support/" + std::to_string(succession.self));
+  if (store->compare_set(support, "", mine) == mine) {
+    if (death) store->set(keys::takeover(round, "death"), "1");
+    store->add(keys::takeover(round, "supporters"), 1);
+  }
+  const auto until = Clock::now() + kSuccessorWait;
+  while (true) {
+    if (store->check({keys::takeover(round, "promoted")})) {
+      reseed(*store, succession, dead);
+      move_to(candidate, store);
+      return true;
+    }
+    const int supporters = static_cast<int>(store->add(keys::takeover(round, "supporters"), 0));
+    const bool death_seen = store->check({keys::takeover(round, "death")});
+    if (may_take_over(supporters, death_seen, succession.members, Clock::now() - lost_at,
+                      options_.takeover_margin)) {
+      store->compare_set(keys::takeover(round, "promoted"), "", std::to_string(succession.self));
+      continue;
+    }
+    const auto left = std::chrono::duration_cast<Duration>(until - Clock::now());
+    if (left <= Duration(0)) return false;
+    try {
+      store->wait({keys::takeover(round, "promoted")}, std::min<Duration>(left, Duration(250)));
+    } catch (const StoreTimeout&) {
+    }
+  }
+}
+
+void DynamicRendezvous::reseed(Store& store, const Succession& s,
+                               const std::vector<std::string>& dead) {
+  // The last round as its members knew it: its size and where it stood, and its lost store's
+  // host and every member found dead counted out for good, so the re-formed round closes once
+  // the others are back.
+  advance_current_round(s.round, store);
+  store.compare_set(keys::closed(s.round), "", std::to_string(s.members) + " 0");
+  store.compare_set(keys::size(s.round), "", std::to_string(s.members));
+  store.compare_set(keys::standbys(s.round), "", format_standbys(s.standbys));
+  const ExitBarrier barrier{store, keys::departed(s.round), s.members};
+  for (size_t g = 0; g < s.standbys.size(); ++g) {
+    const auto& e = s.standbys[g];
+    const bool lost = e.host == s.store.host && e.port == s.store.port;
+    if (lost || std::find(dead.begin(), dead.end(), format_endpoint(e)) != dead.end()) {
+      barrier.count_out(static_cast<int>(g), "disconnected");
+    }
+  }
+}
+
+void DynamicRendezvous::move_to(const Endpoint& endpoint, std::shared_ptr<Store> store) {
+  {
+    std::lock_guard<std::mutex> lock(endpoint_mu_);
+    store_endpoint_ = endpoint;
+  }
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    control_store_.reset();
+    presence_.reset();
+    presence_tried_ = false;
+  }
+  store_ = std::move(store);
+  fenced_seen_ = false;
+  DDP_LOG_WARN("rendezvous '" + options_.run_id + "': the store is now " +
+               format_endpoint(endpoint) + "; re-forming there");
 }
 
 void DynamicRendezvous::stop_watcher() {

@@ -17,8 +17,10 @@
 
 #include "common/deadline.hpp"
 #include "rendezvous/assignment.hpp"
+#include "rendezvous/rdzv_conf.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store/store.hpp"
+#include "rendezvous/store_succession.hpp"
 #include "rendezvous/worker_store_host.hpp"
 
 namespace ddp::rendezvous {
@@ -56,6 +58,21 @@ struct DynamicRendezvousOptions {
   // store mid-run.
   bool hosts_store = false;
   Duration exit_barrier_timeout = std::chrono::seconds(300);
+
+  // Store succession (store_succession.hpp): when dial is set, the store may move to a
+  // member's standby after its host is lost. dial opens a connection to the store at an
+  // endpoint within a connect timeout (the job's secret included).
+  std::function<std::shared_ptr<Store>(const Endpoint&, Duration)> dial;
+  // Where this node's standby store listens (the store itself for the node hosting it);
+  // empty host: none (the node never carries the store on).
+  Endpoint standby;
+  // How long silence is only silence (--peer_tolerance): the store's host steps down once a
+  // strict majority of its round has been silent this long.
+  Duration tolerance = std::chrono::seconds(15);
+  // After silence, how long past losing the store a survivor waits before the successor's
+  // store opens: the host, which stops hearing its round at about the same time, steps down
+  // first.
+  Duration takeover_margin = std::chrono::seconds(2);
 };
 
 class DynamicRendezvous final : public RendezvousHandler {
@@ -82,8 +99,11 @@ class DynamicRendezvous final : public RendezvousHandler {
   void interrupt() override;
   [[nodiscard]] std::string run_id() const override { return options_.run_id; }
   [[nodiscard]] RendezvousKind kind() const override {
-    return {true, options_.min_nodes, options_.max_nodes};
+    return {true, options_.min_nodes, options_.max_nodes, static_cast<bool>(options_.dial)};
   }
+  // Where the rendezvous store is now (it moves to a successor's standby when its host is
+  // lost): what the workers dial, and where the worker namespace is declared.
+  [[nodiscard]] Endpoint store_endpoint() const;
 
   // Unique id of this agent in the records ("<addr>:<pid>:<random>").
   [[nodiscard]] const std::string& node_id() const { return node_id_; }
@@ -101,10 +121,31 @@ class DynamicRendezvous final : public RendezvousHandler {
 
   // One try of next_rendezvous() within deadline.
   RendezvousInfo join_round(const Deadline& deadline);
+  // The store failed (how: what its failure says of its host): moves the rendezvous to the
+  // successor's store (store_succession.hpp), re-seeded with what the survivors know of the
+  // last round, or back to the same store if it answers again and did not step down. Throws
+  // RendezvousError when none opens within deadline.
+  void fail_over(PeerLoss how, const Deadline& deadline);
+  // One successor: registers this node's support and waits a while for the store to open;
+  // true once it is (the rendezvous then uses it).
+  // dead: successors found dead so far (counted out when this one opens).
+  bool try_successor(const Succession& succession, const Endpoint& candidate, bool death,
+                     Clock::time_point lost_at, const std::vector<std::string>& dead);
+  // RendezvousClosed once shutdown() ran (a signal while the store's successor is sought).
+  void throw_if_shut_down();
+  // The rendezvous uses store (at endpoint) from now on.
+  void move_to(const Endpoint& endpoint, std::shared_ptr<Store> store);
+  // Writes what the survivors know of the last round into a store that took over.
+  void reseed(Store& store, const Succession& succession, const std::vector<std::string>& dead);
+  // This node hosts the store and heard nothing from most of its round: it steps down.
+  void step_down(uint64_t round);
+  // A store that stepped down opens no round (StoreError, silence).
+  void throw_if_stepped_down() const;
   uint64_t start_round();
   void open_round(uint64_t round);
-  // Moves current_round up to round (never back).
+  // Moves current_round up to round (never back), in store_ or in store.
   void advance_current_round(uint64_t round);
+  static void advance_current_round(uint64_t round, Store& store);
   void wait_admitted(uint64_t round, const Deadline& deadline) const;
   // Returns once the round is closed and published (or throws on join/close timeouts).
   void wait_closed(uint64_t round, int64_t idx, const Deadline& deadline);
@@ -151,6 +192,12 @@ class DynamicRendezvous final : public RendezvousHandler {
 
   DynamicRendezvousOptions options_;
   std::shared_ptr<Store> store_;  // prefixed with /ddp_rdzv/<run_id>
+  // Where store_ is (endpoint_mu_: watcher and agent threads ask); what the last round told of
+  // its members' standbys (nullopt before one).
+  mutable std::mutex endpoint_mu_;
+  Endpoint store_endpoint_;
+  std::optional<Succession> succession_;
+  bool fenced_seen_ = false;  // the store stepped down: its death later is no death of its host
   StoreConnector connect_;
   std::string node_id_;
   std::optional<uint64_t> last_round_;  // last round this node was a member of

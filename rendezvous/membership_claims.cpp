@@ -14,6 +14,8 @@ ChangeClaim parse_change(const std::string& value) {
     claim.kind = ChangeClaim::Kind::kWaiting;
   } else if (value == "rejoin") {
     claim.kind = ChangeClaim::Kind::kRejoin;
+  } else if (value == "stepped_down") {
+    claim.kind = ChangeClaim::Kind::kSteppedDown;
   } else if (value.rfind("lost ", 0) == 0) {
     if (auto rank =
             try_parse_int(std::string_view(value).substr(5), 0, std::numeric_limits<int>::max())) {

@@ -19,12 +19,13 @@ inline const std::string kRefutedPrefix = "refuted ";
 
 // What one slot claims.
 struct ChangeClaim {
-  enum class Kind { kWaiting, kRejoin, kLost, kInvalid };
+  // kSteppedDown: the store's host stepped down (it heard nothing from most of its round).
+  enum class Kind { kWaiting, kRejoin, kLost, kSteppedDown, kInvalid };
   Kind kind = Kind::kInvalid;
   int rank = -1;  // the lost group rank (kLost)
 };
 
-// Parses "waiting", "rejoin", "lost <group_rank>"; anything else is kInvalid.
+// Parses "waiting", "rejoin", "lost <group_rank>", "stepped_down"; anything else is kInvalid.
 ChangeClaim parse_change(const std::string& value);
 
 // Writes value into the first slot that is free, skipping refuted ones; does nothing when a

@@ -80,6 +80,8 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
           "--rdzv_conf keep_alive_max_attempt", value, 1, std::numeric_limits<int>::max()));
     } else if (key == "is_host") {
       conf.is_host = parse_bool(key, value);
+    } else if (key == "store_succession") {
+      conf.store_succession = parse_bool(key, value);
     } else if (key == "protocol") {
       if (value != "http" && value != "https") {
         throw ConfigError("--rdzv_conf protocol=" + value + ": expected http or https");
@@ -99,7 +101,8 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
     } else {
       throw ConfigError("--rdzv_conf key '" + key +
                         "' is unknown; expected join_timeout, last_call_timeout, "
-                        "close_timeout, is_host, keep_alive_interval, keep_alive_max_attempt, "
+                        "close_timeout, is_host, store_succession, keep_alive_interval, "
+                        "keep_alive_max_attempt, "
                         "heartbeat_interval, lease_timeout, exit_barrier_timeout, or for etcd "
                         "protocol, cacert, cert, key, user, password_file");
     }

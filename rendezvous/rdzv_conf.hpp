@@ -19,6 +19,8 @@ struct RdzvConf {
   // How long the store host serves, after its own workers finished, for the others to.
   std::optional<Duration> exit_barrier_timeout;
   std::optional<bool> is_host;
+  // The store moves to a member's standby when the node hosting it is lost (default on).
+  std::optional<bool> store_succession;
   // The etcd backend (docs/etcd.md): torchrun's etcd keys, and etcd's user and password.
   std::optional<std::string> protocol;  // http or https
   std::optional<std::string> cacert;    // PEM files

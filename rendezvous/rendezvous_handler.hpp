@@ -34,13 +34,17 @@ struct RendezvousKind {
   bool elastic = false;
   int min_nodes = 1;
   int max_nodes = 1;
+  // The store moves to a successor when the node hosting it is lost (store_succession.hpp):
+  // losing that node costs what losing any other does.
+  bool store_moves = false;
 };
 
 // Why the running group must re-form without it being a worker failure.
 enum class MembershipChange {
   kNodeWaiting,  // a node asked to join after the round closed: restart, no restart spent
   kNodeLost,     // a member node's agent disappeared: re-form (or fail if < MIN remain)
-  kStoreLost,    // the rendezvous store is gone (its host died): nothing to re-form with
+  kStoreLost,    // the rendezvous store failed (last_change() says how: death or silence)
+  kSteppedDown,  // this node hosts the store and lost its majority: it stepped down
 };
 
 // Why a membership change was reported: readable text, and for kStoreLost what the store's

@@ -9,6 +9,15 @@ namespace ddp::rendezvous::rdzv_keys {
 
 // Set once when the job ends; late nodes exit instead of waiting.
 inline const std::string kClosed = "closed";
+// Set by the store's host when it steps down (it heard nothing from most of its round): the
+// store opens no round any more, and its members move to a successor.
+inline const std::string kSteppedDown = "stepped_down";
+// A store that takes the rendezvous over after the last round r's store was lost
+// (store_succession.hpp): each survivor's support ("death" or "silence", by group rank), how
+// many supported, whether any saw a death, and "promoted" once the store opens for the job.
+inline std::string takeover(uint64_t round, const std::string& name) {
+  return "takeover/" + std::to_string(round) + "/" + name;
+}
 // Highest round opened so far (decimal); fresh nodes start there.
 inline const std::string kCurrentRound = "current_round";
 
@@ -58,6 +67,15 @@ inline std::string departed(uint64_t round) {
 // Number of members of the round (written with "closed"), for agents that are not members.
 inline std::string size(uint64_t round) {
   return round_key(round, "size");
+}
+// Where arrival idx's standby store listens ("host:port", "" for none).
+inline std::string standby(uint64_t round, int64_t idx) {
+  return round_key(round, "standby/" + std::to_string(idx));
+}
+// Every member's standby, by group rank (store_succession.hpp's format_standbys), written by
+// the closing node with "closed".
+inline std::string standbys(uint64_t round) {
+  return round_key(round, "standbys");
 }
 // The record of arrival idx (NodeRecord), empty when that node withdrew.
 inline std::string node(uint64_t round, int64_t idx) {

@@ -11,6 +11,7 @@
 #include "rendezvous/exit_barrier.hpp"
 #include "rendezvous/membership_claims.hpp"
 #include "rendezvous/round_keys.hpp"
+#include "rendezvous/store_succession.hpp"
 
 namespace ddp::rendezvous {
 
@@ -72,11 +73,52 @@ void RoundWatcher::stop() {
   if (monitor_thread_.joinable()) monitor_thread_.join();
 }
 
-void RoundWatcher::fire(MembershipChange change, const std::string& reason) {
+void RoundWatcher::fire(MembershipChange change, const std::string& reason, PeerLoss loss) {
   // After stop was requested the round is being left on purpose (this node re-joining posts
   // a claim itself): nothing to report.
   if (stop_ || fired_.exchange(true)) return;
-  on_change_(change, ChangeReason{reason, PeerLoss::kUnknown});
+  on_change_(change, ChangeReason{reason, loss});
+}
+
+bool RoundWatcher::quorum_lost(Store& store, Clock::duration stall) {
+  if (!options_.quorum) return false;
+  const uint64_t round = options_.round;
+  const auto size = static_cast<size_t>(options_.group_world_size);
+  const auto now = Clock::now();
+  if (quorum_seen_.empty()) {
+    quorum_seen_.assign(size, now);
+    quorum_ticks_.assign(size, -1);
+    quorum_next_ = now;
+  }
+  // This node's own stall is no evidence against anyone.
+  for (auto& seen : quorum_seen_) seen = std::min(now, seen + stall);
+  if (now < quorum_next_) return false;
+  // Every beat: the host must step down before the ring's lease makes it re-form without the
+  // silent ones (which may be the majority, about to carry the store on).
+  quorum_next_ = now + options_.heartbeat_interval;
+  const ExitBarrier barrier{store, keys::departed(round), options_.group_world_size};
+  int silent = 0;
+  for (size_t g = 0; g < size; ++g) {
+    if (static_cast<int>(g) == options_.group_rank) continue;
+    const int64_t tick = latest_tick(store, round, static_cast<int>(g));
+    if (tick != quorum_ticks_[g]) {
+      quorum_ticks_[g] = tick;
+      quorum_seen_[g] = now;
+      continue;
+    }
+    if (now - quorum_seen_[g] >= options_.tolerance &&
+        barrier.out_reason(static_cast<int>(g)).empty()) {
+      ++silent;
+    }
+  }
+  if (!rendezvous::quorum_lost(silent, options_.group_world_size)) return false;
+  fire(MembershipChange::kSteppedDown,
+       "this node serves the store of round " + std::to_string(round) + " and heard nothing from " +
+           std::to_string(silent) + " of its " + std::to_string(options_.group_world_size) +
+           " nodes for the peer tolerance (" + seconds_text(options_.tolerance) +
+           "): it steps down, so that the majority can carry the store on",
+       PeerLoss::kSilence);
+  return true;
 }
 
 void RoundWatcher::store_lost(const std::exception& e) {
@@ -144,6 +186,11 @@ void RoundWatcher::events_loop() {
                         ? " stopped heartbeating"
                         : " never bound its presence (it died before the round started)") +
                    in_round(round));
+        } else if (claim.kind == ChangeClaim::Kind::kSteppedDown) {
+          fire(MembershipChange::kStoreLost,
+               "the store's host stepped down (it heard nothing from most of its round)" +
+                   in_round(round),
+               PeerLoss::kSilence);
         } else if (claim.kind == ChangeClaim::Kind::kRejoin) {
           fire(MembershipChange::kNodeWaiting, "a member node is re-joining" + in_round(round));
         } else {
@@ -187,6 +234,9 @@ std::string RoundWatcher::refutation(Store& store, const std::string& value) {
       }
       return "";
     }
+    case ChangeClaim::Kind::kSteppedDown:
+      if (!store.check({keys::kSteppedDown})) return "the store has not stepped down";
+      return "";
     case ChangeClaim::Kind::kRejoin:
       if (!store.check({keys::opened(round + 1)})) {
         return "no member opened round " + std::to_string(round + 1);
@@ -348,6 +398,7 @@ void RoundWatcher::monitor_loop() {
       // (SIGSTOP, a frozen VM) or the store did not answer (a blip on our own link, a paused
       // store host): silence we could not observe is no evidence against the watched node.
       const auto stalled = now - began - options_.heartbeat_interval;
+      if (quorum_lost(store, stalled > kStallSlack ? stalled : Clock::duration(0))) return;
       if (stalled > kStallSlack) {
         last_beat = std::min(now, last_beat + stalled);
         DDP_LOG_WARN("rendezvous round " + std::to_string(round) + ": this node or the store was " +

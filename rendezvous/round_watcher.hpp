@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store/store.hpp"
@@ -34,6 +35,11 @@ struct RoundWatcherOptions {
   // etcd leases, whose expiry posts a claim) or when it never bound one; the monitor thread
   // checks the next rank of the ring for both every max(heartbeat_interval, lease/2).
   bool heartbeats = true;
+  // This node serves a store that can move (store_succession.hpp): the monitor also watches
+  // every rank's heartbeat, and once a strict majority of the round has been silent for
+  // tolerance it reports kSteppedDown (this node must stop serving).
+  bool quorum = false;
+  Duration tolerance = std::chrono::seconds(15);
 };
 
 // The lease that takes a node silent for longer than tolerance for lost, and none silent for
@@ -78,7 +84,11 @@ class RoundWatcher {
   // True when group rank g bound a presence to this round and the store removed it (its
   // connection closed).
   bool connection_gone(Store& store, int g) const;
-  void fire(MembershipChange change, const std::string& reason);
+  void fire(MembershipChange change, const std::string& reason, PeerLoss loss = PeerLoss::kUnknown);
+  // With options_.quorum, every heartbeat_interval: reads every rank's
+  // latest beat; true (and kSteppedDown fired) once a strict majority is silent. stall: how
+  // long this node itself was unresponsive since the last pass (not held against anyone).
+  bool quorum_lost(Store& store, std::chrono::steady_clock::duration stall);
   // The store failed under a watcher thread (e, a StoreError or anything else).
   void store_lost(const std::exception& e);
 
@@ -90,6 +100,10 @@ class RoundWatcher {
   std::atomic<bool> beating_{true};
   std::atomic<bool> fired_{false};
   uint64_t tick_ = 0;  // events thread only
+  // The quorum check's view (monitor thread only): each rank's last tick, when it last moved.
+  std::vector<int64_t> quorum_ticks_;
+  std::vector<std::chrono::steady_clock::time_point> quorum_seen_;
+  std::chrono::steady_clock::time_point quorum_next_{};
   std::chrono::steady_clock::time_point next_beat_{};
   std::thread events_thread_;
   std::thread monitor_thread_;

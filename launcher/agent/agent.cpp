@@ -476,6 +476,17 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
                          : change == MembershipChange::kNodeWaiting ? EndCause::kClaim
                                                                     : EndCause::kStoreLost;
   events_.record(event::kMembershipChange, {{"change", end_cause_name(cause)}});
+  if (change == MembershipChange::kSteppedDown) {
+    // This node served the store and lost its majority: the others carry the store on, and
+    // this node joins them once it can (its own store opens no round any more).
+    if (state_ != State::kHealthy) return;
+    DDP_LOG_WARN(rendezvous_.last_change().text +
+                 "; joining the job again through the store's "
+                 "successor once it is heard");
+    events_.record(event::kStoreSilent, {{"message", rendezvous_.last_change().text}});
+    end_attempt(EndCause::kStoreSilent);
+    return;
+  }
   if (change == MembershipChange::kStoreLost) {
     // The watcher's own error ("receive failed: Connection timed out") says silence or death.
     const rendezvous::ChangeReason reason = rendezvous_.last_change();
@@ -595,23 +606,40 @@ void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
   if (state_ == State::kStopping && ending_.cause == EndCause::kStoreSilent) return;
   const std::string store = store_loss_text(loss, options_.config.peer_tolerance);
   const bool silent = loss == PeerLoss::kSilence;
+  const bool moves = rendezvous_.kind().store_moves;
   const bool reforming = state_ == State::kStopping && (ending_.cause == EndCause::kClaim ||
                                                         ending_.cause == EndCause::kNodeLost);
-  // Silence is not a death: in an elastic job the store host may well be alive and this node
-  // the one cut off. It comes back as a joining node (the others re-formed without it), and
-  // only a store that stays unreachable for the join timeout ends it.
-  if (silent && rendezvous_.kind().elastic && !ending_.awaiting_record &&
-      (state_ == State::kHealthy || reforming)) {
+  const bool running = (state_ == State::kHealthy || reforming) && !ending_.awaiting_record;
+  if (moves && loss == PeerLoss::kDeath && running) {
+    // The node that hosted the store is gone: a loss like any other node's, and the store
+    // moves to a successor's standby (store_succession.hpp) as the group re-forms.
     DDP_LOG_WARN("lost " + store + " (" + message +
-                 "): this node was cut off, or the store host was; stopping this node's "
-                 "workers (pids " +
-                 group_.running_pids() + ") and joining the job again as a new node");
+                 "): the node that hosted it is gone; the store moves to a successor and the "
+                 "group re-forms without that node");
+    events_.record(event::kStoreLost, {{"message", message}, {"moves", true}});
+    end_attempt(EndCause::kNodeLost);
+    return;
+  }
+  // Silence is not a death: in an elastic job the store host may well be alive and this node
+  // the one cut off. It comes back as a joining node (the others re-formed without it, on the
+  // store or on its successor's), and only a store that stays unreachable for the join
+  // timeout ends it.
+  if (silent && rendezvous_.kind().elastic && running) {
+    Situation s = situation();
+    s.cause = EndCause::kStoreSilent;
+    const bool keep = decide(s).action == Decision::Action::kReformInPlace;
+    DDP_LOG_WARN("lost " + store + " (" + message +
+                 "): this node was cut off, or the store host was; " +
+                 (keep ? "keeping this node's workers (pids " + group_.running_pids() +
+                             ") and re-forming in place"
+                       : "stopping this node's workers (pids " + group_.running_pids() +
+                             ") and joining the job again as a new node"));
     events_.record(event::kStoreSilent, {{"message", message}});
     end_attempt(EndCause::kStoreSilent);
     return;
   }
   if (ending_.awaiting_record) {
-    job_.mark_store_gone();
+    if (!moves) job_.mark_store_gone();
     ending_.awaiting_record = false;
     record_timer_.cancel();
     decide_now();
@@ -620,7 +648,7 @@ void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
   if (state_ != State::kHealthy && !reforming) return;
   // Static and silent: the store dropped this node's connections too, so to the other nodes
   // this node is gone, and a static job cannot replace a node: the job failed everywhere.
-  job_.mark_store_gone();
+  if (!moves) job_.mark_store_gone();
   if (state_ == State::kHealthy) note_failure("store_lost", -1);
   DDP_LOG_ERROR("lost " + store + " (" + message + "): " + store_loss_advice(silent) +
                 (state_ == State::kHealthy
@@ -777,9 +805,11 @@ void Agent::apply(const Decision& d) {
       hangs_.end();
       // The failure record of the round being left means nothing in the next one.
       job_.stop();
-      round_.reform = ending_.cause == EndCause::kClaim      ? Reform::kClaim
-                      : ending_.cause == EndCause::kNodeLost ? Reform::kLoss
-                                                             : Reform::kNone;
+      round_.reform =
+          ending_.cause == EndCause::kClaim ? Reform::kClaim
+          : ending_.cause == EndCause::kNodeLost || ending_.cause == EndCause::kStoreSilent
+              ? Reform::kLoss
+              : Reform::kNone;
       start_round();
       return;
     }

@@ -119,8 +119,10 @@ Decision decide(const Situation& s) {
     case EndCause::kNodeLost:
       return {s.in_place ? Action::kReformInPlace : Action::kRejoin, s.restarts_spent};
     case EndCause::kStoreSilent:
-      // An elastic job takes the node back once it is heard again; a static one cannot.
-      return {s.elastic ? Action::kRejoin : Action::kGiveUp, s.restarts_spent};
+      // An elastic job takes the node back once it is heard again (in place where its
+      // workers run); a static one cannot.
+      if (!s.elastic) return {Action::kGiveUp, s.restarts_spent};
+      return {s.in_place ? Action::kReformInPlace : Action::kRejoin, s.restarts_spent};
     case EndCause::kWorkerFailed:
       return spend_or_give_up(s, Action::kRestart);
     case EndCause::kJobFailed:

@@ -63,6 +63,11 @@ class JobFailureLink {
   [[nodiscard]] const std::optional<rendezvous::FailureRecord>& failure() const { return failure_; }
   // True when record is the one this node published (its node and host).
   [[nodiscard]] bool is_mine(const rendezvous::FailureRecord& record) const;
+  // True when record names this node (its node and host), published or not (a store host's
+  // own announcement that it leaves).
+  [[nodiscard]] bool is_self(const rendezvous::FailureRecord& record) const {
+    return record.group_rank == group_rank_ && record.host == host_;
+  }
 
  private:
   std::string host_;

@@ -58,6 +58,7 @@ void JobWatch::hear(const rendezvous::FailureRecord& record) {
 void JobWatch::on_record(uint64_t epoch, const rendezvous::FailureRecord& record) {
   if (epoch != epoch_ || link_.failure()) return;
   if (!record.is_failure()) {
+    if (link_.is_self(record)) return;  // this node's own announcement: it is the one leaving
     store_leaving_ = true;
     store_gone_ = true;  // its exit barrier is over: there is nothing left to leave
     events_.record(event::kStoreLeaving, {{"node", record.group_rank}});

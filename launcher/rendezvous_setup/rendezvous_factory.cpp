@@ -190,6 +190,52 @@ RendezvousSetup make_static_rendezvous(const LaunchConfig& config, std::string s
   return setup;
 }
 
+// Store succession (rendezvous/store_succession.hpp): every agent publishes a standby store
+// with each round, the one that hosts the store the store itself, and may open connections
+// to any of them. A standby listens on --local_addr (else this machine's address toward the
+// store) at the endpoint's port, or a free one where that is taken.
+void start_standby(const LaunchConfig& config, const rendezvous::Endpoint& endpoint, bool host,
+                   const std::string& secret, RendezvousSetup& setup,
+                   rendezvous::DynamicRendezvousOptions& o) {
+  o.tolerance = config.peer_tolerance;
+  o.dial = [secret](const rendezvous::Endpoint& at, rendezvous::Duration connect_timeout) {
+    rendezvous::TcpStoreOptions t;
+    t.host = at.host;
+    t.port = at.port;
+    t.secret = secret;
+    t.connect_timeout = connect_timeout;
+    return std::make_shared<rendezvous::TcpStore>(t);
+  };
+  if (host) {
+    o.standby = endpoint;  // the store itself
+    return;
+  }
+  std::string address = config.local_addr ? normalize_host(*config.local_addr)
+                                          : local_address_toward(endpoint.host, endpoint.port);
+  if (address.empty()) {
+    DDP_LOG_WARN("no address of this machine toward the store at " +
+                 rendezvous::format_endpoint(endpoint) +
+                 ": this node keeps no standby store (give --local_addr)");
+    return;
+  }
+  rendezvous::StoreServerOptions standby;
+  standby.host = address;
+  standby.secret = secret;
+  for (const uint16_t port : {endpoint.port, uint16_t{0}}) {
+    standby.port = port;
+    try {
+      setup.standby_server = std::make_unique<rendezvous::StoreServer>(standby);
+      break;
+    } catch (const rendezvous::BindError& e) {
+      if (port == 0 || e.err() != EADDRINUSE) {
+        DDP_LOG_WARN(std::string("this node keeps no standby store: ") + e.what());
+        return;
+      }
+    }
+  }
+  o.standby = rendezvous::Endpoint{address, setup.standby_server->port()};
+}
+
 // Elastic: the agent whose address matches --rdzv_endpoint hosts the store (is_host), or
 // it runs elsewhere (a standalone ddpstore); everybody meets in rounds on it.
 RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string secret) {
@@ -262,11 +308,27 @@ RendezvousSetup make_dynamic_rendezvous(const LaunchConfig& config, std::string 
                                        o.join_timeout, rendezvous::kDefaultStoreTimeout,
                                        std::chrono::seconds(5), secret});
   }
-  setup.handler = std::make_unique<rendezvous::DynamicRendezvous>(
+  if (conf.store_succession.value_or(true)) {
+    start_standby(config, endpoint, host, secret, setup, o);
+  }
+  auto handler = std::make_unique<rendezvous::DynamicRendezvous>(
       o, std::move(store), connector(endpoint.host, endpoint.port, secret));
   setup.secret = secret;
-  setup.set_worker_namespace = worker_namespace_setter(
-      setup.store_server.get(), connector(endpoint.host, endpoint.port, secret));
+  if (o.dial) {
+    // The workers' namespace is declared on the store the rendezvous uses now: it moves.
+    setup.set_worker_namespace = [rdzv = handler.get(), hosted = setup.store_server.get(),
+                                  standby = setup.standby_server.get(), me = o.standby,
+                                  secret](const std::string& prefix) {
+      const auto at = rdzv->store_endpoint();
+      const bool mine = at.host == me.host && at.port == me.port;
+      rendezvous::StoreServer* served = !mine ? nullptr : hosted != nullptr ? hosted : standby;
+      declare_worker_namespace(served, connector(at.host, at.port, secret), prefix);
+    };
+  } else {
+    setup.set_worker_namespace = worker_namespace_setter(
+        setup.store_server.get(), connector(endpoint.host, endpoint.port, secret));
+  }
+  setup.handler = std::move(handler);
   return setup;
 }
 

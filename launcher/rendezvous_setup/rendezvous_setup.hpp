@@ -14,6 +14,9 @@ namespace ddp::launcher {
 
 struct RendezvousSetup {
   std::unique_ptr<rendezvous::StoreServer> store_server;  // null when this agent hosts none
+  // This agent's standby store (store_succession.hpp): empty and listening, the rendezvous
+  // store's successor should the node hosting it be lost. Null where the store cannot move.
+  std::unique_ptr<rendezvous::StoreServer> standby_server;
   std::unique_ptr<rendezvous::RendezvousHandler> handler;
   std::string run_id;                    // TORCHELASTIC_RUN_ID
   bool workers_use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE

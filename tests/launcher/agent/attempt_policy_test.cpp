@@ -41,6 +41,7 @@ TEST_CASE("attempt policy: what follows each end, as a table", "[agent][attempt]
       {EndCause::kNodeLost, true, true, 1, 3, true, Action::kReformInPlace, 1, false},
       // Silence: an elastic job takes the node back; a static one cannot replace it.
       {EndCause::kStoreSilent, true, false, 0, 3, true, Action::kRejoin, 0, false},
+      {EndCause::kStoreSilent, true, true, 1, 3, true, Action::kReformInPlace, 1, false},
       {EndCause::kStoreSilent, false, false, 0, 3, true, Action::kGiveUp, 0, false},
       {EndCause::kStoreLost, true, false, 0, 3, true, Action::kGiveUp, 0, false},
       // This node's failure: a restart while one is left and the job can take it.
