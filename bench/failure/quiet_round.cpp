@@ -32,6 +32,7 @@ QuietResult bench_quiet(rendezvous::StoreServer& server, int nodes, int seconds)
           ++lost;
           break;
         case rendezvous::MembershipChange::kStoreLost:
+        case rendezvous::MembershipChange::kSteppedDown:
           ++store_lost;
           break;
         case rendezvous::MembershipChange::kNodeWaiting:
