@@ -44,16 +44,20 @@ const Torch* newest_torch() {
   return nullptr;
 }
 
-// Agents of one job around a standalone store (is_host=false): the node a test kills may hold
-// any group rank, and an agent-hosted store would die with it.
+// Agents of one job around a standalone store (is_host=false), so that the node a test kills
+// may hold any group rank; or, agent_hosted, around the store the first agent (127.0.0.1)
+// hosts, which moves to a successor when that agent dies.
 struct Nodes {
   const Torch& torch;
+  bool agent_hosted = false;
   std::string dir = ddp::test::make_temp_dir();
   ddp::rendezvous::StoreServer store{{"127.0.0.1", 0}};
+  int port = 0;
   std::vector<std::unique_ptr<AgentProcess>> agents;
   std::vector<std::string> tags;
 
-  explicit Nodes(const Torch& t) : torch(t) {}
+  explicit Nodes(const Torch& t, bool hosted = false)
+      : torch(t), agent_hosted(hosted), port(hosted ? ddp::test::free_port() : store.port()) {}
   ~Nodes() {
     agents.clear();  // SIGKILL + reap whatever still runs
     std::error_code ec;
@@ -64,15 +68,16 @@ struct Nodes {
                       const std::vector<std::string>& agent_flags,
                       const std::vector<std::string>& script_flags) {
     const std::string addr = "127.0.0." + std::to_string(tags.size() + 1);
-    std::vector<std::string> args{"--nnodes",         nnodes,
-                                  "--nproc_per_node", "1",
-                                  "--rdzv_backend",   "c10d",
-                                  "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(store.port()),
-                                  "--rdzv_id",        "recovery-pytorch",
-                                  "--rdzv_conf",      kFastConf + ",is_host=false",
-                                  "--local_addr",     addr,
-                                  "--stop_timeout",   "2",
-                                  "--events_file",    dir + "/" + tag + ".events"};
+    std::vector<std::string> args{
+        "--nnodes",         nnodes,
+        "--nproc_per_node", "1",
+        "--rdzv_backend",   "c10d",
+        "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(port),
+        "--rdzv_id",        "recovery-pytorch",
+        "--rdzv_conf",      kFastConf + (agent_hosted ? "" : ",is_host=false"),
+        "--local_addr",     addr,
+        "--stop_timeout",   "2",
+        "--events_file",    dir + "/" + tag + ".events"};
     args.insert(args.end(), agent_flags.begin(), agent_flags.end());
     args.push_back(kScript);
     for (const std::string flag : {"--workers", "1", "--sample_log"}) args.push_back(flag);
@@ -248,6 +253,36 @@ TEST_CASE(
   std::cout << "in place vs restarted from the checkpoint: worst |difference| " << worst << " over "
             << in_place.size() << " parameters" << std::endl;
   CHECK(worst <= 1e-6);
+}
+
+TEST_CASE("recovery pytorch: the node hosting the store SIGKILLed, the survivors go on in place",
+          "[e2e][recovery][pytorch][store_loss]") {
+  // No standalone store: the first agent hosts it and is SIGKILLed in epoch 0. Expected: its
+  // agent 137; the other two exit 0 with their one worker process each (re-formed in place,
+  // node_lost), their workers given the successor's store (PyTorch never reconnects: the
+  // round's notice names the new one), no sample of an epoch trained twice.
+  const Torch* torch = newest_torch();
+  if (torch == nullptr) return;
+  Nodes nodes(*torch, /*hosted=*/true);
+  const std::vector<std::string> flags{"--epochs", "2", "--slow_step_ms", "40"};
+  for (const char* tag : {"a", "b", "c"}) nodes.start(tag, "2:3", {"--in_place_recovery"}, flags);
+  REQUIRE(nodes.wait_for_any_log("epoch 0 step 5 "));
+  nodes.agents[0]->kill(SIGKILL);
+  const auto survivors = nodes.survivors();
+  INFO(nodes.logs());
+  REQUIRE(survivors == std::vector<size_t>{1, 2});
+  for (size_t i : survivors) {
+    const auto& tag = nodes.tags[i];
+    CHECK(nodes.events(tag, "worker_start").size() == 1);
+    const auto done = nodes.events(tag, "in_place_recovery");
+    REQUIRE(done.size() == 1);
+    CHECK(done[0]["reason"] == "node_lost");
+    CHECK(done[0]["kept"] == 1);
+    CHECK_THAT(nodes.agents[i]->log(), Contains("the store is now 127.0.0."));
+  }
+  CHECK_THAT(nodes.logs(), Contains("in-place recovery: round 1, world 2"));
+  const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
+  CHECK(per_epoch.size() == 2);
 }
 
 TEST_CASE("recovery pytorch: a node joining mid-epoch gets the state, nobody is restarted",
