@@ -35,6 +35,10 @@ constexpr Duration kSuccessorConnectTimeout{1000};
 // the others (one may have opened meanwhile, or the lost store answered again).
 constexpr Duration kSuccessorWait{2000};
 
+std::string in_round_text(uint64_t round) {
+  return " (round " + std::to_string(round) + ")";
+}
+
 std::string seconds_text(Duration d) {
   const auto ms = d.count();
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
@@ -89,6 +93,7 @@ Endpoint DynamicRendezvous::store_endpoint() const {
 }
 
 DynamicRendezvous::~DynamicRendezvous() {
+  if (options_.worker_store) options_.worker_store->stop_witness();
   stop_watcher();
 }
 
@@ -515,7 +520,32 @@ bool DynamicRendezvous::find_worker_store(RendezvousInfo& info) {
   options_.worker_store->use(endpoint);
   info.master_addr = endpoint.host;
   info.master_port = endpoint.port;
+  const uint64_t round = info.round;
+  options_.worker_store->witness(round, info.group_rank, info.group_world_size, endpoint,
+                                 [this, round](int g) { end_dead_presence(round, g); });
   return true;
+}
+
+void DynamicRendezvous::end_dead_presence(uint64_t round, int g) {
+  try {
+    auto store = side_connection();
+    const auto token = read_if_present(*store, keys::presence_token(round, g));
+    if (!token) {
+      DDP_LOG_DEBUG("rendezvous '" + options_.run_id + "': group rank " + std::to_string(g) +
+                    " closed its connection to the workers' store but published no presence "
+                    "token" +
+                    in_round_text(round));
+      return;  // it never bound its presence: the monitor finds that
+    }
+    DDP_LOG_WARN("rendezvous '" + options_.run_id + "': node with group rank " + std::to_string(g) +
+                 " closed its connection to the workers' store: it is gone; ending its presence "
+                 "now instead of waiting for it to expire" +
+                 in_round_text(round));
+    store->end_presence(*token);
+  } catch (const std::exception& e) {
+    DDP_LOG_WARN("rendezvous '" + options_.run_id + "': could not end the presence of group rank " +
+                 std::to_string(g) + " (its lease expires instead): " + e.what());
+  }
 }
 
 bool DynamicRendezvous::serves_store(const RendezvousInfo& info) const {
@@ -631,6 +661,9 @@ bool DynamicRendezvous::try_bind_presence(const RendezvousInfo& info, bool last)
     presence_->set_ephemeral(keys::alive(info.round, info.group_rank), node_id_);
     store_->set(keys::bound(info.round, info.group_rank), node_id_);
     presence_->on_close(keys::changed(info.round, 1), "lost " + std::to_string(info.group_rank));
+    if (const std::string token = presence_->token(); !token.empty()) {
+      store_->set(keys::presence_token(info.round, info.group_rank), token);
+    }
     return true;
   } catch (const StoreError& e) {
     presence_.reset();        // the watcher reports a store that is gone
@@ -824,6 +857,8 @@ void DynamicRendezvous::shutdown_after_failure() {
 }
 
 void DynamicRendezvous::leave(bool succeeded) {
+  // Leaving on purpose: the witness must not take this node's going for a death.
+  if (options_.worker_store) options_.worker_store->stop_witness();
   std::unique_lock<std::mutex> lock(conn_mu_);
   retiring_.reset();
   if (shut_down_) return;

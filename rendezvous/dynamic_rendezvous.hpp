@@ -161,6 +161,9 @@ class DynamicRendezvous final : public RendezvousHandler {
   // With options_.worker_store: group rank 0 hosts and publishes, every node reads it. False
   // when rank 0 did not publish within close_timeout (it died after the round closed).
   bool find_worker_store(RendezvousInfo& info);
+  // The death witness saw group rank g of round die: ends its presence now (its lease), so the
+  // others re-form at once instead of after the lease.
+  void end_dead_presence(uint64_t round, int g);
   // This node serves a store the others need until they are out (the exit barrier).
   [[nodiscard]] bool serves_store(const RendezvousInfo& info) const;
   void throw_if_closed() const;

@@ -102,6 +102,11 @@ inline std::string bound(uint64_t round, int group_rank) {
 inline std::string alive(uint64_t round, int group_rank) {
   return round_key(round, "alive/" + std::to_string(group_rank));
 }
+// What ends group rank g's presence from elsewhere (Presence::token(): etcd's lease id), for
+// the death witness (worker_store_host.hpp).
+inline std::string presence_token(uint64_t round, int group_rank) {
+  return round_key(round, "token/" + std::to_string(group_rank));
+}
 // Where the round's workers find their TCP store, "host:port", when group rank 0 hosts it
 // (worker_store_host.hpp; the etcd backend).
 inline std::string worker_store(uint64_t round) {

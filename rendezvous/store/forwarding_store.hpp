@@ -42,6 +42,7 @@ class ForwardingStore : public Store {
   }
   [[nodiscard]] std::string describe() const override { return base_->describe(); }
   std::unique_ptr<Presence> open_presence() override { return base_->open_presence(); }
+  void end_presence(const std::string& token) override { base_->end_presence(token); }
   int64_t take_ticket(const std::string& key) override { return base_->take_ticket(key); }
   int64_t tickets(const std::string& key) override { return base_->tickets(key); }
   void set_timeout(Duration timeout) override {

@@ -15,6 +15,7 @@ class PrefixPresence final : public Presence {
     base_->set_ephemeral(prefix_ + "/" + key, value);
   }
   void clear() override { base_->clear(); }
+  [[nodiscard]] std::string token() const override { return base_->token(); }
 
  private:
   std::string prefix_;

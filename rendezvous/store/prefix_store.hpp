@@ -30,6 +30,7 @@ class PrefixStore final : public Store {
                  const std::vector<std::string>& values) override;
   [[nodiscard]] std::string describe() const override;
   std::unique_ptr<Presence> open_presence() override;
+  void end_presence(const std::string& token) override { base_->end_presence(token); }
   void set_timeout(Duration timeout) override;
 
   [[nodiscard]] const std::string& prefix() const { return prefix_; }

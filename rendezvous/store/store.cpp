@@ -1,5 +1,7 @@
 #include "rendezvous/store/store.hpp"
 
+#include "common/error.hpp"
+
 namespace ddp::rendezvous {
 
 std::string join_keys(const std::vector<std::string>& keys) {
@@ -16,6 +18,11 @@ std::string join_keys(const std::vector<std::string>& keys) {
 std::string describe_timeout(Duration timeout) {
   if (timeout == kNoTimeout) return "no timeout";
   return std::to_string(timeout.count()) + " ms";
+}
+
+void Store::end_presence(const std::string& token) {
+  throw StoreError("store " + describe() + ": cannot end presence '" + token +
+                   "' from elsewhere (its connection ends it)");
 }
 
 std::optional<std::string> read_if_present(Store& store, const std::string& key) {

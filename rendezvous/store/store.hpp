@@ -37,6 +37,10 @@ class Presence {
   virtual void set_ephemeral(const std::string& key, const std::string& value) = 0;
   // An orderly leave: ephemeral keys deleted now, on_close records forgotten.
   virtual void clear() = 0;
+  // What another process hands Store::end_presence() to end this presence as if it died
+  // (etcd: its lease id); "" where there is no such thing (a TCP store ends one with its
+  // connection).
+  [[nodiscard]] virtual std::string token() const { return {}; }
 };
 
 class Store {
@@ -78,6 +82,10 @@ class Store {
   // PyTorch TCPStore server): callers then rely on heartbeats alone. StoreError when the
   // store cannot be reached.
   virtual std::unique_ptr<Presence> open_presence() { return nullptr; }
+  // Ends the presence whose token() this is, as if its process had died (its ephemeral keys
+  // go, its on_close records fire): for a process known dead from elsewhere, before its
+  // presence would time out. StoreError where the store cannot (the default).
+  virtual void end_presence(const std::string& token);
 
   // A counter many clients bump at once (a round's arrivals): take_ticket returns 1, 2, 3, ...
   // (each number once, as add(key, 1)); tickets returns how many were taken (as add(key, 0)).

@@ -150,6 +150,50 @@ TEST_CASE("etcd e2e: a SIGKILLed node's lease expires and the survivor re-forms"
                                       "GROUP_WORLD_SIZE=1 MASTER=127.0.0.1:"));
 }
 
+TEST_CASE("etcd e2e: a SIGKILLed node is noticed at once through the workers' store",
+          "[e2e][etcd][store_loss]") {
+  // A 60 s lease: only the death witness can explain a quick re-form. Three nodes; whichever
+  // node is killed (group rank 0, which serves the workers' store, or another), the node that
+  // sees its connection to the workers' store close ends its lease at once and the survivors
+  // re-form as two. Expected: the killed agent 137, the other two 0, each saying why.
+  const bool kill_host = GENERATE(true, false);
+  INFO((kill_host ? "group rank 0 (the workers' store) killed" : "a member killed"));
+  EtcdCluster etcd;
+  Job job;
+  const std::map<std::string, std::string> env{{"EXIT_AT_NODES", "2"}};
+  const std::string conf = ",lease_timeout=60,join_timeout=120";
+  std::vector<AgentProcess*> agents;
+  for (const char* addr : {"127.0.0.1", "127.0.0.2", "127.0.0.3"}) {
+    agents.push_back(
+        &job.start(std::string("n") + addr[8], etcd.endpoint(0), "2:3", addr, env, conf));
+  }
+  for (auto* a : agents) REQUIRE(a->wait_for_log("GROUP_WORLD_SIZE=3 ", kGuard));
+  size_t host = 0;
+  for (size_t i = 0; i < agents.size(); ++i) {
+    if (agents[i]->log().find("this node is group rank 0: serving the workers' store") !=
+        std::string::npos) {
+      host = i;
+    }
+  }
+  const size_t victim = kill_host ? host : (host + 1) % agents.size();
+  const auto killed = std::chrono::steady_clock::now();
+  agents[victim]->kill(SIGKILL);
+  for (size_t i = 0; i < agents.size(); ++i) {
+    if (i == victim) continue;
+    INFO("agent " << i << "\n" << agents[i]->log());
+    REQUIRE(agents[i]->wait(kGuard) == 0);
+    CHECK_THAT(agents[i]->log(), Catch::Contains("GROUP_WORLD_SIZE=2 "));
+  }
+  // Long before the 60 s lease could have run out.
+  CHECK(std::chrono::steady_clock::now() - killed < 30s);
+  std::string survivors;
+  for (size_t i = 0; i < agents.size(); ++i) {
+    if (i != victim) survivors += agents[i]->log();
+  }
+  CHECK_THAT(survivors, Catch::Contains("closed its connection to the workers' store: it is gone; "
+                                        "ending its presence now"));
+}
+
 TEST_CASE("etcd e2e: the member the agents talk to dies mid-rendezvous", "[e2e][etcd]") {
   EtcdCluster etcd(3);
   Job job;

@@ -297,6 +297,32 @@ TEST_CASE("etcd presence: a dead holder's lease expires, its keys go, on_close f
   CHECK_THROWS_AS(dying->set_ephemeral("x", "y"), ddp::StoreError);
 }
 
+TEST_CASE("etcd presence: ended from elsewhere by its token, as if its holder had died",
+          "[etcd][presence]") {
+  // The death witness (worker_store_host.hpp): a node that saw another die ends that node's
+  // presence at once instead of waiting out its TTL. Through PrefixStores, as the rendezvous
+  // uses them: the token must survive the wrapping.
+  auto options = options_for(shared_etcd().endpoints(), 10s);
+  options.presence_ttl = 60s;  // only end_presence can explain the keys going
+  auto survivor_base = std::make_shared<EtcdStore>(options);
+  auto dying_base = std::make_shared<EtcdStore>(options);
+  PrefixStore survivor_store("/job", survivor_base);
+  PrefixStore dying_store("/job", dying_base);
+  auto survivor = survivor_store.open_presence();
+  auto dying = dying_store.open_presence();
+  dying->set_ephemeral("alive/1", "pid 42");
+  dying->on_close("lost", "node 1");
+  const std::string token = dying->token();  // etcd's lease id, in decimal
+  REQUIRE_FALSE(token.empty());
+  CHECK(token.find_first_not_of("0123456789") == std::string::npos);
+  survivor_store.end_presence(token);
+  CHECK(survivor_store.get("lost") == "node 1");  // the survivor's watcher fired the record
+  CHECK_FALSE(survivor_store.check({"alive/1"}));
+  CHECK_THROWS_AS(dying->set_ephemeral("x", "y"), ddp::StoreError);
+  CHECK_NOTHROW(survivor_store.end_presence(token));  // a second survivor's revoke: no error
+  CHECK_THROWS_WITH(survivor_store.end_presence("no-such-lease"), Catch::Contains("no-such-lease"));
+}
+
 // EtcdStore::wait answers kCompacted by reading the keys again; no test makes etcd compact
 // between that read and the watch, so only the client's side is checked here.
 TEST_CASE("etcd client: a watch from a compacted revision says so", "[etcd]") {

@@ -105,6 +105,19 @@ TEST_CASE("presence: a dropped connection wakes a blocked waiter at once (real s
   CHECK_FALSE(store->check({"alive/1"}));
 }
 
+TEST_CASE("presence: a TCP store presence has no token; ending one from elsewhere is refused",
+          "[store][presence]") {
+  // Its connection is what ends it: no other process can (only etcd's leases can be revoked).
+  StoreServer server(ddp::test::loopback());
+  auto base = std::make_shared<TcpStore>(options(server.port()));
+  PrefixStore store("/job", base);
+  auto presence = store.open_presence();
+  REQUIRE(presence != nullptr);
+  CHECK(presence->token().empty());
+  CHECK_THROWS_AS(store.end_presence("42"), ddp::StoreError);
+  CHECK_THROWS_WITH(store.end_presence("42"), Catch::Contains("'42'"));
+}
+
 TEST_CASE("presence: a SIGKILLed process holding a TcpStore presence is seen gone",
           "[store][presence]") {
   StoreServer server(ddp::test::loopback());

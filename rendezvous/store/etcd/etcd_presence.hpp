@@ -40,6 +40,8 @@ class EtcdPresence final : public Presence {
   // so the lease expires after its TTL and the other presences act on its records.
   void abandon();
   [[nodiscard]] int64_t lease() const { return lease_; }
+  // Its lease id: revoking it (EtcdStore::end_presence) ends this presence as an expiry would.
+  [[nodiscard]] std::string token() const override { return std::to_string(lease_); }
 
  private:
   void keepalive_loop();

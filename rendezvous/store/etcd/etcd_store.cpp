@@ -1,6 +1,7 @@
 #include "rendezvous/store/etcd/etcd_store.hpp"
 
 #include <random>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -215,6 +216,20 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
 
 std::unique_ptr<Presence> EtcdStore::open_presence() {
   return std::make_unique<EtcdPresence>(client_, options_.prefix, options_.presence_ttl, timeout());
+}
+
+void EtcdStore::end_presence(const std::string& token) {
+  try {
+    client_->call("/v3/lease/revoke", {{"ID", token}}, Deadline::after(timeout()),
+                  "end presence (lease revoke " + token + ")", true);
+  } catch (const StoreError& e) {
+    // Every survivor that saw the death revokes the same lease: the later ones find it gone
+    // (etcd's ErrGRPCLeaseNotFound), which is what they wanted.
+    if (std::string_view(e.what()).find("requested lease not found") != std::string_view::npos) {
+      return;
+    }
+    throw;
+  }
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {

@@ -63,6 +63,8 @@ class EtcdStore final : public Store {
   [[nodiscard]] std::string describe() const override;
   // An EtcdPresence: a lease of presence_ttl kept alive by a thread (etcd_presence.hpp).
   std::unique_ptr<Presence> open_presence() override;
+  // Revokes the lease token names (EtcdPresence::token()).
+  void end_presence(const std::string& token) override;
   // No contention: each ticket is a key of its own under <key>/tickets/; its number is how
   // many of them existed at its revision (revisions are totally ordered).
   int64_t take_ticket(const std::string& key) override;
