@@ -18,6 +18,7 @@
 
 #include "agent_process.hpp"
 #include "rendezvous/store/server/store_server.hpp"
+#include "tests/support/etcd_cluster.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/torch_test_case.hpp"
 
@@ -32,6 +33,7 @@ constexpr auto kGuard = 180s;  // hang guard: importing torch on a loaded 2-core
 const std::string kScript = std::string(DDP_SOURCE_DIR) + "/examples/pytorch_in_place/train.py";
 const std::string kFastConf =
     "last_call_timeout=0.5,join_timeout=60,heartbeat_interval=0.2,lease_timeout=1";
+const std::string kEtcdConf = "last_call_timeout=0.5,join_timeout=60,lease_timeout=30";
 constexpr int kRows = 960;  // the script's default: 320 per rank at 3 ranks, 480 at 2
 constexpr int kBatch = 16;
 
@@ -55,6 +57,7 @@ struct Nodes {
   int port = 0;
   std::vector<std::unique_ptr<AgentProcess>> agents;
   std::vector<std::string> tags;
+  std::string etcd;  // an etcd endpoint: the etcd-v3 backend, with a 30 s lease
 
   explicit Nodes(const Torch& t, bool hosted = false)
       : torch(t), agent_hosted(hosted), port(hosted ? ddp::test::free_port() : store.port()) {}
@@ -68,16 +71,26 @@ struct Nodes {
                       const std::vector<std::string>& agent_flags,
                       const std::vector<std::string>& script_flags) {
     const std::string addr = "127.0.0." + std::to_string(tags.size() + 1);
+    const bool on_etcd = !etcd.empty();
     std::vector<std::string> args{
-        "--nnodes",         nnodes,
-        "--nproc_per_node", "1",
-        "--rdzv_backend",   "c10d",
-        "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(port),
-        "--rdzv_id",        "recovery-pytorch",
-        "--rdzv_conf",      kFastConf + (agent_hosted ? "" : ",is_host=false"),
-        "--local_addr",     addr,
-        "--stop_timeout",   "2",
-        "--events_file",    dir + "/" + tag + ".events"};
+        "--nnodes",
+        nnodes,
+        "--nproc_per_node",
+        "1",
+        "--rdzv_backend",
+        on_etcd ? "etcd-v3" : "c10d",
+        "--rdzv_endpoint",
+        on_etcd ? etcd : "127.0.0.1:" + std::to_string(port),
+        "--rdzv_id",
+        "recovery-pytorch",
+        "--rdzv_conf",
+        on_etcd ? kEtcdConf : kFastConf + (agent_hosted ? "" : ",is_host=false"),
+        "--local_addr",
+        addr,
+        "--stop_timeout",
+        "2",
+        "--events_file",
+        dir + "/" + tag + ".events"};
     args.insert(args.end(), agent_flags.begin(), agent_flags.end());
     args.push_back(kScript);
     for (const std::string flag : {"--workers", "1", "--sample_log"}) args.push_back(flag);
@@ -281,6 +294,43 @@ TEST_CASE("recovery pytorch: the node hosting the store SIGKILLed, the survivors
     CHECK_THAT(nodes.agents[i]->log(), Contains("the store is now 127.0.0."));
   }
   CHECK_THAT(nodes.logs(), Contains("in-place recovery: round 1, world 2"));
+  const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
+  CHECK(per_epoch.size() == 2);
+}
+
+TEST_CASE("recovery pytorch: etcd-v3, the workers' store host SIGKILLed, survivors go on in place",
+          "[e2e][recovery][pytorch][store_loss][etcd]") {
+  // On etcd-v3 (a 30 s lease) the node of group rank 0 serves the workers' store and is
+  // SIGKILLed in epoch 0. The survivors see its connection close (the death witness) and
+  // revoke its lease instead of waiting 30 s. Expected: its agent 137; the other two exit 0
+  // with their one worker process each (node_lost), their workers given the new group rank
+  // 0's store, no sample of an epoch trained twice.
+  const Torch* torch = newest_torch();
+  if (torch == nullptr) return;
+  ddp::test::EtcdCluster cluster;
+  Nodes nodes(*torch);
+  nodes.etcd = cluster.endpoint(0);
+  const std::vector<std::string> flags{"--epochs", "2", "--slow_step_ms", "40"};
+  for (const char* tag : {"a", "b", "c"}) nodes.start(tag, "2:3", {"--in_place_recovery"}, flags);
+  REQUIRE(nodes.wait_for_any_log("epoch 0 step 5 "));
+  size_t host = 3;
+  for (size_t i = 0; i < 3; ++i) {
+    if (nodes.agents[i]->log().find("serving the workers' store") != std::string::npos) host = i;
+  }
+  REQUIRE(host < 3);
+  nodes.agents[host]->kill(SIGKILL);
+  const auto survivors = nodes.survivors();
+  INFO(nodes.logs());
+  REQUIRE(survivors.size() == 2);
+  for (size_t i : survivors) {
+    const auto& tag = nodes.tags[i];
+    CHECK(nodes.events(tag, "worker_start").size() == 1);
+    const auto done = nodes.events(tag, "in_place_recovery");
+    REQUIRE(done.size() == 1);
+    CHECK(done[0]["reason"] == "node_lost");
+  }
+  CHECK_THAT(nodes.logs(), Contains("closed its connection to the workers' store: it is gone") &&
+                               Contains("in-place recovery: round 1, world 2"));
   const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
   CHECK(per_epoch.size() == 2);
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "agent_process.hpp"
+#include "tests/support/etcd_cluster.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
@@ -28,13 +29,15 @@ const std::string kTrain = std::string(DDP_BINARY_DIR) + "/train";
 const std::string kWorker = std::string(DDP_SOURCE_DIR) + "/tests/e2e/scripts/job_worker.sh";
 const std::string kFastConf =
     "last_call_timeout=0.5,join_timeout=60,heartbeat_interval=0.2,lease_timeout=1";
+const std::string kEtcdConf = "last_call_timeout=0.5,join_timeout=60,lease_timeout=30";
 
-// The agents of one job; the first one started is at the endpoint's address and hosts the
-// store.
+// The agents of one job; on c10d the first one started is at the endpoint's address and hosts
+// the store. With etcd set, the rendezvous is there and group rank 0 serves the workers' store.
 struct Job {
   std::string dir = ddp::test::make_temp_dir();
   int port = ddp::test::free_port();
   std::vector<std::unique_ptr<AgentProcess>> agents;
+  std::string etcd;  // an etcd endpoint: the etcd-v3 backend
 
   ~Job() {
     agents.clear();  // SIGKILL + reap whatever still runs
@@ -46,15 +49,18 @@ struct Job {
                       const std::vector<std::string>& worker,
                       const std::map<std::string, std::string>& env = {}) {
     const size_t i = agents.size();
-    std::vector<std::string> args{"--nnodes",         nnodes,
-                                  "--nproc_per_node", "1",
-                                  "--rdzv_backend",   "c10d",
-                                  "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(port),
-                                  "--rdzv_id",        "store-loss",
-                                  "--rdzv_conf",      kFastConf,
-                                  "--local_addr",     "127.0.0." + std::to_string(i + 1),
-                                  "--stop_timeout",   "2",
-                                  "--events_file",    events_path(i)};
+    // On etcd a 30 s lease: only the death witness explains a quick re-form.
+    const bool on_etcd = !etcd.empty();
+    std::vector<std::string> args{
+        "--nnodes",         nnodes,
+        "--nproc_per_node", "1",
+        "--rdzv_backend",   on_etcd ? "etcd-v3" : "c10d",
+        "--rdzv_endpoint",  on_etcd ? etcd : "127.0.0.1:" + std::to_string(port),
+        "--rdzv_id",        "store-loss",
+        "--rdzv_conf",      on_etcd ? kEtcdConf : kFastConf,
+        "--local_addr",     "127.0.0." + std::to_string(i + 1),
+        "--stop_timeout",   "2",
+        "--events_file",    events_path(i)};
     args.insert(args.end(), agent_flags.begin(), agent_flags.end());
     args.insert(args.end(), worker.begin(), worker.end());
     agents.push_back(
@@ -199,6 +205,44 @@ TEST_CASE("store loss e2e: the store host SIGKILLed, the survivors finish in pla
     CHECK_THAT(job.agents[i]->log(), Contains("the node that hosted it is gone; the store moves") &&
                                          Contains("the store is now 127.0.0."));
   }
+  const auto per_epoch = samples_per_epoch(job.dir + "/samples");
+  CHECK(per_epoch.size() == 2);
+}
+
+TEST_CASE("store loss e2e: etcd-v3, the workers' store host SIGKILLed, survivors finish in place",
+          "[e2e][store_loss][etcd]") {
+  // The same three trainers on etcd-v3 with a 30 s lease: group rank 0, which serves the
+  // workers' store, is SIGKILLed in the first epoch. The survivors see its connection close
+  // (the death witness), revoke its lease and re-form in place at once; the next group rank 0
+  // serves the workers' store. Expected: the killed agent 137, the other two exit 0 with one
+  // worker process each (reason node_lost), and no sample of an epoch trained twice.
+  ddp::test::EtcdCluster cluster;
+  Job job;
+  job.etcd = cluster.endpoint(0);
+  const auto flags = train(job.dir, 2, 30);
+  for (int i = 0; i < 3; ++i) job.start("2:3", {"--in_place_recovery"}, flags);
+  REQUIRE(job.wait_for_any("epoch 0 step 4 "));
+  size_t host = 3;
+  for (size_t i = 0; i < 3; ++i) {
+    if (job.agents[i]->log().find("serving the workers' store") != std::string::npos) host = i;
+  }
+  REQUIRE(host < 3);
+  job.agents[host]->kill(SIGKILL);
+  const auto codes = job.codes({0, 1, 2});
+  INFO(job.logs());
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("agent " << i);
+    if (i == host) {
+      CHECK(codes[i] == 128 + SIGKILL);
+      continue;
+    }
+    CHECK(codes[i] == 0);
+    CHECK(job.events(i, "worker_start").size() == 1);
+    const auto recovered = job.events(i, "in_place_recovery");
+    REQUIRE(recovered.size() == 1);
+    CHECK(recovered[0]["reason"] == "node_lost");
+  }
+  CHECK_THAT(job.logs(), Contains("closed its connection to the workers' store: it is gone"));
   const auto per_epoch = samples_per_epoch(job.dir + "/samples");
   CHECK(per_epoch.size() == 2);
 }
