@@ -46,7 +46,7 @@ if torch.cuda.is_available():
 import torch.distributed as dist
 from datetime import timedelta
 s = dist.TCPStore("127.0.0.1", 0, 1, True, timedelta(seconds=10))
-print("TCPStore libuv backend:", getattr(s, "libUvBackend", "unknown (attribute missing)"))
+print("TCPStore libuv backend:", getattr(s, "libuvBackend", "unknown (attribute missing)"))
 EOF
   echo "== bundle"
   cat "$B/MANIFEST.txt"
