@@ -19,6 +19,7 @@ set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 if [[ "${INIT_NETNS:-1}" == 1 && -z "${INIT_IN_NETNS:-}" ]]; then
+  # shellcheck disable=SC2016  # expanded by the inner bash
   exec env INIT_IN_NETNS=1 unshare -n bash -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
 fi
 RANKS=${RANKS:-1024 4096 16384}
@@ -47,8 +48,9 @@ server_command() {
 }
 start_server() {  # $1 = name; sets SERVER_PID and PORT
   rm -f "$OUT/port"
-  # shellcheck disable=SC2046  # the command line is split on purpose
-  $(server_command "$1") >"$OUT/port" 2>"$OUT/server.log" &
+  local command
+  read -r -a command <<<"$(server_command "$1")"
+  "${command[@]}" >"$OUT/port" 2>"$OUT/server.log" &
   SERVER_PID=$!
   for _ in $(seq 1 600); do [[ -s "$OUT/port" ]] && break; sleep 0.05; done
   PORT=$(head -1 "$OUT/port")
