@@ -48,9 +48,9 @@ server_command() {
 }
 start_server() {  # $1 = name; sets SERVER_PID and PORT
   rm -f "$OUT/port"
-  local command
-  read -r -a command <<<"$(server_command "$1")"
-  "${command[@]}" >"$OUT/port" 2>"$OUT/server.log" &
+  local cmd
+  read -r -a cmd <<<"$(server_command "$1")"
+  "${cmd[@]}" >"$OUT/port" 2>"$OUT/server.log" &
   SERVER_PID=$!
   for _ in $(seq 1 600); do [[ -s "$OUT/port" ]] && break; sleep 0.05; done
   PORT=$(head -1 "$OUT/port")
