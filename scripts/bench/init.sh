@@ -10,18 +10,12 @@
 #        TORCH_PYTHON (the torch 2.15 venv's python), INIT_ARGS (more init_bench options)
 # One process may hold `ulimit -Hn` descriptors: N ranks need N in init_bench and N in the
 # server, so N stays under that limit (20,000 on the development machine).
-# Everything runs in a network namespace of its own (loopback only; INIT_NETNS=0: the host's):
-# PyTorch's server looks up the name of every client that connects (getnameinfo on its event
-# loop thread), and on the host this machine's resolver answers those in about 0.5 ms but
-# now and then not for 5 s, which would measure the resolver; in the namespace the lookup
-# fails at once and the address is used, as with ours (which never looks names up).
+# Everything runs in a network namespace of its own (scripts/bench/netns.sh says why;
+# BENCH_NETNS=0: the host's).
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
-if [[ "${INIT_NETNS:-1}" == 1 && -z "${INIT_IN_NETNS:-}" ]]; then
-  # shellcheck disable=SC2016  # expanded by the inner bash
-  exec env INIT_IN_NETNS=1 unshare -n bash -c 'ip link set lo up && exec "$0" "$@"' "$0" "$@"
-fi
+. scripts/bench/netns.sh "scripts/bench/$(basename "$0")" "$@"
 RANKS=${RANKS:-1024 4096 16384}
 REPEATS=${REPEATS:-3}
 SERVERS=${SERVERS:-ours ours_epoll torch}
@@ -59,7 +53,7 @@ start_server() {  # $1 = name; sets SERVER_PID and PORT
 status_kib() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$SERVER_PID/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 
-echo "# init.sh: $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg), network namespace ${INIT_IN_NETNS:+own}${INIT_IN_NETNS:-host}"
+echo "# init.sh: $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg), $BENCH_NETWORK"
 for r in $(seq 1 "$REPEATS"); do
   for n in $RANKS; do
     for server in $SERVERS; do
