@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,21 +12,13 @@
 #include <chrono>
 #include <cmath>
 
+#include "bench/common/process_cpu.hpp"
 #include "common/error.hpp"
 
 namespace ddp::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double cpu_seconds_now() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
 
 sockaddr_in ipv4(const std::string& host, uint16_t port) {
   sockaddr_in address{};
@@ -118,7 +109,9 @@ InitLoad::~InitLoad() {
 }
 
 InitLoadResult InitLoad::run() {
-  const double cpu_start = cpu_seconds_now();
+  const double cpu_start = process_cpu_seconds();
+  const double server_start =
+      options_.server_pid > 0 ? process_cpu_seconds(options_.server_pid) : -1;
   start_ = Clock::now();
   while (connecting_ < static_cast<size_t>(options_.window) && next_ < ranks_.size()) {
     connect_next();
@@ -150,7 +143,10 @@ InitLoadResult InitLoad::run() {
   }
   InitLoadResult result;
   result.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-  result.cpu_seconds = cpu_seconds_now() - cpu_start;
+  result.cpu_seconds = process_cpu_seconds() - cpu_start;
+  if (server_start >= 0) {
+    result.server_cpu_seconds = process_cpu_seconds(options_.server_pid) - server_start;
+  }
   result.ranks = std::move(times_);
   return result;
 }

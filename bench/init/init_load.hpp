@@ -23,6 +23,10 @@ struct InitLoadOptions {
   // slows as one address fills up; real ranks come from thousands of hosts.
   int sources = 4;
   int stall_seconds = 60;  // no progress for this long: fail, naming how far the ranks got
+  // The server's process, when known: its CPU time is read at the start and when the last
+  // rank is through, before any connection closes (closing 16k of them costs the server
+  // more than some whole phases).
+  int server_pid = 0;
 };
 
 // When each rank finished each phase, in seconds since the start.
@@ -36,8 +40,9 @@ struct RankTimes {
 
 struct InitLoadResult {
   std::vector<RankTimes> ranks;
-  double seconds = 0;      // start until the last rank is through
-  double cpu_seconds = 0;  // this process's user + system time meanwhile
+  double seconds = 0;              // start until the last rank is through
+  double cpu_seconds = 0;          // this process's user + system time meanwhile
+  double server_cpu_seconds = -1;  // the server's, when its pid was given
 };
 
 // Runs the pattern once. Throws StoreError on a failed connection, a wrong reply, a server

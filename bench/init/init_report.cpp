@@ -47,6 +47,7 @@ InitSummary summarize(const InitLoadResult& result) {
   s.ranks = static_cast<int>(result.ranks.size());
   s.seconds = result.seconds;
   s.client_cpu_s = result.cpu_seconds;
+  s.server_cpu_s = result.server_cpu_seconds;
   s.connect = phase(
       result, [](const RankTimes& t) { return t.connect_started; },
       [](const RankTimes& t) { return t.connected; });
@@ -67,6 +68,10 @@ std::string summary_line(const InitSummary& s) {
   std::snprintf(part, sizeof part, "init ranks=%d seconds=%.4f client_cpu_s=%.3f", s.ranks,
                 s.seconds, s.client_cpu_s);
   std::string line = part;
+  if (s.server_cpu_s >= 0) {
+    std::snprintf(part, sizeof part, " server_cpu_s=%.3f", s.server_cpu_s);
+    line += part;
+  }
   for (const auto& [name, p] : phases_of(s)) {
     std::snprintf(part, sizeof part, " %s_wave_s=%.4f %s_p50_ms=%.3f %s_p99_ms=%.3f %s_max_ms=%.3f",
                   name, p->wave_s, name, p->p50_ms, name, p->p99_ms, name, p->max_ms);

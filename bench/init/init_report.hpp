@@ -19,6 +19,7 @@ struct InitSummary {
   int ranks = 0;
   double seconds = 0;
   double client_cpu_s = 0;
+  double server_cpu_s = -1;  // -1: not measured
   PhaseStats connect, init, exchange, barrier;
 };
 

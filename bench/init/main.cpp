@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stall-seconds", o.stall_seconds, "fail after this long without a reply")
       ->capture_default_str();
+  app.add_option("--server-pid", o.server_pid,
+                 "the server's pid: report its CPU time while the ranks ran");
   CLI11_PARSE(app, argc, argv);
   o.pattern.poll_interval = std::chrono::milliseconds(poll_ms);
   const uint64_t limit = ddp::rendezvous::raise_fd_limit();

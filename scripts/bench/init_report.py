@@ -7,15 +7,20 @@ server_hwm_kib=.. (init_bench's line plus what the driver read from /proc).
 import statistics
 import sys
 
-NAMES = {"ours": "ours (io_uring)", "ours_epoll": "ours (epoll)", "torch": "PyTorch libuv"}
+NAMES = {"ours": "ours (default: io_uring)", "ours_epoll": "ours (epoll)",
+         "torch": "PyTorch libuv"}
 PHASES = ["connect", "init", "exchange", "barrier"]
 
 rows = {}  # (server, ranks) -> [kv per run]
+timeouts = []  # (server, ranks, limit) of runs not done in time
 for line in open(sys.argv[1]):
     f = line.split()
     if len(f) < 4 or f[0] != "run":
         continue
     kv = dict(x.split("=", 1) for x in f[4:] if "=" in x)
+    if f[3] == "timeout":
+        timeouts.append((f[2], int(kv["ranks"]), kv["limit_s"]))
+        continue
     kv["run"] = f[1]
     rows.setdefault((f[2], int(kv["ranks"])), []).append(kv)
 
@@ -41,6 +46,10 @@ def ratio(n, key, a="torch", b="ours"):
     return statistics.median(r) if r else None
 
 
+for server, n, limit in timeouts:
+    print(f"{NAMES.get(server, server)} at {n} ranks: not done within {limit} s")
+if not rows:
+    sys.exit(0)
 runs = max(len(v) for v in rows.values())
 print(f"\nAll ranks through (medians of {runs} runs; s), server CPU (s) and server memory:\n")
 print("| ranks | server | all through (s) | server CPU (s) | client CPU (s) | RSS idle (MiB) "
