@@ -28,6 +28,7 @@ std::string sha256(std::initializer_list<std::string_view> parts) {
   for (const std::string_view part : parts) SHA256_Update(&context, part.data(), part.size());
   std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
   SHA256_Final(digest.data(), &context);
+  OPENSSL_cleanse(&context, sizeof context);  // its state came from the key
   return std::string(reinterpret_cast<const char*>(digest.data()), digest.size());
 }
 
