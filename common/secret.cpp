@@ -71,16 +71,20 @@ std::string load_secret_file(const std::string& path) {
   return bytes;
 }
 
-std::string generate_secret() {
-  std::string bytes(kGeneratedSecretBytes, '\0');
+std::string random_bytes(size_t count, const std::string& what) {
+  std::string bytes(count, '\0');
   size_t got = 0;
   while (got < bytes.size()) {
     const ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw Error("cannot generate the job secret: getrandom: " + errno_text(errno));
+    if (n < 0) throw Error("cannot make " + what + ": getrandom: " + errno_text(errno));
     got += static_cast<size_t>(n);
   }
   return bytes;
+}
+
+std::string generate_secret() {
+  return random_bytes(kGeneratedSecretBytes, "the job secret");
 }
 
 std::string to_hex(const std::string& bytes) {

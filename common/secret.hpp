@@ -16,7 +16,10 @@ inline constexpr size_t kGeneratedSecretBytes = 32;
 // group/other permission bit ("has mode 0644, expected 0600 (chmod 600 PATH)") or is empty.
 std::string load_secret_file(const std::string& path);
 
-// kGeneratedSecretBytes random bytes from the kernel (getrandom); Error when it fails.
+// count random bytes from the kernel's CSPRNG (getrandom); Error naming what they were for
+// when it fails.
+std::string random_bytes(size_t count, const std::string& what);
+// kGeneratedSecretBytes random bytes (random_bytes).
 std::string generate_secret();
 
 // Lower-case hex of bytes, and back (nullopt for odd lengths or non-hex characters).

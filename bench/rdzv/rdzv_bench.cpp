@@ -1,7 +1,6 @@
 #include "rdzv_bench.hpp"
 
 #include <pthread.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +15,7 @@
 #include <string_view>
 #include <thread>
 
+#include "bench/common/process_cpu.hpp"
 #include "common/log.hpp"
 #include "counting_store.hpp"
 #include "rendezvous/dynamic_rendezvous.hpp"
@@ -34,13 +34,6 @@ namespace {
 
 double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
-}
-
-double process_cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return s(u.ru_utime) + s(u.ru_stime);
 }
 
 // Thread stacks of the simulated agents: a round needs a few KiB; glibc's default (8 MiB,

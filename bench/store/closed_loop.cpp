@@ -2,13 +2,13 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio/ip/address.hpp>
 #include <thread>
 
+#include "bench/common/process_cpu.hpp"
 #include "common/error.hpp"
 #include "rendezvous/store/auth.hpp"
 
@@ -18,15 +18,6 @@ using Clock = std::chrono::steady_clock;
 namespace wire = rendezvous::wire;
 
 namespace {
-
-double cpu_seconds_now() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
 
 sockaddr_storage resolve(const LoadOptions& o, socklen_t& len) {
   const auto address = boost::asio::ip::make_address(o.host);  // throws on a bad address
@@ -208,7 +199,7 @@ ClosedLoop::~ClosedLoop() {
 
 void ClosedLoop::start() {
   start_ = Clock::now();
-  cpu_start_ = cpu_seconds_now();
+  cpu_start_ = process_cpu_seconds();
 }
 
 std::string_view ClosedLoop::next(size_t i) {
@@ -246,7 +237,7 @@ bool ClosedLoop::received(size_t i, std::string_view bytes) {
 LoadResult ClosedLoop::finish() {
   LoadResult result;
   result.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-  result.cpu_seconds = cpu_seconds_now() - cpu_start_;
+  result.cpu_seconds = process_cpu_seconds() - cpu_start_;
   result.requests = requests_;
   result.connect_us = connect_us_;
   for (auto& c : clients_) {

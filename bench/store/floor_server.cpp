@@ -1,9 +1,10 @@
 // store_floor_server: the floor for the store benchmark, not a store. It answers
-// store_bench's legacy-dialect load ([SET k v + GET k] and [ADD k 1] round trips) with canned
+// store_bench's load ([SET k v + GET k] and [ADD k 1] round trips) with canned
 // replies of the right size: no parsing, no map, one receive and one send per round trip.
 // Whatever it reaches is the most a server of its I/O engine can serve on this machine for
 // that load; scripts/bench/store.sh measures it beside ours and PyTorch's.
-//   store_floor_server [--io io_uring|epoll] [--value-bytes 64]   prints the port, serves
+//   store_floor_server [--io io_uring|epoll] [--value-bytes 64] [--dialect legacy|v2]
+// prints the port, serves.
 #include "floor_server.hpp"
 
 #include <netinet/in.h>
@@ -43,11 +44,15 @@ int listen_loopback() {
 int main(int argc, char** argv) {
   size_t value_bytes = 64;
   std::string io = "io_uring";
-  CLI::App app{"store_floor_server: canned replies to store_bench's legacy load (a floor)"};
+  std::string dialect = "legacy";
+  CLI::App app{"store_floor_server: canned replies to store_bench's load (a floor)"};
   app.add_option("--value-bytes", value_bytes, "size of the value a GET returns")
       ->capture_default_str();
   app.add_option("--io", io, "I/O engine")
       ->check(CLI::IsMember({"io_uring", "epoll"}))
+      ->capture_default_str();
+  app.add_option("--dialect", dialect, "store_bench's --dialect: legacy or v2")
+      ->check(CLI::IsMember({"legacy", "v2"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -55,6 +60,8 @@ int main(int argc, char** argv) {
   ddp::bench::FloorReplies replies;
   wire::put_string(replies.get, std::string(value_bytes, 'x'));
   wire::put_i64(replies.add, 1);  // the count is not checked by the load
+  replies.set_byte = static_cast<char>(wire::command_byte(
+      wire::Command::kSet, dialect == "v2" ? wire::Dialect::kV2 : wire::Dialect::kLegacy));
   const int listener = listen_loopback();
   try {
     if (io == "io_uring") ddp::bench::serve_floor_uring(listener, replies);

@@ -3,14 +3,18 @@
 // the job secret with HMAC-SHA256 over two fresh nonces, so the secret never crosses the wire
 // and a recorded exchange is worth nothing for the next connection. Pure functions.
 #include <string>
+#include <string_view>
 
 namespace ddp::rendezvous::auth {
 
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;  // HMAC-SHA256
 
-// kNonceBytes from OpenSSL's CSPRNG; Error when it fails.
+// kNonceBytes from the kernel's CSPRNG (common/secret's random_bytes); Error when it fails.
 std::string random_nonce();
+
+// HMAC-SHA256 (RFC 2104 over SHA-256; RFC 4231 has test vectors).
+std::string hmac_sha256(std::string_view key, std::string_view message);
 
 // HMAC-SHA256(secret, "ddplaunch-auth-v1 client" || server_nonce || client_nonce): the
 // client's proof.

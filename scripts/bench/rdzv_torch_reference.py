@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Reference for bench/rdzv: PyTorch's own c10d dynamic rendezvous (DynamicRendezvousHandler
 over C10dRendezvousBackend, as torchrun uses it) with N simulated nodes as threads in one
-process against one TCPStore, min = max = N. Prints "| N | median s | min | max |" rows.
+process against one TCPStore, min = max = N. Prints "| N | median s | min | max |" rows
+(--rows: without the table's header, for a driver that runs one size per process).
 
     /usr/bin/python3 scripts/bench/rdzv_torch_reference.py 8 32 64
 
@@ -58,9 +59,10 @@ def main():
     server = TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=600))
     import torch
     version = torch.__version__.split("+")[0]
-    print(f"| nodes | torch {version} c10d median (s) | min | max |")
-    print("| ---: | ---: | ---: | ---: |")
-    for nodes in [int(a) for a in sys.argv[1:]] or [8, 32, 64]:
+    if "--rows" not in sys.argv:
+        print(f"| nodes | torch {version} c10d median (s) | min | max |")
+        print("| ---: | ---: | ---: | ---: |")
+    for nodes in [int(a) for a in sys.argv[1:] if a != "--rows"] or [8, 32, 64]:
         times = [one_round(server.port, nodes, f"ref-{nodes}-{r}") for r in range(REPEATS)]
         print(f"| {nodes} | {statistics.median(times):.3f} | {min(times):.3f} | {max(times):.3f} |",
               flush=True)

@@ -18,7 +18,7 @@ JOBS=${JOBS:-$(nproc)}
 # What the run uses: the programs, the [gpu] test binaries, the benchmarks it reruns there.
 PROGRAMS=(ddplaunch train ddpstore)
 TESTS=(test_rt_nccl test_trainer_units rt_test_worker)
-BENCHES=(store_bench rdzv_bench launch_bench launch_bench_worker allreduce_bench)
+BENCHES=(store_bench init_bench rdzv_bench launch_bench launch_bench_worker allreduce_bench)
 TARGETS=("${PROGRAMS[@]}" "${TESTS[@]}" "${BENCHES[@]}")
 [[ "${1:-}" == --print-targets ]] && { echo "${TARGETS[*]}"; exit 0; }
 

@@ -20,9 +20,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 . scripts/gpu/image_libs.sh
-ALL_STEPS=(preflight gpu_tests nccl trainer launch store rdzv)
+ALL_STEPS=(preflight gpu_tests nccl trainer launch store init rdzv)
 # Seconds each step may take at most (on the device; the dry run's are far shorter).
-declare -A LIMIT=([preflight]=45 [gpu_tests]=100 [nccl]=60 [trainer]=150 [launch]=90 [store]=75 [rdzv]=90)
+declare -A LIMIT=([preflight]=45 [gpu_tests]=100 [nccl]=60 [trainer]=150 [launch]=90 [store]=75
+  [init]=150 [rdzv]=150)
 
 # ---------------------------------------------------------------- the steps (run.sh --step X)
 # 1024 store clients need more descriptors than the usual soft limit of 1024 (PyTorch's
@@ -46,7 +47,7 @@ if torch.cuda.is_available():
 import torch.distributed as dist
 from datetime import timedelta
 s = dist.TCPStore("127.0.0.1", 0, 1, True, timedelta(seconds=10))
-print("TCPStore libuv backend:", getattr(s, "libUvBackend", "unknown (attribute missing)"))
+print("TCPStore libuv backend:", getattr(s, "libuvBackend", "unknown (attribute missing)"))
 EOF
   echo "== bundle"
   cat "$B/MANIFEST.txt"
@@ -214,6 +215,15 @@ timed() {
 }
 
 step_store() {
+  # In a network namespace where the machine allows one (scripts/bench/netns.sh says why:
+  # PyTorch's server looks up every client's name, and a resolver that drops queries costs
+  # 5 s per connection).
+  if [[ -z "${BENCH_IN_NETNS:-}" ]] && unshare -n true 2>/dev/null; then
+    # shellcheck disable=SC2016  # expanded by the inner bash
+    BENCH_IN_NETNS=1 exec unshare -n bash -c 'ip link set lo up && exec "$0" --step store' \
+      "$REPO/scripts/gpu/run.sh"
+  fi
+  echo "store: network: ${BENCH_IN_NETNS:+own namespace}${BENCH_IN_NETNS:-host}"
   local clients=1024 requests=1000 reps=3 rc=0 dialect=v2
   [[ $DRY == 1 ]] && { clients=16; requests=50; reps=1; }
   [[ "$TORCH_VERSION" == 1.* ]] && dialect=legacy  # PyTorch 1.13's server (the dry run's)
@@ -246,14 +256,53 @@ step_store() {
   return "$rc"
 }
 
+# The most connections one process may hold here, rounded down to a multiple of 1024 and
+# capped at $1: a store benchmark's server holds one per client, and so does its load.
+fd_fit() {
+  local want=$1 hard
+  hard=$(ulimit -Hn)
+  if [[ $hard != unlimited ]] && (( hard - 512 < want )); then
+    echo $(( (hard - 512) / 1024 * 1024 ))
+  else
+    echo "$want"
+  fi
+}
+
+step_init() {
+  # init_process_group + a store barrier for 96K ranks (scripts/bench/init.sh, bench/init),
+  # ours then PyTorch's libuv server, each run given 60 s.
+  local ranks servers="ours torch" rc=0
+  raise_fd_limit
+  ranks=$(fd_fit 98304)
+  [[ $DRY == 1 ]] && ranks=256
+  # PyTorch 1.13's server (the dry run's) speaks the legacy dialect only.
+  [[ "$TORCH_VERSION" == 1.* ]] && servers=ours
+  echo "init: $ranks ranks (ulimit -Hn $(ulimit -Hn)), servers: $servers"
+  RANKS=$ranks REPEATS=1 SERVERS=$servers RUN_LIMIT_S=60 TORCH_PYTHON=$PY \
+    "$REPO/scripts/bench/init.sh" "$B/bin" | tee "$WORK/init.txt" || rc=1
+  "$PY" "$REPO/scripts/gpu/summarize.py" init "$WORK/init.txt" >"$WORK/init.result" || rc=1
+  cat "$WORK/init.result"
+  return "$rc"
+}
+
 step_rdzv() {
-  local nodes=16384 repeats=3
+  # 16,384 nodes three times, then 65,536 once where the descriptor limit allows.
+  local nodes=16384 repeats=3 big
   [[ $DRY == 1 ]] && { nodes=8; repeats=1; }
   raise_fd_limit
   "$B/bin/rdzv_bench" --nodes "$nodes" --repeats "$repeats" --reform_nodes 0 | tee "$WORK/rdzv.txt"
   local row
   row=$(grep -m1 -E "^\| $nodes \|" "$WORK/rdzv.txt") || return 1
   echo "result rdzv_nodes=$nodes rdzv_agree_median_s=$(awk -F'|' '{gsub(/ /, "", $3); print $3}' <<<"$row")"
+  big=$(fd_fit 65536)
+  [[ $DRY == 1 ]] && big=16
+  if (( big < 65536 )) && [[ $DRY == 0 ]]; then
+    echo "result rdzv_big_skipped=ulimit_Hn_$(ulimit -Hn)"
+    return 0
+  fi
+  "$B/bin/rdzv_bench" --nodes "$big" --repeats 1 --reform_nodes 0 | tee "$WORK/rdzv_big.txt"
+  row=$(grep -m1 -E "^\| $big \|" "$WORK/rdzv_big.txt") || return 1
+  echo "result rdzv_big_nodes=$big rdzv_big_agree_s=$(awk -F'|' '{gsub(/ /, "", $3); print $3}' <<<"$row")"
 }
 
 if [[ "${1:-}" == --step ]]; then

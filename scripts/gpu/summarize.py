@@ -3,6 +3,7 @@
   summarize.py compare NAME NATIVE.jsonl TORCH.jsonl   build/train against torch_mlp.py
   summarize.py launch DIR TIMED.txt                    ddplaunch against torchrun
   summarize.py store STORE.txt                         ddpstore against PyTorch's TCPStore
+  summarize.py init INIT.txt                           init.sh: N ranks' init, ours and PyTorch's
   summarize.py final WORK OUT DRY                      OUT/summary.{txt,json} from every step
 
 The step commands print "result key=value ..." lines; `final` collects them per step from
@@ -134,6 +135,32 @@ def store(path):
     print("result " + " ".join(f"{k}={v}" for k, v in out.items()))
 
 
+def init(path):
+    """scripts/bench/init.sh's run lines: time, server CPU and peak RSS per server."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) < 4 or parts[0] != "run":
+                continue
+            server = parts[2]
+            fields = dict(p.split("=", 1) for p in parts[4:] if "=" in p)
+            out["init_ranks"] = fields["ranks"]
+            if parts[3] == "timeout":
+                out[f"init_{server}_s"] = f"over_{fields['limit_s']}"
+                continue
+            out[f"init_{server}_s"] = float(fields["seconds"])
+            out[f"init_{server}_server_cpu_s"] = float(fields["server_cpu_s"])
+            out[f"init_{server}_server_peak_rss_mib"] = round(float(fields["server_hwm_kib"]) / 1024, 1)
+            for phase in ("connect", "init", "exchange", "barrier"):
+                out[f"init_{server}_{phase}_p99_ms"] = float(fields[f"{phase}_p99_ms"])
+    if isinstance(out.get("init_ours_s"), float) and isinstance(out.get("init_torch_s"), float):
+        out["init_torch_over_ours"] = round(out["init_torch_s"] / out["init_ours_s"], 2)
+    print("result " + " ".join(f"{k}={v}" for k, v in out.items()))
+    if not isinstance(out.get("init_ours_s"), float):
+        raise SystemExit("init: no measurement of ours")
+
+
 def final(work, out_dir, dry):
     steps = []
     path = os.path.join(work, "steps.txt")
@@ -176,7 +203,7 @@ def final(work, out_dir, dry):
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"compare": compare, "launch": launch, "store": store, "final": final}[cmd](*args)
+    {"compare": compare, "launch": launch, "store": store, "init": init, "final": final}[cmd](*args)
 
 
 if __name__ == "__main__":
