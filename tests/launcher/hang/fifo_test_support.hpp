@@ -1,7 +1,7 @@
 #pragma once
 // Helpers for the tests of the agent's FIFO readers (FifoReader, ProgressChannel,
-// FileTimerServer): running their io_context until something happened, and writing lines
-// into a FIFO as a worker would.
+// FileTimerServer): running their io_context until something happened (io_loop.hpp), and
+// writing lines into a FIFO as a worker would.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,29 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <thread>
+
+#include "tests/support/io_loop.hpp"
 
 namespace ddp::test {
-
-// Runs io's handlers until pred holds or timeout passes; returns pred's last value.
-inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& pred,
-                      std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return pred();
-    if (io.run_one_for(std::chrono::milliseconds(10)) == 0 && io.stopped()) {
-      io.restart();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  return true;
-}
-
-// Runs io's handlers for a while (to show that something does NOT happen).
-inline void run_for(boost::asio::io_context& io, std::chrono::milliseconds duration) {
-  run_until(
-      io, [] { return false; }, duration);
-}
 
 // Opens the FIFO as a worker does (O_WRONLY|O_NONBLOCK), writes bytes in one write(2) and
 // closes it; false when there is no reader or the write failed.
