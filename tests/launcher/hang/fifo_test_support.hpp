@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/progress_protocol.hpp"
 #include "tests/support/io_loop.hpp"
 
 namespace ddp::test {
@@ -45,6 +46,20 @@ inline std::string timer_request(int pid, const std::string& scope, double expir
 }
 inline std::string timer_release(int pid, const std::string& scope) {
   return timer_request(pid, scope, -1, 0);
+}
+
+// The progress line (common/progress_protocol.hpp) of a rank at step, entering or leaving
+// collective op #seq.
+inline std::string progress_line(int rank, int pid, int64_t step, int64_t seq,
+                                 progress::Phase phase, const std::string& op = "all_reduce") {
+  progress::Report report;
+  report.rank = rank;
+  report.pid = pid;
+  report.step = step;
+  report.op = op;
+  report.seq = seq;
+  report.phase = phase;
+  return progress::format(report);
 }
 
 }  // namespace ddp::test
