@@ -17,6 +17,7 @@
 #include "common/log.hpp"
 #include "launcher/hang/progress_board.hpp"
 #include "rendezvous/store/memory_store.hpp"
+#include "tests/launcher/agent/captures.hpp"
 #include "tests/launcher/agent/fake_workers.hpp"
 #include "tests/launcher/hang/fifo_test_support.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -25,6 +26,8 @@ using namespace ddp::launcher;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 using ddp::launcher::testing::FakeSpawner;
+using ddp::launcher::testing::LoggedLines;
+using ddp::launcher::testing::RecordedEvents;
 using ddp::progress::Phase;
 using ddp::test::progress_line;
 using ddp::test::run_for;
@@ -40,11 +43,9 @@ namespace {
 constexpr auto kGuard = 10s;
 
 // One node's hang response over its fake workers, and what it asked of the agent.
-struct Bench {
+struct Bench : RecordedEvents, LoggedLines {
   explicit Bench(HangResponseOptions o)
-      : response(io, with_bench(std::move(o)), events, group, slots, hooks()) {
-    events.set_listener([this](const nlohmann::json& event) { recorded.push_back(event); });
-  }
+      : response(io, with_bench(std::move(o)), log, group, slots, hooks()) {}
 
   HangResponseOptions with_bench(HangResponseOptions o) {
     o.run_dir = dir.path() / "run";
@@ -94,28 +95,11 @@ struct Bench {
     REQUIRE(write_fifo(env("DDPLAUNCH_PROGRESS_FILE"),
                        progress_line(slots.at(i).rank, group.pid(i), step, seq, phase)));
   }
-  [[nodiscard]] std::vector<nlohmann::json> named(const std::string& name) const {
-    std::vector<nlohmann::json> out;
-    for (const auto& event : recorded) {
-      if (event.value("event", "") == name) out.push_back(event);
-    }
-    return out;
-  }
-  [[nodiscard]] bool logged(const std::string& text) const {
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
-      return line.find(text) != std::string::npos;
-    });
-  }
 
   TempDir dir;
   boost::asio::io_context io;
   FakeSpawner spawner{io};
   WorkerGroup group{io, spawner, WorkerGroupOptions{}};
-  EventLog events{std::nullopt};
-  std::vector<nlohmann::json> recorded;
-  std::vector<std::string> lines;
-  ddp::log::ScopedSink sink{
-      [this](ddp::log::Level, std::string_view line) { lines.emplace_back(line); }};
   std::map<int, char> states;  // the fake /proc: each pid's state ('S' when not set)
   std::vector<WorkerSlot> slots;
   bool healthy = true;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/log.hpp"
+#include "tests/launcher/agent/captures.hpp"
 #include "tests/launcher/agent/fake_workers.hpp"
 #include "tests/launcher/agent/worker_channel.hpp"
 #include "tests/support/io_loop.hpp"
@@ -22,7 +23,9 @@ using namespace ddp::launcher;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 using ddp::launcher::testing::FakeSpawner;
+using ddp::launcher::testing::LoggedLines;
 using ddp::launcher::testing::make_message;
+using ddp::launcher::testing::RecordedEvents;
 using ddp::launcher::testing::WorkerChannel;
 using ddp::recovery::Message;
 using ddp::test::run_for;
@@ -36,10 +39,9 @@ constexpr auto kGuard = 10s;
 
 // The recovery, its group of fake workers, and the agent's part: starting a worker where the
 // recovery says so, and what each worker heard on its channel.
-struct Bench {
+struct Bench : RecordedEvents, LoggedLines {
   explicit Bench(size_t count, std::chrono::milliseconds timeout = 10s, bool enabled = true)
-      : recovery(io, enabled, timeout, events, group, hooks()) {
-    events.set_listener([this](const nlohmann::json& event) { recorded.push_back(event); });
+      : recovery(io, enabled, timeout, log, group, hooks()) {
     group.reset(count);
     recovery.reset(count);
     starts.assign(count, 0);
@@ -89,6 +91,9 @@ struct Bench {
     if (meaning == Meaning::kReplacedNow) start(index);
   }
 
+  // A recovery from the agent's current round begins; then the group resumes in the next.
+  void begin(const std::string& reason) { recovery.begin(reason, round); }
+  InPlaceRecovery::Resumed resume() { return recovery.resume(++round); }
   // Slot index's current worker says hello on its channel; returns once the recovery heard it.
   void hello(size_t index) {
     const size_t before = named("worker_channel").size();
@@ -116,27 +121,10 @@ struct Bench {
     REQUIRE(run_until(
         io, [&] { return received[index].size() >= n; }, kGuard));
   }
-  [[nodiscard]] std::vector<nlohmann::json> named(const std::string& name) const {
-    std::vector<nlohmann::json> out;
-    for (const auto& event : recorded) {
-      if (event.value("event", "") == name) out.push_back(event);
-    }
-    return out;
-  }
-  [[nodiscard]] bool logged(const std::string& text) const {
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
-      return line.find(text) != std::string::npos;
-    });
-  }
 
   boost::asio::io_context io;
   FakeSpawner spawner{io};
   WorkerGroup group{io, spawner, WorkerGroupOptions{}};
-  EventLog events{std::nullopt};
-  std::vector<nlohmann::json> recorded;
-  std::vector<std::string> lines;
-  ddp::log::ScopedSink sink{
-      [this](ddp::log::Level, std::string_view line) { lines.emplace_back(line); }};
   bool healthy = true;  // what the agent's state says
   int64_t round = 0;    // the agent's current round
   bool start_fails = false;
@@ -158,7 +146,7 @@ TEST_CASE("in-place recovery: begin tells the running workers to abort, naming t
   REQUIRE(b.exits.size() == 1);
   CHECK(b.exits[0].second == Meaning::kNone);
   CHECK_FALSE(b.recovery.under_way());
-  b.recovery.begin("node_lost", 0);
+  b.begin("node_lost");
   CHECK(b.recovery.under_way());
   b.await_received(0, 1);
   b.await_received(1, 1);
@@ -179,9 +167,8 @@ TEST_CASE(
     "[in_place_recovery]") {
   Bench b(2);
   b.hello(0);  // slot 1's worker never speaks the protocol
-  b.recovery.begin("node_waiting", 0);
-  b.round = 1;
-  REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
+  b.begin("node_waiting");
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   CHECK_FALSE(b.recovery.under_way());
   CHECK(b.spawner.workers[1].signals == std::vector<int>{SIGKILL});
   CHECK(b.logged("rank 11 (pid 1001) never spoke on its recovery channel; restarting it"));
@@ -223,7 +210,7 @@ TEST_CASE(
     "[in_place_recovery]") {
   Bench b(3);
   for (size_t i = 0; i < 3; ++i) b.hello(i);
-  b.recovery.begin("job_failure", 0);
+  b.begin("job_failure");
   b.spawner.exit(0, ExitStatus{1, 0});  // its collective failed it
   b.spawner.exit(1, ExitStatus{0, 0});  // its training was done
   REQUIRE(b.exits.size() == 2);
@@ -238,8 +225,7 @@ TEST_CASE(
   // Nothing is started while the group re-forms: the new round is not known yet.
   CHECK(b.starts == std::vector<int>{1, 1, 1});
 
-  b.round = 1;
-  REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   CHECK(b.starts == std::vector<int>{2, 1, 1});
   CHECK_FALSE(b.group.running(1));
   b.await_received(2, 2);
@@ -266,11 +252,10 @@ TEST_CASE("in-place recovery: when every worker finished during the re-form noth
   Bench b(2);
   b.hello(0);
   b.hello(1);
-  b.recovery.begin("node_lost", 0);
+  b.begin("node_lost");
   b.spawner.exit(0, ExitStatus{});
   b.spawner.exit(1, ExitStatus{});
-  b.round = 1;
-  CHECK(b.recovery.resume(1) == InPlaceRecovery::Resumed::kAllFinished);
+  CHECK(b.resume() == InPlaceRecovery::Resumed::kAllFinished);
   CHECK(b.starts == std::vector<int>{1, 1});
   CHECK(b.named("workers_resumed").empty());
 }
@@ -280,11 +265,10 @@ TEST_CASE("in-place recovery: a replacement that cannot start ends the resume",
   Bench b(2);
   b.hello(0);
   b.hello(1);
-  b.recovery.begin("node_lost", 0);
+  b.begin("node_lost");
   b.spawner.exit(0, ExitStatus{0, SIGSEGV});
   b.start_fails = true;
-  b.round = 1;
-  CHECK(b.recovery.resume(1) == InPlaceRecovery::Resumed::kStartFailed);
+  CHECK(b.resume() == InPlaceRecovery::Resumed::kStartFailed);
   CHECK(b.named("workers_resumed").empty());
 }
 
@@ -292,9 +276,8 @@ TEST_CASE("in-place recovery: a kept worker that fails before it re-formed is re
           "[in_place_recovery]") {
   Bench b(1);
   b.hello(0);
-  b.recovery.begin("node_lost", 0);
-  b.round = 1;
-  REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
+  b.begin("node_lost");
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   b.spawner.exit(0, ExitStatus{3, 0});
   REQUIRE(b.exits.size() == 1);
   CHECK(b.exits[0].second == Meaning::kReplacedNow);
@@ -306,56 +289,47 @@ TEST_CASE("in-place recovery: a kept worker that fails before it re-formed is re
   CHECK(b.starts[0] == 2);
 }
 
-TEST_CASE("in-place recovery: exits it has no part in mean nothing to it", "[in_place_recovery]") {
-  SECTION("a kept worker that fails after it re-formed") {
-    Bench b(1);
-    b.hello(0);
-    b.recovery.begin("node_lost", 0);
-    b.round = 1;
-    REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
+TEST_CASE("in-place recovery: exits after the group re-formed are the agent's",
+          "[in_place_recovery]") {
+  Bench b(1);
+  b.hello(0);
+  b.begin("node_lost");
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
+  SECTION("a kept worker that fails once it re-formed") {
     b.joined(0, 1, 3);
     b.spawner.exit(0, ExitStatus{3, 0});
-    CHECK(b.exits.back().second == Meaning::kNone);
-    CHECK(b.starts[0] == 1);
   }
   SECTION("a worker that finishes in the new round") {
-    Bench b(1);
-    b.hello(0);
-    b.recovery.begin("node_lost", 0);
-    b.round = 1;
-    REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
     b.spawner.exit(0, ExitStatus{});
-    CHECK(b.exits.back().second == Meaning::kNone);
-    CHECK(b.starts[0] == 1);
   }
   SECTION("an exit while the group stops") {
-    Bench b(1);
-    b.hello(0);
-    b.recovery.begin("node_lost", 0);
-    b.round = 1;
-    REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
     b.healthy = false;
     b.spawner.exit(0, ExitStatus{0, SIGTERM});
-    CHECK(b.exits.back().second == Meaning::kNone);
-    CHECK(b.starts[0] == 1);
   }
-  SECTION("without --in_place_recovery: no channel, and every exit is the agent's") {
-    Bench b(1, 10s, /*enabled=*/false);
-    CHECK_FALSE(b.recovery.enabled());
-    CHECK(b.spawner.workers[0].spec.channel_fd == -1);
-    CHECK_FALSE(b.spawner.workers[0].channel);
-    b.spawner.exit(0, ExitStatus{3, 0});
-    CHECK(b.exits.back().second == Meaning::kNone);
-  }
+  REQUIRE(b.exits.size() == 1);
+  CHECK(b.exits[0].second == Meaning::kNone);
+  CHECK(b.starts[0] == 1);
+}
+
+TEST_CASE(
+    "in-place recovery: without --in_place_recovery no channel, and every exit is the "
+    "agent's",
+    "[in_place_recovery]") {
+  Bench b(1, 10s, /*enabled=*/false);
+  CHECK_FALSE(b.recovery.enabled());
+  CHECK(b.spawner.workers[0].spec.channel_fd == -1);
+  CHECK_FALSE(b.spawner.workers[0].channel);
+  b.spawner.exit(0, ExitStatus{3, 0});
+  REQUIRE(b.exits.size() == 1);
+  CHECK(b.exits[0].second == Meaning::kNone);
 }
 
 TEST_CASE("in-place recovery: the timeout kills only the workers that did not build their group",
           "[in_place_recovery]") {
   Bench b(3, 100ms);
   for (size_t i = 0; i < 3; ++i) b.hello(i);
-  b.recovery.begin("node_lost", 0);
-  b.round = 1;
-  REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
+  b.begin("node_lost");
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   b.say(0, "built", {{"round", 1}});  // waits in the state agreement for a slower peer
   b.say(2, "built", {{"round", 0}});  // an old round's: not this one
   REQUIRE(run_until(
@@ -381,9 +355,8 @@ TEST_CASE(
     "[in_place_recovery]") {
   Bench b(1, 50ms);
   b.hello(0);
-  b.recovery.begin("node_lost", 0);
-  b.round = 1;
-  REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
+  b.begin("node_lost");
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   SECTION("it joined (without saying built)") {
     b.joined(0, 1, 3);
   }
@@ -401,11 +374,10 @@ TEST_CASE("in-place recovery: the phase record is reported once, with its times 
   Bench b(2);
   b.hello(0);
   b.hello(1);
-  b.recovery.begin("node_lost", 0);
+  b.begin("node_lost");
   b.say(0, "aborted", {{"round", 0}});
   b.say(1, "aborted", {{"round", 0}});
-  b.round = 1;
-  REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   for (size_t i : {0, 1}) {
     b.say(i, "built", {{"round", 1}});
     b.joined(i, 1, 7, 10, 4096);
@@ -444,11 +416,11 @@ TEST_CASE(
   Bench b(2);
   b.hello(0);
   b.hello(1);
-  b.recovery.begin("node_waiting", 3);
+  b.round = 3;
+  b.begin("node_waiting");
   b.say(0, "aborted", {{"round", 3}});
   b.say(1, "aborted", {{"round", 2}});  // another recovery's: the abort phase never completes
-  b.round = 4;
-  REQUIRE(b.recovery.resume(4) == InPlaceRecovery::Resumed::kRunning);
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   b.joined(1, 3, 5);  // the round it left
   b.joined(0, 4, 5);
   b.say(0, "stepped", {{"round", 4}, {"step", 6}});
@@ -467,9 +439,8 @@ TEST_CASE(
 TEST_CASE("in-place recovery: a bad message is logged and ignored", "[in_place_recovery]") {
   Bench b(1);
   b.hello(0);
-  b.recovery.begin("node_lost", 0);
-  b.round = 1;
-  REQUIRE(b.recovery.resume(1) == InPlaceRecovery::Resumed::kRunning);
+  b.begin("node_lost");
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   b.say(0, "joined", {{"rank", 10}});  // no round
   CHECK(b.logged("rank 10 sent a bad recovery message"));
   b.joined(0, 1, 1);
@@ -481,7 +452,7 @@ TEST_CASE("in-place recovery: a fresh group forgets the recovery under way",
           "[in_place_recovery]") {
   Bench b(1);
   b.hello(0);
-  b.recovery.begin("node_lost", 0);
+  b.begin("node_lost");
   REQUIRE(b.recovery.under_way());
   b.group.reset(1);
   b.recovery.reset(1);

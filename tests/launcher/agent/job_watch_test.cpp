@@ -17,10 +17,13 @@
 #include "common/log.hpp"
 #include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
+#include "tests/launcher/agent/captures.hpp"
 #include "tests/support/io_loop.hpp"
 
 using namespace ddp::launcher;
 using ddp::PeerLoss;
+using ddp::launcher::testing::LoggedLines;
+using ddp::launcher::testing::RecordedEvents;
 using ddp::rendezvous::FailureRecord;
 using ddp::rendezvous::MemoryStore;
 using ddp::rendezvous::Store;
@@ -80,10 +83,8 @@ class CuttableStore final : public ddp::rendezvous::ForwardingStore {
 };
 
 // One node's watch with its loop, and what it called back.
-struct Bench {
-  Bench() : watch(io, "10.0.0.1", 15s, events, hooks()) {
-    events.set_listener([this](const nlohmann::json& event) { recorded.push_back(event); });
-  }
+struct Bench : RecordedEvents, LoggedLines {
+  Bench() : watch(io, "10.0.0.1", 15s, log, hooks()) {}
 
   JobWatch::Hooks hooks() {
     JobWatch::Hooks h;
@@ -118,21 +119,9 @@ struct Bench {
     ddp::rendezvous::publish_failure(*store, record);
     store->wait({ddp::rendezvous::store_leaving_ack_key(record.attempt, node)}, kGuard);
   }
-  [[nodiscard]] std::vector<nlohmann::json> named(const std::string& name) const {
-    std::vector<nlohmann::json> out;
-    for (const auto& event : recorded) {
-      if (event.value("event", "") == name) out.push_back(event);
-    }
-    return out;
-  }
 
   boost::asio::io_context io;
   std::shared_ptr<MemoryStore> store = std::make_shared<MemoryStore>(10s);
-  EventLog events{std::nullopt};
-  std::vector<nlohmann::json> recorded;
-  std::vector<std::string> lines;
-  ddp::log::ScopedSink sink{
-      [this](ddp::log::Level, std::string_view line) { lines.emplace_back(line); }};
   const std::thread::id loop_thread = std::this_thread::get_id();
   bool on_loop = true;  // every hook ran on the loop's thread
   std::vector<FailureRecord> failures;
@@ -191,7 +180,7 @@ TEST_CASE("job watch: the record of an attempt left behind is dropped, a live wa
   // Both nodes' watches delivered attempt 0's record to the loop; before the loop ran, node
   // 0 stopped and began attempt 1 (it re-joined). Node 1's watch shows the news was there.
   Bench b;
-  JobWatch live(b.io, "10.0.0.2", 15s, b.events, b.hooks());
+  JobWatch live(b.io, "10.0.0.2", 15s, b.log, b.hooks());
   b.begin(0, 0);
   live.begin(round_of(0, 1, 2), connect_job([&]() -> std::shared_ptr<Store> { return b.store; }, 2),
              false);
@@ -298,11 +287,9 @@ TEST_CASE("job watch: with nothing watching a store loss is passed on at once", 
     none.error = "connect to 10.0.0.1:29400 failed: refused";
     none.loss = PeerLoss::kDeath;
     b.watch.begin(round_of(0, 0, 2), none, false);
-    CHECK(std::any_of(b.lines.begin(), b.lines.end(), [](const std::string& line) {
-      return line.find(
-                 "this node cannot watch the job's failure record (connect to "
-                 "10.0.0.1:29400 failed: refused)") != std::string::npos;
-    }));
+    CHECK(
+        b.logged("this node cannot watch the job's failure record (connect to "
+                 "10.0.0.1:29400 failed: refused)"));
   }
   CHECK_FALSE(b.watch.watching());
   b.watch.rendezvous_lost_store("lost the rendezvous store: reset", PeerLoss::kDeath);
