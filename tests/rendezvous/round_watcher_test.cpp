@@ -269,7 +269,7 @@ TEST_CASE("round watcher: a member beats once per interval, keeping only its las
 }
 
 TEST_CASE(
-    "round watcher: a beating peer is never lost; once silent for the lease it is, "
+    "round watcher: a beating peer is never lost, once silent for the lease it is, "
     "counted out and claimed lost",
     "[round_watcher]") {
   Ring ring;
@@ -295,7 +295,7 @@ TEST_CASE(
   CHECK(ring.change_count() == 1);
 }
 
-TEST_CASE("round watcher: a peer that left the round is not lost; the ring watches the next",
+TEST_CASE("round watcher: a peer that left the round is not lost, the ring watches the next",
           "[round_watcher]") {
   Ring ring;
   auto watcher = ring.watcher(0, 3, with_lease(300ms));
@@ -315,7 +315,7 @@ TEST_CASE("round watcher: a peer that left the round is not lost; the ring watch
 }
 
 TEST_CASE(
-    "round watcher: claims are checked against the store; false ones are refuted and "
+    "round watcher: claims are checked against the store, false ones are refuted and "
     "the next slot listened to, a true one ends the round",
     "[round_watcher]") {
   Ring ring;

@@ -162,7 +162,7 @@ TEST_CASE("in-place recovery: begin tells the running workers to abort, naming t
 }
 
 TEST_CASE(
-    "in-place recovery: kept workers get the new round; one that never said hello is killed "
+    "in-place recovery: kept workers get the new round, one that never said hello is killed "
     "and replaced",
     "[in_place_recovery]") {
   Bench b(2);

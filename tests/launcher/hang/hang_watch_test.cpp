@@ -238,7 +238,7 @@ TEST_CASE("hang watch: a rank that is gone, or an attempt that ended, is not wat
   CHECK(b.hangs.empty());
 }
 
-TEST_CASE("hang watch: every node's view is analysed; a slow rank elsewhere is waited for",
+TEST_CASE("hang watch: every node's view is analysed, a slow rank elsewhere is waited for",
           "[hang_watch]") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
   Bench b{watching_progress()};
@@ -287,7 +287,7 @@ TEST_CASE("hang watch: an analysis that comes back after its attempt ended is dr
 }
 
 TEST_CASE(
-    "hang watch: a file-timer scope that expired is reported; timers of exited workers "
+    "hang watch: a file-timer scope that expired is reported, timers of exited workers "
     "and of the last attempt are forgotten",
     "[hang_watch]") {
   Bench b{file_timer()};
