@@ -151,7 +151,8 @@ std::vector<std::string> build_worker_env(const LaunchConfig& config, const Envi
 WorkerProcessSpec worker_spec(const LaunchConfig& config, const Environment& env,
                               const AttemptInfo& attempt, int local_rank,
                               const std::string& error_file,
-                              const std::vector<std::string>& extra_env, const CpuBinding& binding) {
+                              const std::vector<std::string>& extra_env,
+                              const CpuBinding& binding) {
   WorkerProcessSpec spec;
   spec.local_rank = local_rank;
   spec.argv = build_worker_argv(config, env, local_rank);

@@ -1,12 +1,6 @@
 // The agent's side of in-place recovery (docs/recovery.md), with fake workers that speak the
 // recovery protocol over the real socketpairs the agent makes.
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/read_until.hpp>
-#include <boost/asio/streambuf.hpp>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
@@ -14,59 +8,17 @@
 
 #include "common/recovery_protocol.hpp"
 #include "tests/launcher/agent/agent_harness.hpp"
+#include "tests/launcher/agent/worker_channel.hpp"
 
 using namespace ddp::launcher;
 using ddp::launcher::testing::Harness;
+using ddp::launcher::testing::make_message;
+using ddp::launcher::testing::WorkerChannel;
 using ddp::recovery::Message;
 using ddp::rendezvous::MembershipChange;
 namespace asio = boost::asio;
 
 namespace {
-
-// A fake worker's end of its recovery channel: lines from the agent go to on_message, on the
-// agent's loop; send() writes one line (a few bytes: never blocks on a fresh socketpair).
-class WorkerChannel {
- public:
-  WorkerChannel(asio::io_context& io, int fd, std::function<void(const Message&)> on_message)
-      : socket_(io), fd_(::dup(fd)), on_message_(std::move(on_message)) {
-    socket_.assign(asio::local::stream_protocol(), ::dup(fd));
-    read();
-  }
-  ~WorkerChannel() { ::close(fd_); }
-  // Like the runtime: a line to an agent that closed this channel (it replaced the worker) is
-  // lost, never a SIGPIPE.
-  void send(const Message& message) const {
-    const std::string line = ddp::recovery::format(message);
-    const ssize_t n = ::send(fd_, line.data(), line.size(), MSG_NOSIGNAL);
-    REQUIRE((n == static_cast<ssize_t>(line.size()) || (n < 0 && errno == EPIPE)));
-  }
-
- private:
-  void read() {
-    asio::async_read_until(socket_, input_, '\n', [this](boost::system::error_code ec, size_t n) {
-      if (ec) return;
-      std::string line(asio::buffers_begin(input_.data()),
-                       asio::buffers_begin(input_.data()) + static_cast<std::ptrdiff_t>(n));
-      input_.consume(n);
-      auto message = ddp::recovery::parse(line, nullptr);
-      REQUIRE(message);
-      on_message_(*message);
-      read();
-    });
-  }
-
-  asio::local::stream_protocol::socket socket_;
-  asio::streambuf input_;
-  int fd_;
-  std::function<void(const Message&)> on_message_;
-};
-
-Message make(std::string_view type, std::map<std::string, int64_t> fields) {
-  Message m;
-  m.type = std::string(type);
-  for (const auto& [key, value] : fields) m.set(key, value);
-  return m;
-}
 
 // Fake workers that say hello, answer abort and round as the runtime does, and exit 0 once
 // they made their first step in the new round.
@@ -96,22 +48,22 @@ struct RecoveringWorkers {
     CHECK(h.spawner.env(i, "DDPLAUNCH_RECOVERY_FD") == "3");
     channels[i] = std::make_unique<WorkerChannel>(
         h.io, *worker.channel, [this, i](const Message& m) { on_message(i, m); });
-    channels[i]->send(make("hello", {{"pid", worker.pid}, {"local_rank", 0}}));
+    channels[i]->send(make_message("hello", {{"pid", worker.pid}, {"local_rank", 0}}));
     if (answer_fresh) on_fresh(i);
   }
 
   void on_message(size_t i, const Message& m) {
     received[i].push_back(m);
     if (m.type == "abort") {
-      channels[i]->send(make("aborted", {{"round", m.integer("round")}}));
+      channels[i]->send(make_message("aborted", {{"round", m.integer("round")}}));
     } else if (m.type == "round" && answer_round) {
       const int64_t round = m.integer("round");
-      channels[i]->send(make("joined", {{"round", round},
-                                        {"rank", m.integer("rank")},
-                                        {"step", 7},
-                                        {"source", -1},
-                                        {"state_bytes", 0}}));
-      channels[i]->send(make("stepped", {{"round", round}, {"step", 8}}));
+      channels[i]->send(make_message("joined", {{"round", round},
+                                                {"rank", m.integer("rank")},
+                                                {"step", 7},
+                                                {"source", -1},
+                                                {"state_bytes", 0}}));
+      channels[i]->send(make_message("stepped", {{"round", round}, {"step", 8}}));
     }
   }
 
@@ -119,12 +71,12 @@ struct RecoveringWorkers {
   void on_fresh(size_t i) {
     const int64_t round = std::stoll(h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT"));
     if (round == 0) return;
-    channels[i]->send(make("joined", {{"round", round},
-                                      {"rank", std::stoll(h.spawner.env(i, "RANK"))},
-                                      {"step", 7},
-                                      {"source", 0},
-                                      {"state_bytes", 1024}}));
-    channels[i]->send(make("stepped", {{"round", round}, {"step", 8}}));
+    channels[i]->send(make_message("joined", {{"round", round},
+                                              {"rank", std::stoll(h.spawner.env(i, "RANK"))},
+                                              {"step", 7},
+                                              {"source", 0},
+                                              {"state_bytes", 1024}}));
+    channels[i]->send(make_message("stepped", {{"round", round}, {"step", 8}}));
   }
 
   [[nodiscard]] std::vector<nlohmann::json> events(const std::string& name) const {

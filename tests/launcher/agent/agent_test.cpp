@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <regex>
 #include <thread>
 
@@ -586,7 +586,8 @@ TEST_CASE("job: the job's store is connected off the loop, which handles a signa
     if (n == 1) {
       boost::asio::post(h.io, [&] { h.agent_ptr->handle_signal(SIGTERM); });
       std::unique_lock<std::mutex> lock(mu);
-      handled_while_connecting = cv.wait_for(lock, std::chrono::seconds(5), [&] { return signalled; });
+      handled_while_connecting =
+          cv.wait_for(lock, std::chrono::seconds(5), [&] { return signalled; });
     }
     return h.store;
   };

@@ -49,7 +49,7 @@ class FakeSpawner final : public WorkerSpawner {
 
   int spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbacks) override {
     if (fail_spawn && fail_spawn(spawn_calls++)) throw Error("fake spawn: cannot run the program");
-    workers.push_back(Worker{spec, std::move(callbacks), next_pid_++, false, false, {}, nullptr});
+    workers.push_back(Worker{spec, std::move(callbacks), next_pid++, false, false, {}, nullptr});
     if (spec.channel_fd >= 0) {
       // Kept open as a real worker would: the agent closes its copy after spawn().
       workers.back().channel = std::shared_ptr<int>(new int(::dup(spec.channel_fd)), [](int* fd) {
@@ -95,13 +95,15 @@ class FakeSpawner final : public WorkerSpawner {
     return "";
   }
 
+  // The pid the next worker gets (a test may make it a real process's, e.g. its own, for
+  // something that signals it beside the spawner: torch's file timer).
+  int next_pid = 1000;
   // A deque: a spawn() from inside a callback (on_exit starting a fresh worker) leaves every
   // reference to an earlier worker valid, in the tests and above.
   std::deque<Worker> workers;
 
  private:
   boost::asio::io_context& io_;
-  int next_pid_ = 1000;
 };
 
 class FakeRendezvous final : public rendezvous::RendezvousHandler {

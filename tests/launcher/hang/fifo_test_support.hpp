@@ -1,7 +1,7 @@
 #pragma once
 // Helpers for the tests of the agent's FIFO readers (FifoReader, ProgressChannel,
-// FileTimerServer): running their io_context until something happened, and writing lines
-// into a FIFO as a worker would.
+// FileTimerServer): running their io_context until something happened (io_loop.hpp), and
+// writing lines into a FIFO as a worker would.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,29 +13,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <thread>
+
+#include "common/progress_protocol.hpp"
+#include "tests/support/io_loop.hpp"
 
 namespace ddp::test {
-
-// Runs io's handlers until pred holds or timeout passes; returns pred's last value.
-inline bool run_until(boost::asio::io_context& io, const std::function<bool()>& pred,
-                      std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return pred();
-    if (io.run_one_for(std::chrono::milliseconds(10)) == 0 && io.stopped()) {
-      io.restart();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  return true;
-}
-
-// Runs io's handlers for a while (to show that something does NOT happen).
-inline void run_for(boost::asio::io_context& io, std::chrono::milliseconds duration) {
-  run_until(
-      io, [] { return false; }, duration);
-}
 
 // Opens the FIFO as a worker does (O_WRONLY|O_NONBLOCK), writes bytes in one write(2) and
 // closes it; false when there is no reader or the write failed.
@@ -64,6 +46,20 @@ inline std::string timer_request(int pid, const std::string& scope, double expir
 }
 inline std::string timer_release(int pid, const std::string& scope) {
   return timer_request(pid, scope, -1, 0);
+}
+
+// The progress line (common/progress_protocol.hpp) of a rank at step, entering or leaving
+// collective op #seq.
+inline std::string progress_line(int rank, int pid, int64_t step, int64_t seq,
+                                 progress::Phase phase, const std::string& op = "all_reduce") {
+  progress::Report report;
+  report.rank = rank;
+  report.pid = pid;
+  report.step = step;
+  report.op = op;
+  report.seq = seq;
+  report.phase = phase;
+  return progress::format(report);
 }
 
 }  // namespace ddp::test

@@ -1,0 +1,351 @@
+// HangWatch on its own (hang_watch.hpp), with real FIFOs, a fake /proc and a MemoryStore for
+// the other nodes' views: what the workers are told, when a rank is reported hung (once per
+// attempt, never a running rank without a progress source, never one that exited or that its
+// file timer killed), the analysis over every node's ranks (a slow rank is waited for), a late
+// analysis of an attempt that ended, and the file timer's expiries.
+#include "launcher/hang/hang_watch.hpp"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <csignal>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rendezvous/store/forwarding_store.hpp"
+#include "rendezvous/store/memory_store.hpp"
+#include "tests/launcher/hang/fifo_test_support.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace ddp::launcher;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using ddp::progress::Phase;
+using ddp::test::progress_line;
+using ddp::test::run_for;
+using ddp::test::run_until;
+using ddp::test::TempDir;
+using ddp::test::timer_request;
+using ddp::test::wall_now;
+using ddp::test::write_fifo;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto kGuard = 10s;
+// Pids no live process has (above any pid_max), for timers that never signal anyone.
+constexpr int kStranger = 2000000001;
+constexpr int kOtherStranger = 2000000002;
+
+// One node's watch, its loop, and what it reported.
+struct Bench {
+  explicit Bench(HangWatchOptions o) : watch(io, with_dir(std::move(o)), callbacks(), proc()) {}
+
+  HangWatchOptions with_dir(HangWatchOptions o) const {
+    o.run_dir = dir.path();
+    return o;
+  }
+  HangWatchCallbacks callbacks() {
+    HangWatchCallbacks c;
+    c.on_timer_expired = [this](const ExpiredTimer& timer) { expired.push_back(timer); };
+    c.on_hang = [this](const HangReport& report, const std::vector<RankSnapshot>& all) {
+      hangs.emplace_back(report, all);
+    };
+    c.warn = [this](const std::string& message) { warnings.push_back(message); };
+    return c;
+  }
+  HangWatch::ProcReader proc() {
+    return [this](int pid) -> std::optional<ProcStatus> {
+      std::lock_guard<std::mutex> lock(mu);
+      ProcStatus status;
+      status.pid = pid;
+      status.state = states.count(pid) != 0 ? states.at(pid) : 'S';
+      return status;
+    };
+  }
+  // The value of NAME in what every worker gets ("" when absent).
+  [[nodiscard]] std::string env(const std::string& name) const {
+    for (const auto& entry : watch.worker_env()) {
+      if (entry.starts_with(name + "=")) return entry.substr(name.size() + 1);
+    }
+    return "";
+  }
+  void progress(int rank, int pid, int64_t step, int64_t seq, Phase phase) {
+    REQUIRE(write_fifo(env("DDPLAUNCH_PROGRESS_FILE"), progress_line(rank, pid, step, seq, phase)));
+  }
+  bool await_hangs(size_t n) {
+    return run_until(
+        io, [&] { return hangs.size() >= n; }, kGuard);
+  }
+
+  TempDir dir;
+  boost::asio::io_context io;
+  std::mutex mu;
+  std::map<int, char> states;  // the fake /proc: each pid's state ('S' when not set)
+  std::vector<std::pair<HangReport, std::vector<RankSnapshot>>> hangs;
+  std::vector<ExpiredTimer> expired;
+  std::vector<std::string> warnings;
+  HangWatch watch;  // last: its callbacks use the members above
+};
+
+HangWatchOptions watching_progress(std::chrono::milliseconds timeout = 200ms) {
+  HangWatchOptions o;
+  o.timeout = timeout;
+  return o;
+}
+
+HangWatchOptions file_timer() {
+  HangWatchOptions o;
+  o.file_timer = true;
+  return o;
+}
+
+// Another node's view of one of its ranks, as its board writes it: at step 5, after (exit)
+// or inside (enter) all_reduce #seq, silent for silent_s.
+std::string view_of(int rank, int64_t seq, Phase phase, double silent_s, bool hung) {
+  RankSnapshot r;
+  r.rank = rank;
+  r.has_source = true;
+  r.last.rank = rank;
+  r.last.step = 5;
+  r.last.op = "all_reduce";
+  r.last.seq = seq;
+  r.last.phase = phase;
+  r.silent_s = silent_s;
+  r.hung = hung;
+  return encode_snapshots({r}, static_cast<int64_t>(wall_now() * 1000));
+}
+
+// A job store whose reads wait at a gate the test opens: an analysis in flight.
+class GatedStore final : public ddp::rendezvous::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    reached_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return open_; });
+    lock.unlock();
+    return ForwardingStore::compare_set(key, expected, desired);
+  }
+  // A read is waiting at the gate.
+  bool reached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reached_;
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool reached_ = false;
+  bool open_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("hang watch: the workers are told where to write progress and file timers",
+          "[hang_watch]") {
+  SECTION("both, in the run directory") {
+    auto o = watching_progress();
+    o.file_timer = true;
+    Bench b{o};
+    CHECK(b.env("DDPLAUNCH_PROGRESS_FILE") == (b.dir.path() / "progress.fifo").string());
+    CHECK(b.env("TORCHELASTIC_TIMER_FILE") == (b.dir.path() / "timer.fifo").string());
+  }
+  SECTION("the timer file torch names") {
+    auto o = file_timer();
+    TempDir elsewhere;
+    o.timer_file = elsewhere.path() / "torch_timer";
+    Bench b{o};
+    CHECK(b.env("TORCHELASTIC_TIMER_FILE") == o.timer_file.string());
+    CHECK(b.env("DDPLAUNCH_PROGRESS_FILE").empty());
+  }
+}
+
+TEST_CASE("hang watch: a rank stopped for the timeout is reported, once per attempt",
+          "[hang_watch]") {
+  Bench b{watching_progress()};
+  b.states[1000] = 'T';
+  const auto began = std::chrono::steady_clock::now();
+  b.watch.begin_attempt(nullptr, 0, 0, 1, {{0, 1000}, {1, 1001}});
+  REQUIRE(b.await_hangs(1));
+  CHECK(std::chrono::steady_clock::now() - began >= 200ms);
+  const auto& [report, all] = b.hangs[0];
+  CHECK(report.culprits == std::vector<int>{0});
+  CHECK_THAT(report.text, StartsWith("rank 0: stopped (state T), no progress for"));
+  REQUIRE(all.size() == 2);
+  for (const auto& rank : all) {
+    CHECK(rank.hung == (rank.rank == 0));
+    CHECK(rank.state == (rank.rank == 0 ? 'T' : 'S'));
+    CHECK_FALSE(rank.has_source);
+  }
+  run_for(b.io, 300ms);
+  CHECK(b.hangs.size() == 1);
+  // The next attempt is watched afresh.
+  b.watch.end_attempt();
+  b.watch.begin_attempt(nullptr, 1, 0, 1, {{0, 1000}});
+  REQUIRE(b.await_hangs(2));
+}
+
+TEST_CASE("hang watch: a running rank without a progress source is never hung", "[hang_watch]") {
+  Bench b{watching_progress(100ms)};
+  b.watch.begin_attempt(nullptr, 0, 0, 1, {{0, 1000}, {1, 1001}});
+  run_for(b.io, 500ms);
+  CHECK(b.hangs.empty());
+}
+
+TEST_CASE("hang watch: progress lines feed the analysis, which names the rank behind",
+          "[hang_watch]") {
+  Bench b{watching_progress()};
+  b.watch.begin_attempt(nullptr, 0, 0, 1, {{0, 1000}, {1, 1001}});
+  b.progress(0, 1000, 5, 3, Phase::kEnter);
+  b.progress(1, 1001, 5, 2, Phase::kExit);
+  REQUIRE(b.await_hangs(1));
+  const auto& [report, all] = b.hangs[0];
+  CHECK(report.culprits == std::vector<int>{1});
+  CHECK(report.victims == std::vector<int>{0});
+  CHECK_THAT(report.text, Contains("rank 1: no progress for") &&
+                              Contains("in step 5, after collective all_reduce #2"));
+  for (const auto& rank : all) {
+    CHECK(rank.has_source);
+    CHECK(rank.hung);
+    CHECK(rank.last.seq == (rank.rank == 0 ? 3 : 2));
+    CHECK(rank.silent_s >= 0.2);
+  }
+}
+
+TEST_CASE("hang watch: a rank that is gone, or an attempt that ended, is not watched",
+          "[hang_watch]") {
+  Bench b{watching_progress(100ms)};
+  b.states[1000] = 'T';
+  b.watch.begin_attempt(nullptr, 0, 0, 1, {{0, 1000}});
+  SECTION("the worker exited") {
+    b.watch.worker_exited(1000);
+  }
+  SECTION("the attempt ended") {
+    b.watch.end_attempt();
+  }
+  run_for(b.io, 500ms);
+  CHECK(b.hangs.empty());
+}
+
+TEST_CASE("hang watch: every node's view is analysed, a slow rank elsewhere is waited for",
+          "[hang_watch]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
+  Bench b{watching_progress()};
+  // Node 1's rank 1 is behind (after all_reduce #2) but moved a moment ago by its clock.
+  store->set("hang/0/1", view_of(1, 2, Phase::kExit, -30, false));
+  b.watch.begin_attempt([store] { return store; }, 0, 0, 2, {{0, 1000}});
+  b.progress(0, 1000, 5, 3, Phase::kEnter);  // rank 0 waits inside #3
+  REQUIRE(run_until(
+      b.io, [&] { return !b.warnings.empty(); }, kGuard));
+  CHECK_THAT(b.warnings[0], Contains("rank 1 is behind at all_reduce #2 but still progressing"));
+  // This node's view went to the store for the others.
+  const auto mine =
+      decode_snapshots(store->get("hang/0/0"), static_cast<int64_t>(wall_now() * 1000));
+  REQUIRE(mine.size() == 1);
+  CHECK(mine[0].rank == 0);
+  CHECK(mine[0].last.seq == 3);
+  run_for(b.io, 300ms);  // checked again meanwhile: said once, nothing acted on
+  CHECK(b.warnings.size() == 1);
+  CHECK(b.hangs.empty());
+  // Rank 1 stops too: now it is the culprit, on node 1.
+  store->set("hang/0/1", view_of(1, 2, Phase::kExit, 30, true));
+  REQUIRE(b.await_hangs(1));
+  CHECK(b.hangs[0].first.culprits == std::vector<int>{1});
+  CHECK(b.hangs[0].first.victims == std::vector<int>{0});
+  CHECK(b.hangs[0].second.size() == 2);
+}
+
+TEST_CASE("hang watch: an analysis that comes back after its attempt ended is dropped",
+          "[hang_watch]") {
+  auto store = std::make_shared<GatedStore>(std::make_shared<ddp::rendezvous::MemoryStore>(10s));
+  Bench b{watching_progress(100ms)};
+  b.states[1000] = 'T';
+  b.watch.begin_attempt([store] { return store; }, 0, 0, 2, {{0, 1000}});
+  // The hang is found and every node's view is being read (off the loop) when ...
+  REQUIRE(run_until(
+      b.io, [&] { return store->reached(); }, kGuard));
+  SECTION("... the group stops") {
+    b.watch.end_attempt();
+  }
+  SECTION("... the next attempt begins, whose rank runs") {
+    b.watch.begin_attempt([store] { return store; }, 1, 0, 2, {{0, 1001}});
+  }
+  store->open();
+  run_for(b.io, 300ms);
+  CHECK(b.hangs.empty());
+}
+
+TEST_CASE(
+    "hang watch: a file-timer scope that expired is reported, timers of exited workers "
+    "and of the last attempt are forgotten",
+    "[hang_watch]") {
+  Bench b{file_timer()};
+  b.watch.begin_attempt(nullptr, 0, 0, 1, {{0, kStranger}, {1, kOtherStranger}});
+  const auto timers = b.env("TORCHELASTIC_TIMER_FILE");
+  // Each batch ends with a timer already expired: once it is reported, the batch was read.
+  const auto read_batch = [&](const std::string& lines) {
+    const size_t before = b.expired.size();
+    REQUIRE(
+        write_fifo(timers, lines + timer_request(kOtherStranger + 1, "ack", wall_now() - 1, 0)));
+    REQUIRE(run_until(
+        b.io, [&] { return b.expired.size() > before; }, kGuard));
+    CHECK(b.expired.back().pid == kOtherStranger + 1);
+    CHECK(b.expired.back().scope == "ack");
+    CHECK(b.expired.back().signal == 0);
+    CHECK_FALSE(b.expired.back().stack_requested);
+  };
+  const double soon = wall_now() + 0.3;
+  read_batch(timer_request(kStranger, "step", soon, 0) +
+             timer_request(kOtherStranger, "step", soon, 0));
+  b.watch.worker_exited(kOtherStranger);
+  REQUIRE(run_until(
+      b.io, [&] { return b.expired.back().pid == kStranger; }, kGuard));
+  CHECK(b.expired.back().scope == "step");
+  run_for(b.io, 100ms);
+  CHECK(b.expired.back().pid == kStranger);  // the exited worker's timer never expired
+
+  read_batch(timer_request(kStranger, "step", wall_now() + 0.3, 0));
+  const size_t before = b.expired.size();
+  b.watch.end_attempt();
+  b.watch.begin_attempt(nullptr, 1, 0, 1, {{0, kStranger}});
+  run_for(b.io, 500ms);
+  CHECK(b.expired.size() == before);
+}
+
+TEST_CASE("hang watch: a rank its file timer killed is not reported hung as well", "[hang_watch]") {
+  auto o = watching_progress(200ms);
+  o.file_timer = true;
+  Bench b{o};
+  // The timer signals the real pid: this test's own, with a signal that does nothing here.
+  const int me = ::getpid();
+  b.states[me] = 'T';
+  b.watch.begin_attempt(nullptr, 0, 0, 1, {{0, me}});
+  REQUIRE(write_fifo(b.env("TORCHELASTIC_TIMER_FILE"),
+                     timer_request(me, "step", wall_now() - 1, SIGWINCH)));
+  REQUIRE(run_until(
+      b.io, [&] { return !b.expired.empty(); }, kGuard));
+  CHECK(b.expired[0].signal == SIGWINCH);
+  CHECK(b.expired[0].kill_error == 0);
+  run_for(b.io, 600ms);
+  CHECK(b.hangs.empty());
+}
+
+TEST_CASE("hang watch: a bad progress line is a warning, not a crash", "[hang_watch]") {
+  Bench b{watching_progress()};
+  b.watch.begin_attempt(nullptr, 0, 0, 1, {{0, 1000}});
+  REQUIRE(write_fifo(b.env("DDPLAUNCH_PROGRESS_FILE"), "v9 what is this\n"));
+  REQUIRE(run_until(
+      b.io, [&] { return !b.warnings.empty(); }, kGuard));
+  CHECK_THAT(b.warnings[0], Contains("v9"));
+}
