@@ -704,48 +704,69 @@ void DynamicRendezvous::step_down(uint64_t round) {
 void DynamicRendezvous::fail_over(PeerLoss how, const Deadline& deadline) {
   const Succession succession = *succession_;
   const auto lost_at = Clock::now();
-  const bool death = how == PeerLoss::kDeath;
-  std::vector<Endpoint> candidates = successors(succession);
-  // Silence may end: the lost store comes first again, unless it stepped down.
-  if (!death) candidates.insert(candidates.begin(), succession.store);
+  bool host_dead = how == PeerLoss::kDeath;
+  const std::vector<Endpoint> order = successors(succession);
   std::string names;
-  for (const auto& c : candidates) names += (names.empty() ? "" : ", ") + format_endpoint(c);
+  for (const auto& c : order) names += (names.empty() ? "" : ", ") + format_endpoint(c);
   DDP_LOG_WARN("rendezvous '" + options_.run_id + "': the store at " +
                format_endpoint(succession.store) + " is lost (" +
-               (death ? "its host closed, reset or refused the connection"
-                      : "silent for longer than the peer tolerance, or it stepped down") +
+               (host_dead ? "its host closed, reset or refused the connection"
+                          : "silent for longer than the peer tolerance, or it stepped down") +
                "); moving to a successor's store (in turn: " + names + ")");
-  std::vector<std::string> dead;
+  std::set<std::string> dead;                   // successors this node found dead
+  std::map<std::string, BallotRecord> ballots;  // what it did at each candidate
   auto next_line = lost_at + options_.progress_interval;
   while (true) {
-    for (const auto& candidate : candidates) {
-      throw_if_shut_down();
-      const std::string name = format_endpoint(candidate);
-      if (std::find(dead.begin(), dead.end(), name) != dead.end()) continue;
+    throw_if_shut_down();
+    if (!host_dead) {
+      // Silence may end: the lost store serves on if it answers and did not step down.
+      const LostStore back = try_lost_store(succession, ballots, dead);
+      if (back == LostStore::kMovedBack) return;
+      host_dead = back == LostStore::kDead;
+    }
+    // This node's vote goes to the first successor it has not found dead, and stays there
+    // while that one is only silent (store_takeover.hpp).
+    const auto target = std::find_if(order.begin(), order.end(), [&](const Endpoint& e) {
+      return dead.count(format_endpoint(e)) == 0;
+    });
+    if (target == order.end() && host_dead) {
+      throw RendezvousError("rendezvous '" + options_.run_id + "': the store at " +
+                            format_endpoint(succession.store) +
+                            " was lost and every successor's store is gone too (" + names + ")");
+    }
+    bool found_dead = false;
+    if (target != order.end()) {
       try {
-        if (try_successor(succession, candidate, death, lost_at, dead)) return;
+        if (vote_at(succession, *target, host_dead, dead, ballots[format_endpoint(*target)],
+                    lost_at)) {
+          return;
+        }
       } catch (const StoreError& e) {
         // A refusal is a death: that node's agent is gone (its standby listened all along).
-        if (e.loss() == PeerLoss::kDeath) dead.push_back(name);
+        if (e.loss() == PeerLoss::kDeath) {
+          dead.insert(format_endpoint(*target));
+          found_dead = true;
+        }
       }
-      if (deadline.expired()) break;
     }
     if (deadline.expired()) {
       throw RendezvousError("rendezvous '" + options_.run_id + "': the store at " +
                             format_endpoint(succession.store) +
                             " was lost and no successor's store opened within join_timeout " +
                             seconds_text(options_.join_timeout) + " (tried " + names +
-                            "; a successor opens on a death, or for a strict majority of the " +
+                            "; a successor opens when a strict majority of the " +
                             std::to_string(succession.members) + " nodes of round " +
-                            std::to_string(succession.round) + ")");
+                            std::to_string(succession.round) + " not found dead supports it)");
     }
     if (Clock::now() >= next_line) {
       DDP_LOG_INFO("rendezvous '" + options_.run_id + "': still looking for the store's " +
                    "successor (" + std::to_string(dead.size()) + " of " +
-                   std::to_string(candidates.size()) + " gone)");
+                   std::to_string(order.size()) + " gone)");
       next_line = Clock::now() + options_.progress_interval;
     }
-    std::this_thread::sleep_for(std::min<Duration>(deadline.remaining(), kSilenceRetry));
+    if (!found_dead) {
+      std::this_thread::sleep_for(std::min<Duration>(deadline.remaining(), kSilenceRetry));
+    }
   }
 }
 
@@ -757,54 +778,81 @@ void DynamicRendezvous::throw_if_shut_down() {
   }
 }
 
-bool DynamicRendezvous::try_successor(const Succession& succession, const Endpoint& candidate,
-                                      bool death, Clock::time_point lost_at,
-                                      const std::vector<std::string>& dead) {
-  auto store = std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id,
-                                             options_.dial(candidate, kSuccessorConnectTimeout));
-  const bool same =
-      candidate.host == succession.store.host && candidate.port == succession.store.port;
-  if (same) {
-    // The lost store answers again (the silence ended) and serves on unless it stepped down.
+std::shared_ptr<Store> DynamicRendezvous::dial_rendezvous(const Endpoint& at) {
+  return std::make_shared<PrefixStore>("/ddp_rdzv/" + options_.run_id,
+                                       options_.dial(at, kSuccessorConnectTimeout));
+}
+
+DynamicRendezvous::LostStore DynamicRendezvous::try_lost_store(
+    const Succession& succession, std::map<std::string, BallotRecord>& ballots,
+    const std::set<std::string>& dead) {
+  std::shared_ptr<Store> store;
+  try {
+    store = dial_rendezvous(succession.store);
     if (store->check({keys::kSteppedDown})) {
       fenced_seen_ = true;
-      return false;
+      return LostStore::kGone;
     }
-    move_to(candidate, store);
-    return true;
+  } catch (const StoreError& e) {
+    return e.loss() == PeerLoss::kDeath && !fenced_seen_ ? LostStore::kDead : LostStore::kGone;
   }
-  const uint64_t round = succession.round;
-  const std::string mine = death ? "death" : "silence";
-  const std::string support = keys::takeover(round, "support/" + std::to_string(succession.self));
-  if (store->compare_set(support, "", mine) == mine) {
-    if (death) store->set(keys::takeover(round, "death"), "1");
-    store->add(keys::takeover(round, "supporters"), 1);
+  // Back only once every vote this node cast elsewhere is void: a vote left standing could
+  // make a majority for a store the job is no longer at.
+  for (auto& [name, record] : ballots) {
+    if (!record.voted_epoch) continue;
+    const Endpoint candidate = parse_endpoint(name, 0);
+    try {
+      auto other = dial_rendezvous(candidate);
+      TakeoverBallot ballot(*other, succession.round, succession.self, succession.members, record);
+      if (!ballot.withdraw()) {  // it opened first: the job is there now
+        reseed(*other, succession, dead);
+        move_to(candidate, other);
+        return LostStore::kMovedBack;
+      }
+    } catch (const StoreError& e) {
+      if (e.loss() != PeerLoss::kDeath) return LostStore::kGone;  // try again later
+      record.voted_epoch.reset();                                 // a dead store serves nobody
+    }
   }
+  move_to(succession.store, store);
+  return LostStore::kMovedBack;
+}
+
+bool DynamicRendezvous::vote_at(const Succession& succession, const Endpoint& candidate,
+                                bool host_dead, const std::set<std::string>& dead,
+                                BallotRecord& record, Clock::time_point lost_at) {
+  auto store = dial_rendezvous(candidate);
+  // The group ranks this node knows dead: the successors it found dead, and the store's host
+  // when its death is proven (its standby entry is the store itself).
+  std::vector<int> dead_ranks;
+  for (size_t g = 0; g < succession.standbys.size(); ++g) {
+    const auto& e = succession.standbys[g];
+    if (e.host.empty()) continue;
+    const bool lost = e.host == succession.store.host && e.port == succession.store.port;
+    if ((lost && host_dead) || dead.count(format_endpoint(e)) != 0) {
+      dead_ranks.push_back(static_cast<int>(g));
+    }
+  }
+  TakeoverBallot ballot(*store, succession.round, succession.self, succession.members, record);
   const auto until = Clock::now() + kSuccessorWait;
   while (true) {
-    if (store->check({keys::takeover(round, "promoted")})) {
+    ballot.support(host_dead, dead_ranks);  // again after a withdrawal voided the epoch
+    if (ballot.try_promote(Clock::now() - lost_at, options_.takeover_margin)) {
       reseed(*store, succession, dead);
       move_to(candidate, store);
       return true;
     }
-    const int supporters = static_cast<int>(store->add(keys::takeover(round, "supporters"), 0));
-    const bool death_seen = store->check({keys::takeover(round, "death")});
-    if (may_take_over(supporters, death_seen, succession.members, Clock::now() - lost_at,
-                      options_.takeover_margin)) {
-      store->compare_set(keys::takeover(round, "promoted"), "", std::to_string(succession.self));
-      continue;
-    }
     const auto left = std::chrono::duration_cast<Duration>(until - Clock::now());
     if (left <= Duration(0)) return false;
     try {
-      store->wait({keys::takeover(round, "promoted")}, std::min<Duration>(left, Duration(250)));
+      ballot.wait_promoted(std::min<Duration>(left, Duration(250)));
     } catch (const StoreTimeout&) {
     }
   }
 }
 
 void DynamicRendezvous::reseed(Store& store, const Succession& s,
-                               const std::vector<std::string>& dead) {
+                               const std::set<std::string>& dead) {
   // The last round as its members knew it: its size and where it stood, and its lost store's
   // host and every member found dead counted out for good, so the re-formed round closes once
   // the others are back.
@@ -816,7 +864,7 @@ void DynamicRendezvous::reseed(Store& store, const Succession& s,
   for (size_t g = 0; g < s.standbys.size(); ++g) {
     const auto& e = s.standbys[g];
     const bool lost = e.host == s.store.host && e.port == s.store.port;
-    if (lost || std::find(dead.begin(), dead.end(), format_endpoint(e)) != dead.end()) {
+    if (lost || dead.count(format_endpoint(e)) != 0) {
       barrier.count_out(static_cast<int>(g), "disconnected");
     }
   }

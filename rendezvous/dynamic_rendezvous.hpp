@@ -10,9 +10,11 @@
 // re-form (MembershipChange::kNodeWaiting on every member). See docs/multinode.md.
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/deadline.hpp"
@@ -21,6 +23,7 @@
 #include "rendezvous/rendezvous_handler.hpp"
 #include "rendezvous/store/store.hpp"
 #include "rendezvous/store_succession.hpp"
+#include "rendezvous/store_takeover.hpp"
 #include "rendezvous/worker_store_host.hpp"
 
 namespace ddp::rendezvous {
@@ -126,17 +129,26 @@ class DynamicRendezvous final : public RendezvousHandler {
   // last round, or back to the same store if it answers again and did not step down. Throws
   // RendezvousError when none opens within deadline.
   void fail_over(PeerLoss how, const Deadline& deadline);
-  // One successor: registers this node's support and waits a while for the store to open;
-  // true once it is (the rendezvous then uses it).
-  // dead: successors found dead so far (counted out when this one opens).
-  bool try_successor(const Succession& succession, const Endpoint& candidate, bool death,
-                     Clock::time_point lost_at, const std::vector<std::string>& dead);
+  // What the lost store said when tried again: it serves on and the rendezvous moved back to
+  // it, its host is dead, or it is still gone (silent, or stepped down).
+  enum class LostStore { kMovedBack, kDead, kGone };
+  // Tries the lost store; moves back to it only once this node's votes elsewhere are void
+  // (withdrawn, or their stores dead), or to a candidate that opened meanwhile.
+  LostStore try_lost_store(const Succession& succession,
+                           std::map<std::string, BallotRecord>& ballots,
+                           const std::set<std::string>& dead);
+  // Votes for one successor (store_takeover.hpp) and waits a while for it to open; true once
+  // it is (the rendezvous then uses it). dead: successors this node found dead (counted out).
+  bool vote_at(const Succession& succession, const Endpoint& candidate, bool host_dead,
+               const std::set<std::string>& dead, BallotRecord& record, Clock::time_point lost_at);
+  // A connection to the rendezvous keys of the store at `at` (succession).
+  std::shared_ptr<Store> dial_rendezvous(const Endpoint& at);
   // RendezvousClosed once shutdown() ran (a signal while the store's successor is sought).
   void throw_if_shut_down();
   // The rendezvous uses store (at endpoint) from now on.
   void move_to(const Endpoint& endpoint, std::shared_ptr<Store> store);
   // Writes what the survivors know of the last round into a store that took over.
-  void reseed(Store& store, const Succession& succession, const std::vector<std::string>& dead);
+  void reseed(Store& store, const Succession& succession, const std::set<std::string>& dead);
   // This node hosts the store and heard nothing from most of its round: it steps down.
   void step_down(uint64_t round);
   // A store that stepped down opens no round (StoreError, silence).

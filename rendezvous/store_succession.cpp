@@ -44,11 +44,11 @@ std::vector<Endpoint> successors(const Succession& succession) {
   return out;
 }
 
-bool may_take_over(int supporters, bool death_seen, int members,
+bool may_take_over(int live_supporters, int electorate, bool host_dead,
                    std::chrono::steady_clock::duration since_lost,
                    std::chrono::steady_clock::duration margin) {
-  if (death_seen) return supporters >= 1;
-  return supporters * 2 > members && since_lost >= margin;
+  if (live_supporters * 2 <= electorate) return false;
+  return host_dead || since_lost >= margin;
 }
 
 bool quorum_lost(int silent, int members) {

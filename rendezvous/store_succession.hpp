@@ -2,15 +2,19 @@
 // Who carries the rendezvous store on when the node hosting it is lost (docs/multinode.md,
 // "When the store's host is lost"). Every agent of an elastic job keeps a standby store,
 // empty and listening, whose address it publishes with each round; the store of the job is the
-// one the survivors agree to move to: the lowest group rank of the last round whose standby
-// answers. Agreement needs nothing written by hand beyond two rules:
-//  - a death is certain (the host's connection closed, reset or refused): the dead cannot
-//    serve, so the survivors move at once, however many they are;
-//  - silence proves nothing: the survivors move only when a strict majority of the last
-//    round's nodes says so, and not before the store's host, seeing that it hears from no
-//    majority, has stopped serving (its own rule, quorum_lost()); ties stay with the host.
-// So two halves of one job never both have a store: a majority is unique, and a host without
-// one stops before the others move.
+// successor the survivors vote for (store_takeover.hpp), in the candidates' own stores:
+//  - a candidate opens for the job when its live supporters are a strict majority of the last
+//    round's members not proven dead; a death (a connection closed, reset or refused) is
+//    certain and counts the dead out, so a 2-node job whose host died goes on with the
+//    survivor, while silence proves nothing and counts nobody out;
+//  - a node votes for the first candidate in group-rank order it has not proven dead, moves
+//    its vote on only when that one is proven dead, and withdraws it before going back to a
+//    lost store that answers again;
+//  - after silence, a candidate opens only a margin after the survivor lost the store, and the
+//    store's host, when it hears from no majority of its round, stops serving first (its own
+//    rule, quorum_lost()); ties stay with the host.
+// So two halves of one job never both have a store: two disjoint groups cannot both be a
+// strict majority of the living, and a host without one stops before the others move.
 #include <chrono>
 #include <string>
 #include <vector>
@@ -37,10 +41,11 @@ struct Succession {
 // (the host's own entry is its store), in group-rank order.
 std::vector<Endpoint> successors(const Succession& succession);
 
-// Whether a survivor may open the successor's store for the job: at once after a death seen
-// by any supporter; after silence, only with a strict majority of members supporting and
-// margin past the moment this survivor lost the store (time for the host to have stopped).
-bool may_take_over(int supporters, bool death_seen, int members,
+// Whether a candidate may open for the job: its live supporters (supporters not proven dead
+// since) are a strict majority of the electorate (the last round's members not proven dead),
+// and, unless the lost store's host is proven dead, margin has passed since this survivor lost
+// the store (time for the host to have stepped down).
+bool may_take_over(int live_supporters, int electorate, bool host_dead,
                    std::chrono::steady_clock::duration since_lost,
                    std::chrono::steady_clock::duration margin);
 

@@ -650,7 +650,8 @@ void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
   // this node is gone, and a static job cannot replace a node: the job failed everywhere.
   if (!moves) job_.mark_store_gone();
   if (state_ == State::kHealthy) note_failure("store_lost", -1);
-  DDP_LOG_ERROR("lost " + store + " (" + message + "): " + store_loss_advice(silent) +
+  DDP_LOG_ERROR("lost " + store + " (" + message +
+                "): " + store_loss_advice(silent, rendezvous_.kind().elastic) +
                 (state_ == State::kHealthy
                      ? "; stopping this node's workers (pids " + group_.running_pids() + ")"
                      : std::string()));

@@ -54,15 +54,23 @@ std::string store_loss_text(PeerLoss loss, std::chrono::milliseconds tolerance) 
   return "the rendezvous store, its connection failed";
 }
 
-std::string store_loss_advice(bool silent) {
+std::string store_loss_advice(bool silent, bool elastic) {
   if (silent) {
     return "the job cannot go on: this node or the store host was cut off, the store has "
            "dropped this node (to the other nodes it is gone) and a static job cannot replace "
            "a node, so the job has failed on the other nodes too";
   }
-  return "the store lived in the agent of the node that hosts it, so that node is gone; to let "
-         "a job outlive any one node, run a standalone store (ddpstore) and start every agent "
-         "with --rdzv_conf is_host=false";
+  if (!elastic) {
+    return "the store lived in the agent of the node that hosts it, so that node is gone, and "
+           "a static job cannot replace a node; an elastic job (--nnodes MIN:MAX) outlives any "
+           "one node, its store's host included: the store moves to a survivor "
+           "(docs/multinode.md)";
+  }
+  return "the store lived in the agent of the node that hosts it, so that node is gone, and it "
+         "could not move (--rdzv_conf store_succession=false, or no survivor keeps a standby "
+         "store); leave store_succession on (the default) for the store to move to a survivor, "
+         "or run a standalone store (ddpstore) and start every agent with --rdzv_conf "
+         "is_host=false";
 }
 
 std::string cannot_restart_line(const std::string& what, int restarts_left,

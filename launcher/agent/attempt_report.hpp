@@ -29,8 +29,9 @@ std::string describe_local(const WorkerFailure& failure);
 std::string store_loss_text(PeerLoss loss, std::chrono::milliseconds tolerance);
 
 // What a store lost for good means for the job: silence in a static job (it cannot replace a
-// node), or a death (the store lived in its host's agent).
-std::string store_loss_advice(bool silent);
+// node), or a death (the store lived in its host's agent) in a static job or in an elastic one
+// whose store could not move.
+std::string store_loss_advice(bool silent, bool elastic);
 
 // "... and cannot restart (2 restarts left, none spent): <blocker>".
 std::string cannot_restart_line(const std::string& what, int restarts_left,

@@ -22,6 +22,8 @@
 #include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
+#include "rendezvous/store_takeover.hpp"
+#include "tests/support/wait_until.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
@@ -225,18 +227,82 @@ TEST_CASE("store succession: the standby list, the successors and the two rules"
   CHECK(next[0].host == "10.0.0.3");
   CHECK(next[1].host == "fd00::4");
 
-  // A death is certain: one survivor is enough, at once. Silence: a strict majority, later.
-  CHECK(may_take_over(1, true, 5, 0s, 2s));
-  CHECK_FALSE(may_take_over(0, true, 5, 0s, 2s));
-  CHECK_FALSE(may_take_over(3, false, 5, 1s, 2s));
-  CHECK(may_take_over(3, false, 5, 2s, 2s));
-  CHECK_FALSE(may_take_over(2, false, 4, 5s, 2s));  // half is no majority: ties stay
-  CHECK_FALSE(may_take_over(1, false, 2, 5s, 2s));
+  // A strict majority of the members not proven dead; after silence (the host not proven
+  // dead), only once the margin has passed.
+  CHECK(may_take_over(1, 1, true, 0s, 2s));  // a 2-node job whose host died: the survivor
+  CHECK_FALSE(may_take_over(0, 1, true, 0s, 2s));
+  CHECK_FALSE(may_take_over(2, 4, true, 0s, 2s));  // 5 nodes, the host dead: 2 of 4 is no majority
+  CHECK(may_take_over(3, 4, true, 0s, 2s));
+  CHECK_FALSE(may_take_over(3, 5, false, 1s, 2s));
+  CHECK(may_take_over(3, 5, false, 2s, 2s));
+  CHECK_FALSE(may_take_over(2, 4, false, 5s, 2s));  // half is no majority: ties stay
+  CHECK_FALSE(may_take_over(1, 2, false, 5s, 2s));
   // The host steps down only when the silent ones are a strict majority.
   CHECK(quorum_lost(2, 3));
   CHECK_FALSE(quorum_lost(1, 2));
   CHECK_FALSE(quorum_lost(2, 4));
   CHECK(quorum_lost(3, 5));
+}
+
+TEST_CASE("store takeover: the ballot counts live supporters against the living",
+          "[rdzv][succession]") {
+  // Five members, group rank 0 hosted the lost store. Each case is a fresh candidate store.
+  auto candidate = [] { return std::make_shared<MemoryStore>(1s); };
+  SECTION("the host dead: two of the four living are no majority, three are") {
+    auto store = candidate();
+    BallotRecord r1, r2, r3;
+    TakeoverBallot b1(*store, 0, 1, 5, r1), b2(*store, 0, 2, 5, r2), b3(*store, 0, 3, 5, r3);
+    b1.support(true, {0});
+    b2.support(true, {0});
+    CHECK(b1.tally().dead == 1);  // counted once, though both proved it
+    CHECK_FALSE(b2.try_promote(0s, 2s));
+    b3.support(true, {0});
+    CHECK(b3.try_promote(0s, 2s));
+    CHECK(b1.promoted());
+    CHECK(store->get(rdzv_keys::takeover(0, "promoted")) == "3");
+  }
+  SECTION("a supporter proven dead no longer counts, though it leaves the electorate") {
+    auto store = candidate();
+    BallotRecord r1, r2, r3;
+    TakeoverBallot b1(*store, 0, 1, 5, r1), b2(*store, 0, 2, 5, r2), b3(*store, 0, 3, 5, r3);
+    b3.support(true, {0});
+    b1.support(true, {0, 3});  // node 3 voted, then died
+    const Tally t = b1.tally();
+    CHECK(t.supporters == 2);
+    CHECK(t.dead_voters == 1);
+    CHECK(t.dead == 2);
+    // One live supporter of three living (counting node 3's vote too would make 2 of 3).
+    CHECK_FALSE(b1.try_promote(0s, 2s));
+    b2.support(true, {0});
+    CHECK(b2.try_promote(0s, 2s));  // 2 live of 3 living
+  }
+  SECTION("silence: a majority and the margin; a withdrawal voids the epoch's votes") {
+    auto store = candidate();
+    BallotRecord r1, r2, r3;
+    TakeoverBallot b1(*store, 0, 1, 5, r1), b2(*store, 0, 2, 5, r2), b3(*store, 0, 3, 5, r3);
+    b1.support(false, {});
+    b2.support(false, {});
+    b3.support(false, {});
+    CHECK_FALSE(b1.try_promote(1s, 2s));  // the host may not have stepped down yet
+    CHECK(b1.withdraw());                 // node 1 goes back to the lost store
+    CHECK(b1.tally().epoch == 1);
+    CHECK(b1.tally().supporters == 0);
+    CHECK_FALSE(b2.try_promote(5s, 2s));
+    b2.support(false, {});  // the others vote again in the new epoch
+    b3.support(false, {});
+    CHECK_FALSE(b2.try_promote(5s, 2s));  // 2 of 5
+    b1.support(false, {});
+    CHECK(b2.try_promote(5s, 2s));
+    CHECK_FALSE(b1.withdraw());  // promoted: node 1 must move there, not back
+  }
+  SECTION("a state that does not parse is named") {
+    auto store = candidate();
+    store->set(rdzv_keys::takeover(0, "state"), "elected 3");
+    BallotRecord r;
+    TakeoverBallot b(*store, 0, 1, 3, r);
+    CHECK_THROWS_WITH(b.promoted(),
+                      Catch::Contains("'elected 3'") && Catch::Contains("expected 'open <epoch>'"));
+  }
 }
 
 TEST_CASE("store succession: the store host dies, the survivors re-form on the next standby",
@@ -253,7 +319,7 @@ TEST_CASE("store succession: the store host dies, the survivors re-form on the n
   const Endpoint successor = infos[0].master_addr == at(1).host ? at(1) : at(2);
   check_group(infos, 1, successor);
   CHECK(a->store_endpoint().host == successor.host);
-  // The takeover was a death, so nobody waited for a majority; the store says so.
+  // The takeover was a death, so nobody waited for the margin; the store says so.
   const auto store = std::make_shared<PrefixStore>("/ddp_rdzv/job", net.dial(1, successor));
   CHECK(store->get(rdzv_keys::takeover(0, "death")) == "1");
   a->shutdown();
@@ -336,6 +402,49 @@ TEST_CASE("store succession: the new host killed during the takeover, the next o
   for (auto* s : survivors) s->shutdown();
 }
 
+TEST_CASE("store succession: a survivor cut off from the first successor opens no other",
+          "[rdzv][succession]") {
+  // Four nodes; the host is SIGKILLed while survivor x cannot reach the first successor's
+  // node f (a partition inside the job). f and the third survivor are two of the three living:
+  // they open f's standby. x, which cannot reach it, keeps trying it rather than opening the
+  // next one for itself (that would be a second job); once the cut heals it joins them.
+  StoreNet net(4);
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (int n = 0; n < 4; ++n) nodes.push_back(make_node(net, n, 1, 4));
+  const auto first = join_all({nodes[0].get(), nodes[1].get(), nodes[2].get(), nodes[3].get()});
+  int f = 0;  // the survivor of the lowest group rank: its standby comes first
+  for (int n = 1; n < 4; ++n) {
+    if (f == 0 ||
+        first[static_cast<size_t>(n)].group_rank < first[static_cast<size_t>(f)].group_rank) {
+      f = n;
+    }
+  }
+  const int x = f == 1 ? 2 : 1;
+  const int y = 6 - f - x;
+  net.cut(x, f);
+  net.cut(f, x);
+  net.kill(0);
+  auto cut_off = std::async(std::launch::async,
+                            [&] { return nodes[static_cast<size_t>(x)]->next_rendezvous(); });
+  const auto two =
+      join_all({nodes[static_cast<size_t>(f)].get(), nodes[static_cast<size_t>(y)].get()});
+  for (const auto& info : two) CHECK(info.master_addr == at(f).host);
+  std::this_thread::sleep_for(1500ms);  // several of x's tries
+  CHECK(cut_off.wait_for(0s) == std::future_status::timeout);
+  for (int n = 1; n < 4; ++n) {
+    if (n == f) continue;
+    INFO("node " << n << "'s standby");
+    CHECK_FALSE(net.store(n)->check({"/ddp_rdzv/job/" + rdzv_keys::takeover(0, "promoted")}));
+  }
+  // Healed, x reaches f's standby, finds it open and moves there (the agents would then
+  // re-form with it; here the test only follows x).
+  net.heal();
+  CHECK(ddp::test::wait_until(
+      [&] { return nodes[static_cast<size_t>(x)]->store_endpoint().host == at(f).host; }, kGuard));
+  for (int n = 1; n < 4; ++n) nodes[static_cast<size_t>(n)]->shutdown_after_failure();
+  REQUIRE(cut_off.wait_for(kGuard) == std::future_status::ready);
+}
+
 TEST_CASE("store succession: a host cut off from the majority steps down, and they move on",
           "[rdzv][succession]") {
   // Three nodes; the host's link is cut for good. Nodes 1 and 2 (a strict majority) carry the
@@ -373,7 +482,7 @@ TEST_CASE("store succession: a host cut off from the majority steps down, and th
   const auto store =
       std::make_shared<PrefixStore>("/ddp_rdzv/job", net.dial(1, a->store_endpoint()));
   CHECK_FALSE(store->check({rdzv_keys::takeover(0, "death")}));
-  CHECK(store->add(rdzv_keys::takeover(0, "supporters"), 0) == 2);
+  CHECK(store->add(rdzv_keys::takeover(0, "supporters/0"), 0) == 2);
   // The host, joining again, finds its own store stepped down and the successor's only once
   // the cut heals.
   net.heal();

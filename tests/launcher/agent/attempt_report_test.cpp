@@ -102,8 +102,11 @@ TEST_CASE("attempt report: the store's loss says silence, death or just a failur
         "the rendezvous store, its host closed, reset or refused the connection");
   CHECK(store_loss_text(ddp::PeerLoss::kUnknown, 15s) ==
         "the rendezvous store, its connection failed");
-  CHECK_THAT(store_loss_advice(true), Contains("a static job cannot replace a node"));
-  CHECK_THAT(store_loss_advice(false), Contains("run a standalone store (ddpstore)"));
+  CHECK_THAT(store_loss_advice(true, false), Contains("a static job cannot replace a node"));
+  CHECK_THAT(store_loss_advice(false, false),
+             Contains("a static job cannot replace a node") && Contains("--nnodes MIN:MAX"));
+  CHECK_THAT(store_loss_advice(false, true),
+             Contains("store_succession=false") && Contains("run a standalone store (ddpstore)"));
 }
 
 TEST_CASE("attempt report: cannot restart says how many restarts were left, none spent",
