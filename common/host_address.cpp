@@ -61,13 +61,13 @@ std::string join_host_port(const std::string& host, uint16_t port) {
 }
 
 bool ipv6_available() {
-  static const bool available = [] {
+  static const bool kAvailable = [] {
     const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return false;
     ::close(fd);
     return true;
   }();
-  return available;
+  return kAvailable;
 }
 
 std::string listen_host_for(const std::string& dial_host, bool have_ipv6) {

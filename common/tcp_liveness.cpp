@@ -31,7 +31,7 @@ constexpr int kRtoCapMs = 1000;
 
 // Linux 6.15's TCP_RTO_MAX_MS, which older C libraries do not name.
 #ifndef TCP_RTO_MAX_MS
-constexpr int TCP_RTO_MAX_MS = 44;
+constexpr int TCP_RTO_MAX_MS = 44;  // NOLINT(readability-identifier-naming): the kernel's name
 #endif
 
 // True when the variable is set and not empty (value then holds it).

@@ -9,7 +9,7 @@ namespace ddp::rendezvous {
 namespace {
 
 // A traceback in the store is for the summary: its end says the most.
-constexpr size_t kMaxTracebackBytes = 8 * 1024;
+constexpr size_t kMaxTracebackBytes = size_t{8} * 1024;
 
 // Waits up to timeout for the acknowledgements of attempt's record by readers (group ranks).
 // A node that does not answer (gone, or its watch ended) is not waited for longer.

@@ -27,7 +27,8 @@ class WorkerStoreHost {
   // host's: on_death(group rank) at once, from the witness's own thread. Silence is left to the
   // lease. A new call replaces the previous round's witness. Default: no witness.
   virtual void witness(uint64_t /*round*/, int /*group_rank*/, int /*members*/,
-                       const Endpoint& /*endpoint*/, std::function<void(int)> /*on_death*/) {}
+                       const Endpoint& /*endpoint*/, const std::function<void(int)>& /*on_death*/) {
+  }
   // Ends the witness; no on_death runs once this returns (an orderly leave says nothing).
   virtual void stop_witness() {}
 };

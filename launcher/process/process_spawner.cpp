@@ -107,11 +107,12 @@ pid_t fork_worker(const char* path, char* const argv[], char* const envp[], int 
   ::_exit(127);
 }
 
-constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kReadChunk = size_t{64} * 1024;
 
 }  // namespace
 
 struct ProcessSpawner::Child {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): the buffers are unzeroed on purpose
   explicit Child(asio::io_context& io) : out(io), err(io) {}
   asio::readable_pipe& pipe(int stream) { return stream == 1 ? out : err; }
   std::array<char, kReadChunk>& buffer(int stream) { return stream == 1 ? out_buffer : err_buffer; }
@@ -171,9 +172,11 @@ int ProcessSpawner::spawn(const WorkerProcessSpec& spec, WorkerCallbacks callbac
   std::vector<std::string> argv_strings = spec.argv;
   std::vector<std::string> env_strings = spec.env;
   std::vector<char*> argv;
+  argv.reserve(argv_strings.size() + 1);
   for (auto& arg : argv_strings) argv.push_back(arg.data());
   argv.push_back(nullptr);
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
   PreparedBinding binding(spec.binding);

@@ -67,7 +67,7 @@ void WorkerStoreServer::stop_witness() {
 
 void WorkerStoreServer::witness(uint64_t round, int group_rank, int members,
                                 const rendezvous::Endpoint& endpoint,
-                                std::function<void(int)> on_death) {
+                                const std::function<void(int)>& on_death) {
   stop_witness();
   auto w = std::make_shared<Witness>();
   bool serving = false;

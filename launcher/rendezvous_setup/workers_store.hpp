@@ -29,7 +29,7 @@ class WorkerStoreServer final : public rendezvous::WorkerStoreHost {
   // their presences' on_close) every 100 ms; a member holds a presence there and waits on a
   // connection of its own, which ends at once when the host dies.
   void witness(uint64_t round, int group_rank, int members, const rendezvous::Endpoint& endpoint,
-               std::function<void(int)> on_death) override;
+               const std::function<void(int)>& on_death) override;
   void stop_witness() override;
 
   // Scopes the current round's PyTorch workers to prefix on the store they use: directly

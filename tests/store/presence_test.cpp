@@ -105,7 +105,7 @@ TEST_CASE("presence: a dropped connection wakes a blocked waiter at once (real s
   CHECK_FALSE(store->check({"alive/1"}));
 }
 
-TEST_CASE("presence: a TCP store presence has no token; ending one from elsewhere is refused",
+TEST_CASE("presence: a TCP store presence has no token, and ending one from elsewhere is refused",
           "[store][presence]") {
   // Its connection is what ends it: no other process can (only etcd's leases can be revoked).
   StoreServer server(ddp::test::loopback());
