@@ -49,6 +49,18 @@ AgentProcess::AgentProcess(const std::vector<std::string>& args,
     throw std::runtime_error("posix_spawn " + argv_s[0] + " failed: " + std::to_string(rc));
 }
 
+ProcessResult run_ddplaunch(const std::vector<std::string>& args,
+                            const std::map<std::string, std::string>& env,
+                            std::chrono::milliseconds guard) {
+  ChildOptions options;
+  options.argv = {std::string(DDP_BINARY_DIR) + "/ddplaunch"};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.env = env;
+  options.merge_stderr = true;
+  options.own_process_group = true;
+  return run_process(options, guard);
+}
+
 AgentProcess::~AgentProcess() {
   if (!status_) {
     ::kill(pid_, SIGKILL);

@@ -38,6 +38,12 @@ class AgentProcess {
   std::string log_path_;
 };
 
+// Runs build/ddplaunch with args to its end (in its own process group; stdout and stderr
+// interleaved; killed at guard): what it printed and its exit status.
+ProcessResult run_ddplaunch(const std::vector<std::string>& args,
+                            const std::map<std::string, std::string>& env,
+                            std::chrono::milliseconds guard);
+
 // A port nobody listens on right now (the kernel picks it).
 int free_port();
 // A fresh private directory under TMPDIR for one test's logs.
