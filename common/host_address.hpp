@@ -43,5 +43,9 @@ std::string store_listen_host(const std::string& dial_host, const std::string& l
 bool is_local_address(const std::string& host);
 // This machine's host name (gethostname), "localhost" when it has none.
 std::string local_host_name();
+// The host name as Python's socket.getfqdn() gives it (what torchrun's failure summary prints):
+// the name's first address looked up in reverse, the first of its names and aliases that holds
+// a '.', else its name; local_host_name() when either lookup fails.
+std::string fully_qualified_host_name();
 
 }  // namespace ddp

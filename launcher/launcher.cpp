@@ -20,7 +20,7 @@
 #include "common/sigpipe.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/config/cli.hpp"
-#include "launcher/config/local_rank_hint.hpp"
+#include "launcher/config/script_hints.hpp"
 #include "launcher/health/health_routes.hpp"
 #include "launcher/health/health_server.hpp"
 #include "launcher/health/metrics_view.hpp"
@@ -107,6 +107,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   }
 
   if (auto legacy = local_rank_hint(config)) DDP_LOG_WARN(*legacy);
+  if (auto timer = file_timer_hint(config, env)) DDP_LOG_WARN(*timer);
 
   for (size_t rank = 0; rank < bindings.size(); ++rank) {
     DDP_LOG_INFO(describe_binding(static_cast<int>(rank), bindings[rank], machine->topology));
@@ -141,7 +142,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.use_agent_store = setup.workers_use_agent_store;
   agent_options.run_dir = run_dir.path();
   agent_options.notice_console = &consoles.err();
-  agent_options.host = local_host_name();
+  agent_options.host = fully_qualified_host_name();
   agent_options.bindings = std::move(bindings);
 
   ProcessSpawner spawner(io, &guardian, config.adopt_daemons);

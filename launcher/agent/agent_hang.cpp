@@ -26,7 +26,7 @@ constexpr std::chrono::milliseconds kVictimGrace{5000};
 void Agent::start_hang_watch() {
   HangWatchOptions o;
   o.timeout = options_.config.hang_timeout;
-  o.file_timer = env_value(options_.env, env::kEnableFileTimer) == "1";
+  o.file_timer = env_value(options_.env, env::kEnableFileTimer) == "1" || o.timeout.count() > 0;
   o.timer_file = env_value(options_.env, env::kTimerFile);
   o.run_dir = options_.run_dir;
   o.timer_dump_grace = std::min(options_.config.stop_timeout, kDumpGrace);

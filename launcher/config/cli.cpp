@@ -248,7 +248,9 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "--events_file)");
   app.add_option("--hang_timeout,--hang-timeout", raw.hang_timeout,
                  "Seconds without progress after which a rank is hung: its stack is dumped, "
-                 "it is killed and the group restarts (default 0: off; docs/hangs.md)");
+                 "it is killed and the group restarts (default 0: off); also serves torch's "
+                 "file timer (FileTimerClient, TORCHELASTIC_TIMER_FILE), as "
+                 "TORCHELASTIC_ENABLE_FILE_TIMER=1 alone does (docs/hangs.md)");
   app.add_flag("--in_place_recovery,--in-place-recovery", raw.in_place_recovery,
                "A lost, joining or failed node does not restart healthy workers elsewhere: they "
                "are told their new rank and re-form in place (workers on the ddplaunch runtime, "
