@@ -91,8 +91,11 @@ int launch(const LaunchConfig& config, const Environment& env) {
   // Made first and destroyed last: the log router's timer and the consoles' room listener
   // use it.
   boost::asio::io_context io;
+  // On a terminal, bars get a live area at its bottom (--progress_bars auto).
+  const bool live_bars = config.progress_bars == "auto" && env_value(env, "TERM") != "dumb";
   Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint,
-                    config.slow_console_drops ? SlowConsole::kDrop : SlowConsole::kBlock);
+                    config.slow_console_drops ? SlowConsole::kDrop : SlowConsole::kBlock,
+                    live_bars);
   // Every log line of this process (the agent's, the rendezvous watchers', the store
   // server's) goes through the console's writer from now on, so no thread blocks on a
   // stalled stderr, and lines keep their order with the workers' output.
@@ -123,6 +126,10 @@ int launch(const LaunchConfig& config, const Environment& env) {
   log_options.stderr_filters = config.duplicate_stderr_filters;
   log_options.stdout_console = &consoles.out();
   log_options.stderr_console = &consoles.err();
+  log_options.collapse = config.log_collapse;
+  log_options.progress_bars = config.progress_bars == "raw"    ? ProgressBars::kRaw
+                              : config.progress_bars == "thin" ? ProgressBars::kThin
+                                                               : ProgressBars::kAuto;
   log_options.io = &io;
   LogRouter logs(log_options);
   AgentMetrics metrics(setup.run_id, config.max_restarts);

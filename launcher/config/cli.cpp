@@ -170,6 +170,8 @@ struct RawOptions {
   std::string pass_local_rank_arg;
   bool use_env = false;
   std::string slow_console = "block";
+  std::string log_collapse = "on";
+  std::string progress_bars = "auto";
   bool adopt_daemons = true;
   bool no_agent_store = false;
   std::string events_file;
@@ -268,6 +270,14 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "When the console's reader falls behind: block (default: stop reading the "
                  "workers' output, which then wait, as with a slow terminal; nothing is lost) or "
                  "drop (lines are dropped and counted; workers never wait)");
+  app.add_option("--log_collapse,--log-collapse", raw.log_collapse,
+                 "on (default): the same line from several local ranks within 250 ms prints "
+                 "once, prefixed with their ranks ([default0-7]:); off: one line per rank");
+  app.add_option("--progress_bars,--progress-bars", raw.progress_bars,
+                 "How '\\r' progress bars (tqdm) are shown: auto (default: each rank's bar "
+                 "redrawn in place at the bottom of a terminal; in a pipe or file its newest state "
+                 "at most every 5 s, and its last), thin (the latter everywhere) or raw (every "
+                 "redraw as written)");
   app.add_flag("--adopt_daemons,--adopt-daemons,!--no_adopt_daemons,!--no-adopt-daemons",
                raw.adopt_daemons,
                "Adopt what workers start outside their process groups (setsid, daemons) and "
@@ -445,6 +455,14 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
     throw ConfigError("--slow_console=" + raw.slow_console + ": expected block or drop");
   }
   config.slow_console_drops = raw.slow_console == "drop";
+  if (raw.log_collapse != "on" && raw.log_collapse != "off") {
+    throw ConfigError("--log_collapse=" + raw.log_collapse + ": expected on or off");
+  }
+  config.log_collapse = raw.log_collapse == "on";
+  if (raw.progress_bars != "auto" && raw.progress_bars != "thin" && raw.progress_bars != "raw") {
+    throw ConfigError("--progress_bars=" + raw.progress_bars + ": expected auto, thin or raw");
+  }
+  config.progress_bars = raw.progress_bars;
   config.adopt_daemons = raw.adopt_daemons;
   config.agent_store = !raw.no_agent_store;
   if (!raw.events_file.empty()) config.events_file = raw.events_file;
