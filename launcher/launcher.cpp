@@ -23,6 +23,7 @@
 #include "launcher/config/script_hints.hpp"
 #include "launcher/health/health_routes.hpp"
 #include "launcher/health/health_server.hpp"
+#include "launcher/health/job_page.hpp"
 #include "launcher/health/metrics_view.hpp"
 #include "launcher/output/console.hpp"
 #include "launcher/output/event_log.hpp"
@@ -39,19 +40,23 @@ namespace {
 
 constexpr int kBadUsage = 2;  // what argparse (and so torchrun) returns for bad flags
 
-// --health_port: /health and /metrics, served from the agent's own loop and fed by its events
-// (docs/operations.md). Null when no port was asked for.
+// --health_port: /health, /metrics and the job page, served from the agent's own loop and fed
+// by its events (docs/operations.md). Null when no port was asked for.
 std::unique_ptr<HealthServer> start_health_endpoint(boost::asio::io_context& io,
                                                     const LaunchConfig& config, const Agent& agent,
-                                                    AgentMetrics& metrics, EventLog& events) {
+                                                    AgentMetrics& metrics, JobPage& page,
+                                                    EventLog& events) {
   if (!config.health_port) return nullptr;
-  events.set_listener([&metrics](const nlohmann::json& event) { metrics.observe(event); });
+  events.set_listener([&metrics, &page](const nlohmann::json& event) {
+    metrics.observe(event);
+    page.observe(event);
+  });
   HealthServerOptions options;
   options.host = config.health_bind;
   options.port = static_cast<uint16_t>(*config.health_port);
   auto server = std::make_unique<HealthServer>(
-      io, options, [&agent, &metrics](std::string_view method, std::string_view target) {
-        return route_health_request(method, target, state_name(agent.state()), metrics);
+      io, options, [&agent, &metrics, &page](std::string_view method, std::string_view target) {
+        return route_health_request(method, target, state_name(agent.state()), metrics, &page);
       });
   DDP_LOG_INFO("health endpoint on " + server->url());
   return server;
@@ -158,7 +163,14 @@ int launch(const LaunchConfig& config, const Environment& env) {
   consoles.set_room_listener(
       [&io, &spawner] { boost::asio::post(io, [&spawner] { spawner.resume_output(); }); });
   Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
-  auto health = start_health_endpoint(io, config, agent, metrics, events);
+  JobPageSources page_sources;
+  page_sources.host = agent_options.host;
+  page_sources.output = [&logs](int local_rank) {
+    return RankOutput{logs.progress(local_rank), logs.recent_lines(local_rank)};
+  };
+  page_sources.failures = [&agent] { return agent.failures(); };
+  JobPage page(metrics, std::move(page_sources));
+  auto health = start_health_endpoint(io, config, agent, metrics, page, events);
   int status = agent.run();
   health.reset();
   logs.end_attempt();  // a last line without its newline
