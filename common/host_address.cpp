@@ -188,7 +188,7 @@ std::string local_host_name() {
 }
 
 std::string fully_qualified_host_name() {
-  const std::string name = local_host_name();
+  std::string name = local_host_name();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   addrinfo* found = nullptr;

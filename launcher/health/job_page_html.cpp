@@ -4,7 +4,7 @@
 namespace ddp::launcher {
 
 const std::string& JobPage::html() {
-  static const std::string page = R"HTML(<!DOCTYPE html>
+  static const std::string kPage = R"HTML(<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -258,7 +258,7 @@ setInterval(refresh, 1000);
 </body>
 </html>
 )HTML";
-  return page;
+  return kPage;
 }
 
 }  // namespace ddp::launcher
