@@ -132,6 +132,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   log_options.stdout_console = &consoles.out();
   log_options.stderr_console = &consoles.err();
   log_options.collapse = config.log_collapse;
+  if (config.log_collapse_window) log_options.collapse_window = *config.log_collapse_window;
   log_options.progress_bars = config.progress_bars == "raw"    ? ProgressBars::kRaw
                               : config.progress_bars == "thin" ? ProgressBars::kThin
                                                                : ProgressBars::kAuto;

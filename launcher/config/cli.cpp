@@ -272,7 +272,8 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "drop (lines are dropped and counted; workers never wait)");
   app.add_option("--log_collapse,--log-collapse", raw.log_collapse,
                  "on (default): the same line from several local ranks within 250 ms prints "
-                 "once, prefixed with their ranks ([default0-7]:); off: one line per rank");
+                 "once, prefixed with their ranks ([default0-7]:); a number: the same with a "
+                 "window of that many ms (10 to 60000); off: one line per rank");
   app.add_option("--progress_bars,--progress-bars", raw.progress_bars,
                  "How '\\r' progress bars (tqdm) are shown: auto (default: each rank's bar "
                  "redrawn in place at the bottom of a terminal; in a pipe or file its newest state "
@@ -455,10 +456,16 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
     throw ConfigError("--slow_console=" + raw.slow_console + ": expected block or drop");
   }
   config.slow_console_drops = raw.slow_console == "drop";
+  config.log_collapse = raw.log_collapse != "off";
   if (raw.log_collapse != "on" && raw.log_collapse != "off") {
-    throw ConfigError("--log_collapse=" + raw.log_collapse + ": expected on or off");
+    // A window of its own, in milliseconds.
+    const auto window = try_parse_int(raw.log_collapse, 10, 60000);
+    if (!window) {
+      throw ConfigError("--log_collapse=" + raw.log_collapse +
+                        ": expected on, off, or a window in milliseconds from 10 to 60000");
+    }
+    config.log_collapse_window = std::chrono::milliseconds(*window);
   }
-  config.log_collapse = raw.log_collapse == "on";
   if (raw.progress_bars != "auto" && raw.progress_bars != "thin" && raw.progress_bars != "raw") {
     throw ConfigError("--progress_bars=" + raw.progress_bars + ": expected auto, thin or raw");
   }
