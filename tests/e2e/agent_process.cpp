@@ -49,6 +49,18 @@ AgentProcess::AgentProcess(const std::vector<std::string>& args,
     throw std::runtime_error("posix_spawn " + argv_s[0] + " failed: " + std::to_string(rc));
 }
 
+std::optional<uint16_t> health_endpoint_port(const AgentProcess& agent,
+                                             std::chrono::milliseconds guard) {
+  if (!agent.wait_for_log("health endpoint on", guard)) return std::nullopt;
+  std::smatch match;
+  const auto log = agent.log();
+  if (!std::regex_search(log, match,
+                         std::regex(R"(health endpoint on http://127\.0\.0\.1:(\d+))"))) {
+    return std::nullopt;
+  }
+  return static_cast<uint16_t>(std::stoi(match[1]));
+}
+
 ProcessResult run_ddplaunch(const std::vector<std::string>& args,
                             const std::map<std::string, std::string>& env,
                             std::chrono::milliseconds guard) {

@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "agent_process.hpp"
 #include "rendezvous/store/server/store_server.hpp"
@@ -24,16 +23,6 @@ constexpr auto kGuard = 120s;
 const std::string kTrain = std::string(DDP_BINARY_DIR) + "/train";
 const std::string kFastConf =
     "last_call_timeout=0.5,join_timeout=60,heartbeat_interval=0.2,lease_timeout=1,is_host=false";
-
-// The port of "health endpoint on http://127.0.0.1:PORT" in an agent's log.
-int health_port(const AgentProcess& agent) {
-  REQUIRE(agent.wait_for_log("health endpoint on", kGuard));
-  std::smatch match;
-  const auto log = agent.log();
-  REQUIRE(
-      std::regex_search(log, match, std::regex(R"(health endpoint on http://127\.0\.0\.1:(\d+))")));
-  return std::stoi(match[1]);
-}
 
 // Evaluates expression in the page until it is true (the page redraws once a second).
 bool page_shows(HeadlessBrowser& browser, const std::string& expression) {
@@ -108,14 +97,15 @@ TEST_CASE(
   // Chromium first (it takes seconds to start), then the job.
   HeadlessBrowser browser(*chromium, dir + "/profile");
   a = node("a", "127.0.0.1", "2");
-  const int port = health_port(*a);
+  const auto port = ddp::test::health_endpoint_port(*a, kGuard);
+  REQUIRE(port.has_value());
   // A page expression that must become true; the agents' logs when it does not.
   auto shows = [&](const std::string& expression) {
     const bool shown = page_shows(browser, expression);
     INFO(expression << (shown ? "" : "\n" + logs_of({a.get(), b.get()})));
     CHECK(shown);
   };
-  browser.navigate("http://127.0.0.1:" + std::to_string(port) + "/");
+  browser.navigate("http://127.0.0.1:" + std::to_string(*port) + "/");
 
   // Expected at once: the page draws itself from /job.json: the state, this node, its ranks.
   shows("document.querySelectorAll('#workers tbody tr').length === 2");
