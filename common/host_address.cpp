@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -212,6 +214,41 @@ std::string local_address_toward(const std::string& host, uint16_t port) {
   }
   ::freeaddrinfo(res);
   return found;
+}
+
+std::string fully_qualified_host_name() {
+  std::string name = local_host_name();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return name;
+  // The first address, as CPython's gethostbyaddr() takes it.
+  const int family = found->ai_family;
+  in6_addr address{};
+  socklen_t size = 0;
+  if (family == AF_INET) {
+    size = sizeof(in_addr);
+    std::memcpy(&address, &reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr, size);
+  } else if (family == AF_INET6) {
+    size = sizeof(in6_addr);
+    std::memcpy(&address, &reinterpret_cast<const sockaddr_in6*>(found->ai_addr)->sin6_addr, size);
+  }
+  ::freeaddrinfo(found);
+  if (size == 0) return name;
+  hostent entry{};
+  hostent* result = nullptr;
+  int lookup_error = 0;
+  std::vector<char> buffer(16384);
+  while (::gethostbyaddr_r(&address, size, family, &entry, buffer.data(), buffer.size(), &result,
+                           &lookup_error) == ERANGE) {
+    buffer.resize(buffer.size() * 2);
+  }
+  if (result == nullptr || result->h_name == nullptr) return name;
+  if (std::strchr(result->h_name, '.') != nullptr) return result->h_name;
+  for (char** alias = result->h_aliases; alias != nullptr && *alias != nullptr; ++alias) {
+    if (std::strchr(*alias, '.') != nullptr) return *alias;
+  }
+  return result->h_name;
 }
 
 }  // namespace ddp

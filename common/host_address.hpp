@@ -47,5 +47,9 @@ std::string local_host_name();
 // is sent): what another node on that network dials to reach this one. "" when there is no
 // route (or host does not resolve).
 std::string local_address_toward(const std::string& host, uint16_t port);
+// The host name as Python's socket.getfqdn() gives it (what torchrun's failure summary prints):
+// the name's first address looked up in reverse, the first of its names and aliases that holds
+// a '.', else its name; local_host_name() when either lookup fails.
+std::string fully_qualified_host_name();
 
 }  // namespace ddp

@@ -20,9 +20,10 @@
 #include "common/sigpipe.hpp"
 #include "launcher/agent/agent.hpp"
 #include "launcher/config/cli.hpp"
-#include "launcher/config/local_rank_hint.hpp"
+#include "launcher/config/script_hints.hpp"
 #include "launcher/health/health_routes.hpp"
 #include "launcher/health/health_server.hpp"
+#include "launcher/health/job_page.hpp"
 #include "launcher/health/metrics_view.hpp"
 #include "launcher/output/console.hpp"
 #include "launcher/output/event_log.hpp"
@@ -39,19 +40,23 @@ namespace {
 
 constexpr int kBadUsage = 2;  // what argparse (and so torchrun) returns for bad flags
 
-// --health_port: /health and /metrics, served from the agent's own loop and fed by its events
-// (docs/operations.md). Null when no port was asked for.
+// --health_port: /health, /metrics and the job page, served from the agent's own loop and fed
+// by its events (docs/operations.md). Null when no port was asked for.
 std::unique_ptr<HealthServer> start_health_endpoint(boost::asio::io_context& io,
                                                     const LaunchConfig& config, const Agent& agent,
-                                                    AgentMetrics& metrics, EventLog& events) {
+                                                    AgentMetrics& metrics, JobPage& page,
+                                                    EventLog& events) {
   if (!config.health_port) return nullptr;
-  events.set_listener([&metrics](const nlohmann::json& event) { metrics.observe(event); });
+  events.set_listener([&metrics, &page](const nlohmann::json& event) {
+    metrics.observe(event);
+    page.observe(event);
+  });
   HealthServerOptions options;
   options.host = config.health_bind;
   options.port = static_cast<uint16_t>(*config.health_port);
   auto server = std::make_unique<HealthServer>(
-      io, options, [&agent, &metrics](std::string_view method, std::string_view target) {
-        return route_health_request(method, target, state_name(agent.state()), metrics);
+      io, options, [&agent, &metrics, &page](std::string_view method, std::string_view target) {
+        return route_health_request(method, target, state_name(agent.state()), metrics, &page);
       });
   DDP_LOG_INFO("health endpoint on " + server->url());
   return server;
@@ -91,8 +96,11 @@ int launch(const LaunchConfig& config, const Environment& env) {
   // Made first and destroyed last: the log router's timer and the consoles' room listener
   // use it.
   boost::asio::io_context io;
+  // On a terminal, bars get a live area at its bottom (--progress_bars auto).
+  const bool live_bars = config.progress_bars == "auto" && env_value(env, "TERM") != "dumb";
   Consoles consoles(STDOUT_FILENO, STDERR_FILENO, hint,
-                    config.slow_console_drops ? SlowConsole::kDrop : SlowConsole::kBlock);
+                    config.slow_console_drops ? SlowConsole::kDrop : SlowConsole::kBlock,
+                    live_bars);
   // Every log line of this process (the agent's, the rendezvous watchers', the store
   // server's) goes through the console's writer from now on, so no thread blocks on a
   // stalled stderr, and lines keep their order with the workers' output.
@@ -107,6 +115,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   }
 
   if (auto legacy = local_rank_hint(config)) DDP_LOG_WARN(*legacy);
+  if (auto timer = file_timer_hint(config, env)) DDP_LOG_WARN(*timer);
 
   for (size_t rank = 0; rank < bindings.size(); ++rank) {
     DDP_LOG_INFO(describe_binding(static_cast<int>(rank), bindings[rank], machine->topology));
@@ -122,6 +131,11 @@ int launch(const LaunchConfig& config, const Environment& env) {
   log_options.stderr_filters = config.duplicate_stderr_filters;
   log_options.stdout_console = &consoles.out();
   log_options.stderr_console = &consoles.err();
+  log_options.collapse = config.log_collapse;
+  if (config.log_collapse_window) log_options.collapse_window = *config.log_collapse_window;
+  log_options.progress_bars = config.progress_bars == "raw"    ? ProgressBars::kRaw
+                              : config.progress_bars == "thin" ? ProgressBars::kThin
+                                                               : ProgressBars::kAuto;
   log_options.io = &io;
   LogRouter logs(log_options);
   AgentMetrics metrics(setup.run_id, config.max_restarts);
@@ -141,7 +155,7 @@ int launch(const LaunchConfig& config, const Environment& env) {
   agent_options.use_agent_store = setup.workers_use_agent_store;
   agent_options.run_dir = run_dir.path();
   agent_options.notice_console = &consoles.err();
-  agent_options.host = local_host_name();
+  agent_options.host = fully_qualified_host_name();
   agent_options.bindings = std::move(bindings);
 
   ProcessSpawner spawner(io, &guardian, config.adopt_daemons);
@@ -150,7 +164,14 @@ int launch(const LaunchConfig& config, const Environment& env) {
   consoles.set_room_listener(
       [&io, &spawner] { boost::asio::post(io, [&spawner] { spawner.resume_output(); }); });
   Agent agent(io, agent_options, spawner, *setup.handler, logs, events);
-  auto health = start_health_endpoint(io, config, agent, metrics, events);
+  JobPageSources page_sources;
+  page_sources.host = agent_options.host;
+  page_sources.output = [&logs](int local_rank) {
+    return RankOutput{logs.progress(local_rank), logs.recent_lines(local_rank)};
+  };
+  page_sources.failures = [&agent] { return agent.failures(); };
+  JobPage page(metrics, std::move(page_sources));
+  auto health = start_health_endpoint(io, config, agent, metrics, page, events);
   int status = agent.run();
   health.reset();
   logs.end_attempt();  // a last line without its newline

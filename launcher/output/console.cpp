@@ -1,6 +1,7 @@
 #include "launcher/output/console.hpp"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,11 +15,23 @@
 #include <mutex>
 #include <thread>
 
+#include "launcher/output/line_collapser.hpp"
+#include "launcher/output/live_area.hpp"
+
 namespace ddp::launcher {
 namespace {
 
 uint64_t lines_in(std::string_view text) {
   return std::max<uint64_t>(1, static_cast<uint64_t>(std::count(text.begin(), text.end(), '\n')));
+}
+
+// The terminal's size (columns, rows); 80x24 when fd is not one.
+std::pair<int, int> terminal_size(int fd) {
+  winsize size{};
+  if (::ioctl(fd, TIOCGWINSZ, &size) != 0 || size.ws_col == 0 || size.ws_row == 0) {
+    return {80, 24};
+  }
+  return {size.ws_col, size.ws_row};
 }
 
 }  // namespace
@@ -49,6 +62,82 @@ struct Console::Shared {
   ConsoleDrops unreported;   // drops no notice has told about yet
   std::atomic<bool> abandoned{false};  // close() gave up on a writer stuck in write(2)
   std::thread writer;
+  // Identical lines of several ranks held for their window (null: not collapsing).
+  std::unique_ptr<LineCollapser> collapser;
+  GroupPrefix group_prefix;
+  // The live area at the bottom of a terminal (live: kept at all).
+  bool live = false;
+  LiveArea area;
+  std::chrono::steady_clock::time_point drawn_at;  // the live area's last redraw
+
+  // Ends an open line of a source, the mutex held; the text that follows starts a line.
+  std::string end_open_line() {
+    if (open_source == -1) return "";
+    open_source = -1;
+    pending_cr = false;
+    return "\n";
+  }
+
+  // Queues released collapsed lines, each with its group's prefix, the mutex held.
+  void enqueue_collapsed(const std::vector<CollapsedLine>& lines) {
+    for (const auto& line : lines) {
+      std::string out = end_open_line();
+      if (group_prefix) out += group_prefix(line.ranks);
+      out += line.text;
+      out += '\n';
+      enqueue(out);
+    }
+  }
+
+  // Queues text as Console::write() describes, the mutex held.
+  void enqueue(std::string_view text) {
+    if (text.empty()) return;
+    if (broken || closed) {
+      drop(text);  // nobody reads (EPIPE), or the end: no notice to give
+      return;
+    }
+    if (overflowing || over_limit(text.size())) {
+      overflowing = true;
+      drop(text);
+      if (queued_bytes > 0) return;  // the writer gives the notice once the queue drains
+      // Nothing pending (a text longer than the whole queue): the notice goes out at once.
+      overflowing = false;
+      std::string notice = drop_notice(unreported, hint);
+      unreported = {};
+      queued_bytes += notice.size();
+      queue.push_back(std::move(notice));
+      wake.notify_one();
+      return;
+    }
+    queue.emplace_back(text);
+    queued_bytes += text.size();
+    if (mode == SlowConsole::kBlock && queued_bytes >= max_queued) congested = true;
+    wake.notify_one();
+  }
+
+  // Queues every line the collapser holds, the mutex held: before output that must not pass
+  // them.
+  void release_held() {
+    if (collapser) enqueue_collapsed(collapser->flush());
+  }
+
+  // The live area wants a redraw by now (it changed, and the last one is old enough or this is
+  // the end).
+  [[nodiscard]] bool live_due(std::chrono::steady_clock::time_point now) const {
+    return live && area.dirty() && (closed || now - drawn_at >= kLiveRedrawInterval);
+  }
+
+  // When the writer must look again without being woken: a held line's window ends, or the
+  // live area's next redraw.
+  [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> next_wakeup() const {
+    std::optional<std::chrono::steady_clock::time_point> next;
+    if (collapser) next = collapser->next_due();
+    if (live && area.dirty()) {
+      const auto redraw = drawn_at + kLiveRedrawInterval;
+      if (!next || redraw < *next) next = redraw;
+    }
+    return next;
+  }
 
   // Empties the queue (not the batch being written), counting its lines as dropped or not.
   void clear_queue(bool count_as_dropped) {
@@ -98,30 +187,62 @@ struct Console::Shared {
     return true;
   }
 
+  // Whole lines, up to PIPE_BUF per write(2) (atomic on a pipe shared with other processes),
+  // or one longer line alone; "" when nothing is queued.
+  std::string take_batch() {
+    std::string batch;
+    if (queue.empty()) return batch;
+    batch = std::move(queue.front());
+    queue.pop_front();
+    while (!queue.empty() && batch.size() + queue.front().size() <= PIPE_BUF) {
+      batch += queue.front();
+      queue.pop_front();
+    }
+    return batch;
+  }
+
   void run() {
     std::unique_lock lock(mutex);
     for (;;) {
-      wake.wait(lock, [&] { return !queue.empty() || closed; });
-      if (queue.empty()) return;
-      // Whole lines, up to PIPE_BUF per write(2) (atomic on a pipe shared with other
-      // processes), or one longer line alone.
-      std::string batch = std::move(queue.front());
-      queue.pop_front();
-      while (!queue.empty() && batch.size() + queue.front().size() <= PIPE_BUF) {
-        batch += queue.front();
-        queue.pop_front();
+      auto now = std::chrono::steady_clock::now();
+      const auto next = next_wakeup();
+      if (queue.empty() && !closed && !live_due(now) && !(next && *next <= now)) {
+        // Woken by anything (a line, a live line, the end) or by the deadline: look again.
+        if (next) {
+          wake.wait_until(lock, *next);
+        } else {
+          wake.wait(lock);
+        }
+        continue;
+      }
+      now = std::chrono::steady_clock::now();
+      if (collapser) enqueue_collapsed(collapser->due(now));
+      std::string batch = take_batch();
+      const size_t taken = batch.size();
+      if (batch.empty() && !live_due(now)) {
+        if (closed && queue.empty()) return;
+        continue;
+      }
+      std::string framed;
+      if (live) {
+        // Output scrolls above the live area: erase it, write, draw it again below.
+        const auto [columns, rows] = terminal_size(fd);
+        framed = area.erase();  // before draw(): it erases what was drawn last
+        framed += batch;
+        framed += area.draw(columns, rows);
+        drawn_at = now;
       }
       writing = true;
-      write_began = std::chrono::steady_clock::now();
+      write_began = now;
       lock.unlock();
-      bool ok = write_all(batch);
+      bool ok = write_all(live ? framed : batch);
       lock.lock();
       writing = false;
-      queued_bytes -= batch.size();
+      queued_bytes -= taken;
       ++batches;
       if (!ok && !abandoned.load()) {
         broken = true;
-        drop(batch);
+        if (!batch.empty()) drop(batch);
         clear_queue(/*count_as_dropped=*/true);
       }
       if (congested && queued_bytes <= max_queued / 2 && on_room) {
@@ -170,20 +291,16 @@ void Console::write(std::string_view text) {
   if (text.empty()) return;
   auto& s = *shared_;
   std::lock_guard lock(s.mutex);
-  if (s.open_source != -1) {
-    // A worker's line is open (a partial line, a progress bar): this goes below it.
-    s.open_source = -1;
-    s.pending_cr = false;
-    enqueue(std::string("\n") + std::string(text));
-    return;
-  }
-  enqueue(text);
+  s.release_held();
+  // A worker's line is open (a partial line, a progress bar): this goes below it.
+  s.enqueue(s.end_open_line() + std::string(text));
 }
 
 void Console::write_segment(int source, std::string_view prefix, std::string_view body,
                             SegmentEnd end) {
   auto& s = *shared_;
   std::lock_guard lock(s.mutex);
+  s.release_held();
   const bool continues = s.open_source == source;
   // A bar's leading '\r' with nothing of it shown yet: nothing to redraw.
   if (body.empty() && end == SegmentEnd::kCarriage && !continues) return;
@@ -200,7 +317,73 @@ void Console::write_segment(int source, std::string_view prefix, std::string_vie
   if (end == SegmentEnd::kNewline) out.push_back('\n');
   s.open_source = end == SegmentEnd::kNewline ? -1 : source;
   s.pending_cr = end == SegmentEnd::kCarriage;
-  enqueue(out);
+  s.enqueue(out);
+}
+
+void Console::write_line(int local_rank, int stream, std::string_view prefix,
+                         std::string_view body) {
+  auto& s = *shared_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.collapser) {
+      s.enqueue_collapsed(
+          s.collapser->add(local_rank, stream, body, std::chrono::steady_clock::now()));
+      s.wake.notify_one();  // the writer's next wake-up may be earlier now
+      return;
+    }
+  }
+  write_segment(local_rank * 2 + stream - 1, prefix, body, SegmentEnd::kNewline);
+}
+
+void Console::begin_collapse(std::chrono::milliseconds window,
+                             std::vector<std::array<bool, 2>> feeds, GroupPrefix prefix) {
+  auto& s = *shared_;
+  std::lock_guard lock(s.mutex);
+  s.release_held();
+  s.collapser = std::make_unique<LineCollapser>(window, std::move(feeds));
+  s.group_prefix = std::move(prefix);
+}
+
+void Console::rank_done(int local_rank) {
+  auto& s = *shared_;
+  std::lock_guard lock(s.mutex);
+  if (s.collapser) {
+    s.enqueue_collapsed(s.collapser->rank_done(local_rank, std::chrono::steady_clock::now()));
+  }
+}
+
+void Console::end_collapse() {
+  auto& s = *shared_;
+  std::lock_guard lock(s.mutex);
+  s.release_held();
+  s.collapser.reset();
+  s.group_prefix = nullptr;
+}
+
+void Console::enable_live_area() {
+  std::lock_guard lock(shared_->mutex);
+  shared_->live = true;
+}
+
+bool Console::live_area() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->live;
+}
+
+void Console::set_live(int source, std::string line) {
+  auto& s = *shared_;
+  std::lock_guard lock(s.mutex);
+  if (!s.live) return;
+  s.area.set(source, std::move(line));
+  s.wake.notify_one();
+}
+
+void Console::clear_live(int source) {
+  auto& s = *shared_;
+  std::lock_guard lock(s.mutex);
+  if (!s.live) return;
+  s.area.clear(source);
+  s.wake.notify_one();
 }
 
 bool Console::congested() const {
@@ -213,36 +396,10 @@ void Console::set_room_listener(std::function<void()> listener) {
   shared_->on_room = std::move(listener);
 }
 
-// Called with the mutex held.
-void Console::enqueue(std::string_view text) {
-  if (text.empty()) return;
-  auto& s = *shared_;
-  if (s.broken || s.closed) {
-    s.drop(text);  // nobody reads (EPIPE), or the end: no notice to give
-    return;
-  }
-  if (s.overflowing || s.over_limit(text.size())) {
-    s.overflowing = true;
-    s.drop(text);
-    if (s.queued_bytes > 0) return;  // the writer gives the notice once the queue drains
-    // Nothing pending (a text longer than the whole queue): the notice goes out at once.
-    s.overflowing = false;
-    std::string notice = drop_notice(s.unreported, s.hint);
-    s.unreported = {};
-    s.queued_bytes += notice.size();
-    s.queue.push_back(std::move(notice));
-    s.wake.notify_one();
-    return;
-  }
-  s.queue.emplace_back(text);
-  s.queued_bytes += text.size();
-  if (s.mode == SlowConsole::kBlock && s.queued_bytes >= s.max_queued) s.congested = true;
-  s.wake.notify_one();
-}
-
 bool Console::drain(std::chrono::milliseconds stall, std::chrono::milliseconds limit) {
   auto& s = *shared_;
   std::unique_lock lock(s.mutex);
+  s.release_held();
   const auto start = std::chrono::steady_clock::now();
   auto last_progress = start;
   uint64_t seen = s.batches;
@@ -272,11 +429,10 @@ std::string Console::close(std::optional<std::chrono::milliseconds> given_stall,
             : kConsoleExitLimit);
   {
     std::lock_guard lock(s.mutex);
-    s.on_room = nullptr;                     // its loop has ended; nobody reads the pipes any more
-    if (s.open_source != -1 && !s.closed) {  // the last open line gets its end
-      s.open_source = -1;
-      s.pending_cr = false;
-      enqueue("\n");
+    s.on_room = nullptr;  // its loop has ended; nobody reads the pipes any more
+    if (!s.closed) {
+      s.release_held();
+      s.enqueue(s.end_open_line());  // the last open line gets its end
     }
   }
   bool drained = drain(stall, limit);
@@ -332,7 +488,8 @@ std::string Console::drop_notice(ConsoleDrops drops, const std::string& hint) {
   return notice + "\n";
 }
 
-Consoles::Consoles(int out_fd, int err_fd, const std::string& hint, SlowConsole mode)
+Consoles::Consoles(int out_fd, int err_fd, const std::string& hint, SlowConsole mode,
+                   bool live_on_terminal)
     : out_(std::make_unique<Console>(out_fd, hint, kConsoleQueueBytes, kConsoleStall, mode)) {
   struct stat out_stat {};
   struct stat err_stat {};
@@ -341,6 +498,9 @@ Consoles::Consoles(int out_fd, int err_fd, const std::string& hint, SlowConsole 
                out_stat.st_dev == err_stat.st_dev && out_stat.st_ino == err_stat.st_ino);
   if (!same)
     err_ = std::make_unique<Console>(err_fd, hint, kConsoleQueueBytes, kConsoleStall, mode);
+  if (!live_on_terminal) return;
+  if (::isatty(out_fd) != 0) out_->enable_live_area();
+  if (err_ && ::isatty(err_fd) != 0) err_->enable_live_area();
 }
 
 void Consoles::set_room_listener(const std::function<void()>& listener) {

@@ -14,6 +14,7 @@
 // reader), or the queue reaches its hard limit, whole lines are dropped and counted until it
 // has drained; then a notice in the stream says how many were lost (files under --log_dir
 // keep everything: they are written by the caller, not through here).
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ddp::launcher {
 
@@ -57,6 +59,12 @@ inline constexpr std::chrono::milliseconds kConsoleExitStallBlocking{10000};
 // redrawn in place), or not yet (a partial line shown before its end arrives).
 enum class SegmentEnd { kNewline, kCarriage, kOpen };
 
+// The live area on a terminal is redrawn at most this often (bars update at 10 Hz and more).
+inline constexpr std::chrono::milliseconds kLiveRedrawInterval{100};
+
+// The prefix of a line several local ranks printed (ascending), e.g. "[default0-7]:".
+using GroupPrefix = std::function<std::string(const std::vector<int>& local_ranks)>;
+
 // Output a console could not deliver.
 struct ConsoleDrops {
   uint64_t lines = 0;
@@ -87,6 +95,27 @@ class Console {
   // prefix; another source's text (or write()) first ends an open line with "\n", so two
   // sources never share a line. Never blocks.
   void write_segment(int source, std::string_view prefix, std::string_view body, SegmentEnd end);
+  // A whole line of local_rank's stream (1 stdout, 2 stderr): with collapsing on, held up to
+  // its window for the same text from other ranks and printed once with their group's prefix
+  // (line_collapser.hpp); otherwise write_segment(prefix, body, kNewline) at once. Every other
+  // write first lets the held lines out, so nothing passes them. Never blocks.
+  void write_line(int local_rank, int stream, std::string_view prefix, std::string_view body);
+  // Collapses identical lines of the ranks feeds names (feeds[r][s - 1]: rank r's stream s
+  // comes here) from now on, each group prefixed by prefix(ranks). Ends any collapsing before.
+  void begin_collapse(std::chrono::milliseconds window, std::vector<std::array<bool, 2>> feeds,
+                      GroupPrefix prefix);
+  // local_rank's worker ended: held lines wait for it no more.
+  void rank_done(int local_rank);
+  // Lets every held line out and stops collapsing.
+  void end_collapse();
+  // Keeps a live area at the bottom of this console (a terminal): set_live() lines are redrawn
+  // in place below everything else written (live_area.hpp). Call before writing.
+  void enable_live_area();
+  [[nodiscard]] bool live_area() const;
+  // source's line in the live area (prefix included); replaces its previous one.
+  void set_live(int source, std::string line);
+  // Removes source's line from the live area.
+  void clear_live(int source);
   // With SlowConsole::kBlock: the queue is at its bound; stop feeding it until the room
   // listener is called. Always false with kDrop.
   [[nodiscard]] bool congested() const;
@@ -110,9 +139,6 @@ class Console {
   [[nodiscard]] static std::string drop_notice(ConsoleDrops drops, const std::string& hint);
 
  private:
-  // Queues text as write() describes, the mutex held.
-  void enqueue(std::string_view text);
-
   struct Shared;
   std::shared_ptr<Shared> shared_;
 };
@@ -121,7 +147,9 @@ class Console {
 // file (2>&1), they share one Console so that lines keep their order.
 class Consoles {
  public:
-  Consoles(int out_fd, int err_fd, const std::string& hint, SlowConsole mode = SlowConsole::kDrop);
+  // live_on_terminal: a console writing to a terminal (not TERM=dumb) keeps a live area.
+  Consoles(int out_fd, int err_fd, const std::string& hint, SlowConsole mode = SlowConsole::kDrop,
+           bool live_on_terminal = false);
   ~Consoles();
   Consoles(const Consoles&) = delete;
   Consoles& operator=(const Consoles&) = delete;

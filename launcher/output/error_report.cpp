@@ -1,5 +1,7 @@
 #include "launcher/output/error_report.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -50,24 +52,54 @@ std::chrono::system_clock::time_point failure_time(const WorkerFailure& failure)
   return failure.observed;
 }
 
-std::string format_time(std::chrono::system_clock::time_point when) {
-  std::time_t t = std::chrono::system_clock::to_time_t(when);
+// The recorded time is the one failure_time() takes (not the later exit the agent saw), and it
+// is known only to the second.
+bool whole_seconds_only(const WorkerFailure& failure) {
+  if (!failure.error || !failure.error->timestamp || !failure.error->whole_seconds) return false;
+  return failure_time(failure) != failure.observed;
+}
+
+// When the file was last written, as unix seconds; nullopt when it cannot be read.
+std::optional<double> modified_seconds(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return std::nullopt;
+  return static_cast<double>(info.st_mtim.tv_sec) + static_cast<double>(info.st_mtim.tv_nsec) / 1e9;
+}
+
+// A whole-second timestamp refined by the file's modification time when that falls within the
+// same second (the file was written right when the worker recorded it).
+void refine_timestamp(ErrorFileContent& content, const std::string& path) {
+  if (!content.timestamp || std::floor(*content.timestamp) != *content.timestamp) return;
+  content.whole_seconds = true;
+  const auto modified = modified_seconds(path);
+  if (modified && *modified >= *content.timestamp && *modified < *content.timestamp + 1) {
+    content.timestamp = modified;
+    content.whole_seconds = false;
+  }
+}
+
+std::string format_time(std::chrono::system_clock::time_point when, bool milliseconds = true) {
+  // To the nearest millisecond: a time read from a file as seconds in a double is a hair off.
+  const auto ms_since_epoch =
+      std::chrono::round<std::chrono::milliseconds>(when.time_since_epoch()).count();
+  std::time_t t = milliseconds ? static_cast<std::time_t>(ms_since_epoch / 1000)
+                               : std::chrono::system_clock::to_time_t(when);
   std::tm tm{};
   ::localtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d_%H:%M:%S", &tm);
+  if (!milliseconds) return buf;
   // Milliseconds: failures of one group are often within the same second.
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(when.time_since_epoch()).count() % 1000;
   char frac[8];
-  std::snprintf(frac, sizeof(frac), ".%03d", static_cast<int>(ms));
+  std::snprintf(frac, sizeof(frac), ".%03d", static_cast<int>(ms_since_epoch % 1000));
   return std::string(buf) + frac;
 }
 
 void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& failure,
                     const std::string& host) {
   out << "[" << index << "]:\n";
-  out << "  time      : " << format_time(failure_time(failure)) << "\n";
+  out << "  time      : " << format_time(failure_time(failure), !whole_seconds_only(failure))
+      << "\n";
   out << "  host      : " << host << "\n";
   out << "  rank      : " << failure.rank << " (local_rank: " << failure.local_rank << ")\n";
   out << "  exitcode  : " << failure.status.shell_status();
@@ -103,9 +135,10 @@ void append_failure(std::ostringstream& out, size_t index, const WorkerFailure& 
 std::string root_cause_reason(const std::vector<WorkerFailure>& failures, size_t root) {
   const auto& r = failures[root];
   if (r.culprit) return "the rank named as the culprit of a hang (its hang report is above)";
-  std::string how = r.error && r.error->timestamp
-                        ? "its error file was recorded at " + format_time(failure_time(r))
-                        : "the agent saw it exit at " + format_time(failure_time(r));
+  std::string how =
+      r.error && r.error->timestamp
+          ? "its error file was recorded at " + format_time(failure_time(r), !whole_seconds_only(r))
+          : "the agent saw it exit at " + format_time(failure_time(r));
   if (failures.size() == 1) return "the only failure; " + how;
   return "the earliest of " + std::to_string(failures.size()) + " failures: " + how +
          " (by error-file time where a worker wrote one, else by when its exit was seen)";
@@ -130,6 +163,7 @@ std::optional<ErrorFileContent> read_error_file(const std::string& path) {
   } else {
     content.message = json_text(message);
   }
+  refine_timestamp(content, path);
   return content;
 }
 

@@ -18,6 +18,10 @@ struct ErrorFileContent {
   std::string message;
   std::string traceback;
   std::optional<double> timestamp;  // unix seconds, when the worker recorded it
+  // The timestamp is only good to the second (PyTorch writes whole seconds), and the file's
+  // own modification time did not fall within that second to refine it: shown without
+  // milliseconds, never as ".000".
+  bool whole_seconds = false;
 };
 
 // One failed worker.
@@ -38,7 +42,9 @@ struct WorkerFailure {
   std::vector<std::string> output_tail;
 };
 
-// Parses an error file; nullopt when it is missing, empty or not PyTorch's format.
+// Parses an error file; nullopt when it is missing, empty or not PyTorch's format. A timestamp
+// in whole seconds (PyTorch's) takes the file's modification time when that lies within the
+// same second: the moment it was written, to the nanosecond.
 std::optional<ErrorFileContent> read_error_file(const std::string& path);
 // Writes an error file in PyTorch's format (message, callstack, timestamp now) for a worker
 // that left none: the agent's own account of why it ended (a hang). False when it cannot.

@@ -39,7 +39,8 @@ bool become_child_subreaper() {
   return ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0;
 }
 
-std::vector<AdoptedProcess> stop_adopted_children(const std::function<bool(pid_t)>& known) {
+std::vector<AdoptedProcess> stop_adopted_children(const std::function<bool(pid_t)>& known,
+                                                  const std::function<bool(pid_t)>& worker_group) {
   std::vector<AdoptedProcess> stopped;
   const pid_t self = ::getpid();
   for (int round = 0; round < kMaxRounds; ++round) {
@@ -47,7 +48,7 @@ std::vector<AdoptedProcess> stop_adopted_children(const std::function<bool(pid_t
     for (const auto& [pid, stat] : children_of(self)) {
       if (known(pid)) continue;
       if (stat.state != 'Z') {
-        stopped.push_back({pid, stat.comm});
+        if (!worker_group(stat.pgrp)) stopped.push_back({pid, stat.comm});
         // Its own group too (a daemon that leads one), then the process itself.
         if (::getpgid(pid) == pid) ::killpg(pid, SIGKILL);
         ::kill(pid, SIGKILL);

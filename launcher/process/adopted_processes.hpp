@@ -23,7 +23,11 @@ struct AdoptedProcess {
 // SIGKILLs and reaps every child of this process that known(pid) does not claim (the
 // workers, the guardian), round after round, since a killed daemon's own children are
 // adopted next; zombies of adopted processes are reaped without counting. Returns the live
-// processes it had to kill. Waits at most about a second for them to die.
-std::vector<AdoptedProcess> stop_adopted_children(const std::function<bool(pid_t)>& known);
+// processes it had to kill that had left their worker's process group: a child still in a
+// group worker_group(pgid) names (a shell worker's `sleep`, adopted when the shell died first,
+// already sent the group's SIGKILL) is killed and reaped too, but was never outside. Waits at
+// most about a second for them to die.
+std::vector<AdoptedProcess> stop_adopted_children(const std::function<bool(pid_t)>& known,
+                                                  const std::function<bool(pid_t)>& worker_group);
 
 }  // namespace ddp::launcher

@@ -68,7 +68,7 @@ std::optional<std::vector<int>> list_tasks(const std::string& dir) {
 
 }  // namespace
 
-bool parse_proc_stat(std::string_view text, std::string* comm, char* state, int* ppid) {
+bool parse_proc_stat(std::string_view text, std::string* comm, char* state, int* ppid, int* pgrp) {
   size_t open = text.find('(');
   size_t close = text.rfind(')');
   if (open == std::string_view::npos || close == std::string_view::npos || close < open ||
@@ -78,13 +78,15 @@ bool parse_proc_stat(std::string_view text, std::string* comm, char* state, int*
   *comm = std::string(text.substr(open + 1, close - open - 1));
   *state = text[close + 2];
   if (*state == ' ' || *state == '\n') return false;
-  if (ppid != nullptr) {
-    // " S 1 ...": the parent follows the state after one space.
-    const std::string_view rest = text.substr(std::min(text.size(), close + 4));
-    const size_t end = rest.find(' ');
-    auto parent = try_parse_int(rest.substr(0, end), 0, std::numeric_limits<int>::max());
-    if (!parent) return false;
-    *ppid = static_cast<int>(*parent);
+  // " S 1 1234 ...": the parent, then the process group, each after one space.
+  std::string_view rest = text.substr(std::min(text.size(), close + 4));
+  for (int* field : {ppid, pgrp}) {
+    if (field == nullptr) break;
+    const size_t end = std::min(rest.size(), rest.find(' '));
+    auto value = try_parse_int(rest.substr(0, end), 0, std::numeric_limits<int>::max());
+    if (!value) return false;
+    *field = static_cast<int>(*value);
+    rest.remove_prefix(std::min(rest.size(), end + 1));
   }
   return true;
 }
@@ -93,7 +95,9 @@ std::optional<ProcStat> read_proc_stat(int pid) {
   if (pid <= 0) return std::nullopt;
   auto text = read_small_file("/proc/" + std::to_string(pid) + "/stat");
   ProcStat stat;
-  if (!text || !parse_proc_stat(*text, &stat.comm, &stat.state, &stat.ppid)) return std::nullopt;
+  if (!text || !parse_proc_stat(*text, &stat.comm, &stat.state, &stat.ppid, &stat.pgrp)) {
+    return std::nullopt;
+  }
   return stat;
 }
 

@@ -34,16 +34,19 @@ std::optional<ProcStatus> read_proc_status(int pid);
 // wchan), joined by '\n' (no final newline); after 64 threads, one line counting the rest.
 // A process that vanished reads "pid 1234 gone".
 std::string describe(const ProcStatus& status);
-// The comm, state and (when ppid is given) parent of a /proc/<pid>/stat line:
-// "1234 (a (b) c) S 1 ..." -> "a (b) c", 'S', 1 (comm is cut at the last ')', since it may
-// hold spaces and parentheses). false when the text is not such a line.
-bool parse_proc_stat(std::string_view text, std::string* comm, char* state, int* ppid = nullptr);
+// The comm, state and (when ppid is given) parent, and (when pgrp is given too) process group
+// of a /proc/<pid>/stat line: "1234 (a (b) c) S 1 1234 ..." -> "a (b) c", 'S', 1, 1234 (comm is
+// cut at the last ')', since it may hold spaces and parentheses). false when the text is not
+// such a line.
+bool parse_proc_stat(std::string_view text, std::string* comm, char* state, int* ppid = nullptr,
+                     int* pgrp = nullptr);
 
 // /proc/<pid>/stat read and parsed: the one reader of it (adopted daemons, hang detection).
 struct ProcStat {
   std::string comm;
   char state = 0;
   int ppid = 0;
+  int pgrp = 0;  // its process group
 };
 std::optional<ProcStat> read_proc_stat(int pid);
 

@@ -299,7 +299,9 @@ void ProcessSpawner::signal_process(int pid, int sig) {
 std::vector<std::string> ProcessSpawner::stop_escaped() {
   const pid_t guardian = guardian_ != nullptr ? guardian_->pid() : -1;
   auto stopped = stop_adopted_children(
-      [&](pid_t pid) { return pid == guardian || children_.count(pid) != 0; });
+      [&](pid_t pid) { return pid == guardian || children_.count(pid) != 0; },
+      [&](pid_t pgid) { return children_.count(pgid) != 0 || released_groups_.count(pgid) != 0; });
+  released_groups_.clear();
   std::vector<std::string> described;
   described.reserve(stopped.size());
   for (const auto& process : stopped) {
@@ -313,6 +315,7 @@ void ProcessSpawner::release(int pid) {
   if (it == children_.end()) return;
   // Whatever the worker left behind in its group (a wrapper script's children) goes too.
   ::killpg(pid, SIGKILL);
+  released_groups_.insert(pid);
   if (guardian_ != nullptr) guardian_->forget_group(pid);
   it->second->released = true;
   boost::system::error_code ec;

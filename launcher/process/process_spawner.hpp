@@ -4,6 +4,7 @@
 // event-driven, no polling), stdout/stderr read through pipes on the same loop.
 #include <map>
 #include <memory>
+#include <set>
 
 #include "common/fd.hpp"
 #include "launcher/process/worker_spawner.hpp"
@@ -30,7 +31,8 @@ class ProcessSpawner final : public WorkerSpawner {
   void signal_process(int pid, int sig) override;
   void release(int pid) override;
   // The agent is a child subreaper (adopted_processes.hpp): its adopted children that are
-  // neither workers nor the guardian are the workers' escaped descendants.
+  // neither workers nor the guardian, nor in a worker's process group, are the workers'
+  // escaped descendants.
   std::vector<std::string> stop_escaped() override;
   void resume_output() override;
 
@@ -43,6 +45,9 @@ class ProcessSpawner final : public WorkerSpawner {
   boost::asio::io_context& io_;
   OrphanGuardian* guardian_;
   std::map<int, std::shared_ptr<Child>> children_;
+  // Process groups of workers released since the last stop_escaped(): what is still in them
+  // was in its worker's group, not escaped from it.
+  std::set<int> released_groups_;
   Fd stdin_fd_;  // /dev/null when the agent's stdin is a terminal; none: inherit
 };
 

@@ -49,6 +49,30 @@ AgentProcess::AgentProcess(const std::vector<std::string>& args,
     throw std::runtime_error("posix_spawn " + argv_s[0] + " failed: " + std::to_string(rc));
 }
 
+std::optional<uint16_t> health_endpoint_port(const AgentProcess& agent,
+                                             std::chrono::milliseconds guard) {
+  if (!agent.wait_for_log("health endpoint on", guard)) return std::nullopt;
+  std::smatch match;
+  const auto log = agent.log();
+  if (!std::regex_search(log, match,
+                         std::regex(R"(health endpoint on http://127\.0\.0\.1:(\d+))"))) {
+    return std::nullopt;
+  }
+  return static_cast<uint16_t>(std::stoi(match[1]));
+}
+
+ProcessResult run_ddplaunch(const std::vector<std::string>& args,
+                            const std::map<std::string, std::string>& env,
+                            std::chrono::milliseconds guard) {
+  ChildOptions options;
+  options.argv = {std::string(DDP_BINARY_DIR) + "/ddplaunch"};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.env = env;
+  options.merge_stderr = true;
+  options.own_process_group = true;
+  return run_process(options, guard);
+}
+
 AgentProcess::~AgentProcess() {
   if (!status_) {
     ::kill(pid_, SIGKILL);

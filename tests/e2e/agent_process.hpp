@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -37,6 +38,17 @@ class AgentProcess {
   std::optional<int> status_;
   std::string log_path_;
 };
+
+// The port of the agent's "health endpoint on http://127.0.0.1:PORT" line, once it has
+// printed it (waiting up to guard); nullopt when it did not.
+std::optional<uint16_t> health_endpoint_port(const AgentProcess& agent,
+                                             std::chrono::milliseconds guard);
+
+// Runs build/ddplaunch with args to its end (in its own process group; stdout and stderr
+// interleaved; killed at guard): what it printed and its exit status.
+ProcessResult run_ddplaunch(const std::vector<std::string>& args,
+                            const std::map<std::string, std::string>& env,
+                            std::chrono::milliseconds guard);
 
 // A port nobody listens on right now (the kernel picks it).
 int free_port();

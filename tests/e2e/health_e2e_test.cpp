@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "agent_process.hpp"
 #include "tests/support/http_client.hpp"
@@ -32,12 +31,9 @@ std::vector<std::string> node(int port, const std::string& addr) {
 }
 
 uint16_t endpoint_port(const AgentProcess& agent) {
-  REQUIRE(agent.wait_for_log("health endpoint on", kGuard));
-  std::smatch match;
-  const auto log = agent.log();
-  REQUIRE(
-      std::regex_search(log, match, std::regex(R"(health endpoint on http://127\.0\.0\.1:(\d+))")));
-  return static_cast<uint16_t>(std::stoi(match[1]));
+  const auto port = ddp::test::health_endpoint_port(agent, kGuard);
+  REQUIRE(port.has_value());
+  return *port;
 }
 
 // The value of one sample line ("name{labels}") of /metrics, "" when absent.

@@ -175,9 +175,10 @@ TEST_CASE("e2e security: native Gloo workers prove the generated secret to the a
           "[e2e][security]") {
   Job job;
   const std::string worker = std::string(DDP_BINARY_DIR) + "/tests/rt_test_worker";
-  auto& agent =
-      job.start("native", {"--standalone", "--nproc_per_node", "2", worker, "collectives", "30000"},
-                {{"DDPLAUNCH_BACKEND", "gloo"}});
+  auto& agent = job.start("native",
+                          {"--standalone", "--nproc_per_node", "2", "--log_collapse=off", worker,
+                           "collectives", "30000"},
+                          {{"DDPLAUNCH_BACKEND", "gloo"}});
   REQUIRE(agent.wait(kGuard) == 0);
   const auto log = agent.log();
   INFO(log);

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <filesystem>
 
+#include "tests/e2e/agent_process.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -17,16 +18,10 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto kGuard = 60s;
-const std::string kDdplaunch = build_path("ddplaunch");
 
-ProcessResult launch(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-  ChildOptions options;
-  options.argv = {kDdplaunch};
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.env = std::move(env);
-  options.merge_stderr = true;
-  options.own_process_group = true;
-  return run_process(options, kGuard);
+ProcessResult launch(const std::vector<std::string>& args,
+                     const std::map<std::string, std::string>& env = {}) {
+  return run_ddplaunch(args, env, kGuard);
 }
 
 }  // namespace
@@ -77,6 +72,39 @@ echo started
   auto quiet = launch({"--standalone", "--no_python", "/bin/echo", "hi"});
   CHECK(quiet.exit_code == 0);
   CHECK_THAT(quiet.output, !Contains("outside their process groups"));
+}
+
+TEST_CASE(
+    "a shell worker's own child, still in its process group when the group is stopped, is "
+    "not reported as escaped",
+    "[e2e][user_view]") {
+  TempDir dir;
+  // Rank 0's shell starts a sleep in its own process group that ignores SIGTERM, so the shell
+  // dies of the stop's SIGTERM first and the agent (a child subreaper) adopts the sleep while
+  // it still lives; rank 1 then fails the first attempt, and the group is stopped for the
+  // restart. The second attempt ends at once.
+  auto script = dir.write("group_child.sh", R"(#!/bin/sh
+[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] || { echo "attempt $TORCHELASTIC_RESTART_COUNT"; exit 0; }
+if [ "$LOCAL_RANK" = 1 ]; then
+  while [ ! -s "$OUT_DIR/sleep.pid" ]; do sleep 0.05; done
+  exit 1
+fi
+sh -c 'trap "" TERM; echo $$ > "$OUT_DIR/sleep.pid"; exec sleep 317' &
+wait
+)");
+  auto run = launch(
+      {"--nproc_per_node=2", "--standalone", "--max_restarts=1", "--no_python", "/bin/sh", script},
+      {{"OUT_DIR", dir.path().string()}});
+  INFO(run.output);
+  // Expected: one restart, exit 0; the sleep (same process group as its shell) is killed with
+  // the group and never named as a process started outside it.
+  CHECK(run.exit_code == 0);
+  CHECK_THAT(run.output, Contains("restarting, attempt 1 of 1") && Contains("attempt 1"));
+  CHECK_THAT(run.output, !Contains("outside their process groups"));
+  auto text = read_file(dir.path() / "sleep.pid");
+  REQUIRE(!text.empty());
+  const pid_t sleeper = static_cast<pid_t>(std::stol(text));
+  CHECK(wait_until([&] { return !process_alive(sleeper); }, 5s));
 }
 
 TEST_CASE("a rank reaped by the file timer has its Python stack in the failure summary",

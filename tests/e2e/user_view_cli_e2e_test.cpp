@@ -27,14 +27,9 @@ args = parser.parse_args()
 print(f"ARG={args.local_rank} ENV={os.environ['LOCAL_RANK']}")
 )";
 
-ProcessResult launch(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-  ChildOptions options;
-  options.argv = {kDdplaunch};
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.env = std::move(env);
-  options.merge_stderr = true;
-  options.own_process_group = true;
-  return run_process(options, kGuard);
+ProcessResult launch(const std::vector<std::string>& args,
+                     const std::map<std::string, std::string>& env = {}) {
+  return run_ddplaunch(args, env, kGuard);
 }
 
 size_t count_of(const std::string& text, const std::string& needle) {
@@ -154,7 +149,7 @@ TEST_CASE("`ddplaunch train` finds its own program, from the build tree and inst
           "[e2e][user_view]") {
   TempDir dir;
   // Expected: from any directory, with PATH lacking the build tree, `train` is the build
-  // tree's (it prints its version and exits 0 on both workers).
+  // tree's (it prints its version and exits 0 on both workers: one line for both).
   ChildOptions options;
   options.argv = {kDdplaunch, "--nproc_per_node=2", "--standalone", "train", "--version"};
   options.env = {{"PATH", "/usr/bin:/bin"}};
@@ -162,7 +157,7 @@ TEST_CASE("`ddplaunch train` finds its own program, from the build tree and inst
   auto built = run_process(options, kGuard);
   INFO(built.output);
   CHECK(built.exit_code == 0);
-  CHECK_THAT(built.output, Contains("[default1]:train "));
+  CHECK_THAT(built.output, Contains("[default0-1]:train "));
 
   // Expected: an installed layout (<prefix>/bin/ddplaunch, <prefix>/libexec/ddplaunch/PROGRAM)
   // runs PROGRAM by name; a name in neither place is an error naming both places searched.

@@ -42,7 +42,8 @@ ProcessResult run_pipeline(const std::string& command, std::map<std::string, std
 
 }  // namespace
 
-TEST_CASE("a '\\r' progress bar is seen on the console while it runs", "[e2e][user_view]") {
+TEST_CASE("a '\\r' progress bar with --progress_bars raw is seen on the console while it runs",
+          "[e2e][user_view]") {
   TempDir dir;
   // 20 updates, 0.1 s apart, each stamped with the time it was written; the newline at the end.
   auto bar = dir.write("bar.py", R"(import sys, time
@@ -54,8 +55,10 @@ sys.stdout.write("\n")
 )");
   auto reader = dir.write("reader.py", kTimestampingReader);
   auto chunks = dir.file("chunks.jsonl");
-  auto run =
-      run_pipeline(kDdplaunch + " --standalone " + bar + " | python3 " + reader + " " + chunks, {});
+  // raw: every redraw as written (the default thins a bar in a pipe: user_view_console).
+  auto run = run_pipeline(kDdplaunch + " --standalone --progress_bars raw " + bar + " | python3 " +
+                              reader + " " + chunks,
+                          {});
   INFO(run.output);
   REQUIRE(run.exit_code == 0);
   // Expected: every update reaches the reader within half a second of being written (at 10

@@ -113,8 +113,9 @@ TEST_CASE("native workers join a ddplaunch job through init()", "[launcher][gloo
   if (!std::filesystem::exists(launcher)) {
     FAIL(launcher << " is not built (build the ddplaunch target)");
   }
+  // One line per rank (--log_collapse off): each rank's own result is what is checked.
   const auto run = run_process({launcher.string(), "--standalone", "--nproc_per_node=3",
-                                "--max_restarts=0", kWorker, "collectives"},
+                                "--max_restarts=0", "--log_collapse=off", kWorker, "collectives"},
                                kRunTimeout);
   const std::string& out = run.output;
   INFO(out);

@@ -326,3 +326,25 @@ TEST_CASE("help prints the options and runs nothing", "[cli]") {
     CHECK(std::string(" ,=[\n.)").find(next) != std::string::npos);
   }
 }
+
+TEST_CASE(
+    "the console options: log_collapse on, off or a window in ms, progress_bars auto, thin or raw",
+    "[cli]") {
+  const auto defaults = parse({"/bin/true"});
+  CHECK(defaults.log_collapse);
+  CHECK_FALSE(defaults.log_collapse_window.has_value());
+  CHECK(defaults.progress_bars == "auto");
+  CHECK_FALSE(parse({"--log_collapse", "off", "/bin/true"}).log_collapse);
+  const auto window = parse({"--log-collapse=2000", "/bin/true"});
+  CHECK(window.log_collapse);
+  CHECK(window.log_collapse_window == std::chrono::milliseconds(2000));
+  CHECK(parse({"--progress_bars", "raw", "/bin/true"}).progress_bars == "raw");
+  CHECK(parse({"/bin/true"}, {{"PATH", "/usr/bin:/bin"}, {"PET_PROGRESS_BARS", "thin"}})
+            .progress_bars == "thin");
+  CHECK(error_of({"--log_collapse", "5", "/bin/true"}) ==
+        "--log_collapse=5: expected on, off, or a window in milliseconds from 10 to 60000");
+  CHECK(error_of({"--log_collapse", "yes", "/bin/true"}) ==
+        "--log_collapse=yes: expected on, off, or a window in milliseconds from 10 to 60000");
+  CHECK(error_of({"--progress_bars", "live", "/bin/true"}) ==
+        "--progress_bars=live: expected auto, thin or raw");
+}

@@ -9,18 +9,14 @@
 #include <sstream>
 
 #include "launcher/health/health_routes.hpp"
+#include "tests/launcher/health/agent_events.hpp"
 
 using namespace ddp::launcher;
 using Catch::Matchers::Contains;
+using ddp::launcher::test::event;
 using nlohmann::json;
 
 namespace {
-
-json event(const std::string& name, double time, json fields = json::object()) {
-  json e = {{"event", name}, {"time", time}};
-  e.update(fields);
-  return e;
-}
 
 // The events a one-node agent records for two workers, one of which fails (exit 3) while the
 // other is stopped by SIGTERM, then a restart into round 1, in the agent's own order.

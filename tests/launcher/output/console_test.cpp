@@ -297,3 +297,50 @@ TEST_CASE("a blocking console never drops: it says it is congested, then that it
   for (int i = 0; i < 200; ++i) CHECK(lines[static_cast<size_t>(i)] + "\n" == numbered_line(i));
   CHECK(console.dropped().lines == 0);
 }
+
+TEST_CASE("collapsed lines keep their order with everything else written to the console",
+          "[console][collapse]") {
+  Pipe pipe;
+  Console console(pipe.fds[1]);
+  console.begin_collapse(1h, {{true, true}, {true, true}}, [](const std::vector<int>& ranks) {
+    std::string prefix = "[";
+    for (int rank : ranks) prefix += std::to_string(rank);
+    return prefix + "]";
+  });
+  console.write_line(0, 1, "[0]", "both");
+  console.write_line(1, 1, "[1]", "both");  // complete: out at once, as one line
+  console.write_line(0, 1, "[0]", "held");
+  console.write("agent line\n");            // lets the held line out first
+  console.write_line(1, 1, "[1]", "held");  // its group is gone: a line of its own
+  console.write_line(0, 2, "[0]", "err");
+  console.end_collapse();                  // lets everything out
+  console.write_line(1, 2, "[1]", "err");  // collapsing ended: at once, with its own prefix
+  console.close();
+  pipe.close_write();
+  CHECK(pipe.read_all() == "[01]both\n[0]held\nagent line\n[1]held\n[0]err\n[1]err\n");
+}
+
+TEST_CASE("a console with a live area writes lines above it and redraws it below",
+          "[console][live]") {
+  Pipe pipe;
+  Console console(pipe.fds[1]);
+  console.enable_live_area();
+  REQUIRE(console.live_area());
+  console.write("a line\n");
+  console.set_live(0, "[r0] 10%");
+  // The line, with the bar drawn below it (in one write or two).
+  std::string text;
+  char buffer[4096];
+  while (text.find("10%\r\n") == std::string::npos) {
+    const ssize_t n = ::read(pipe.fds[0], buffer, sizeof(buffer));
+    REQUIRE(n > 0);
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  CHECK(text == "a line\n[r0] 10%\r\n");
+  console.clear_live(0);
+  console.write("the end\n");
+  console.close();
+  pipe.close_write();
+  // Then: up one row, erase the bar, the next line, and nothing drawn below it.
+  CHECK(pipe.read_all() == "\r\x1b[1A\x1b[Jthe end\n");
+}

@@ -1,6 +1,8 @@
 // Error files (PyTorch's format) and the torchrun-style failure summary.
 #include "launcher/output/error_report.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -52,6 +54,41 @@ TEST_CASE("PyTorch's error file format is read, message and traceback", "[report
   CHECK_FALSE(read_error_file(bad).has_value());
   std::filesystem::remove(bad);
   CHECK_FALSE(read_error_file("/no/such/error.json").has_value());
+}
+
+TEST_CASE(
+    "a whole-second timestamp (PyTorch's) takes the file's modification time within that "
+    "second, else is shown without milliseconds",
+    "[report]") {
+  const std::string stamp = "1700000123";
+  auto path = write_temp("err_whole", R"({"message": {"message": "x", "extraInfo": )"
+                                      R"({"py_callstack": "", "timestamp": ")" +
+                                          stamp + R"("}}})");
+  auto set_mtime = [&](long seconds, long nanoseconds) {
+    const timespec times[2] = {{seconds, nanoseconds}, {seconds, nanoseconds}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+  };
+  // Written 0.25 s into the recorded second: that is the time, to the nanosecond.
+  set_mtime(1700000123, 250000000);
+  auto content = read_error_file(path);
+  REQUIRE(content.has_value());
+  CHECK(*content->timestamp == Approx(1700000123.25).epsilon(1e-12));
+  CHECK_FALSE(content->whole_seconds);
+  std::vector<WorkerFailure> failures = {failure(0, 1, 0, 200)};
+  failures[0].error = content;
+  CHECK_THAT(format_failure_summary("x.py", "h", failures), Contains(":23.250\n"));
+
+  // Modified a minute later (copied, touched): the second is all that is known.
+  set_mtime(1700000183, 0);
+  content = read_error_file(path);
+  REQUIRE(content.has_value());
+  CHECK(*content->timestamp == Approx(1700000123.0));
+  CHECK(content->whole_seconds);
+  failures[0].error = content;
+  const auto text = format_failure_summary("x.py", "h", failures);
+  CHECK_THAT(text, Contains(":23\n") && !Contains(":23.000"));
+  CHECK_THAT(text, Contains("its error file was recorded at ") && !Contains(".000"));
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("timestamps no clock can hold are ignored, not converted", "[report]") {

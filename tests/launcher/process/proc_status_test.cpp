@@ -35,10 +35,16 @@ TEST_CASE("parse_proc_stat finds comm and state whatever the name holds", "[proc
   REQUIRE(parse_proc_stat("77 (a) (b c)) Z 4321 2 3", &comm, &state, &ppid));
   CHECK(ppid == 4321);
   CHECK_FALSE(parse_proc_stat("5 (x) S", &comm, &state, &ppid));  // no parent field
+  int pgrp = -1;
+  REQUIRE(parse_proc_stat("77 (a) (b c)) S 4321 77 3", &comm, &state, &ppid, &pgrp));
+  CHECK(ppid == 4321);
+  CHECK(pgrp == 77);
+  CHECK_FALSE(parse_proc_stat("5 (x) S 1", &comm, &state, &ppid, &pgrp));  // no group field
   // This process, read back: its parent is the one getppid() names.
   const auto self = read_proc_stat(::getpid());
   REQUIRE(self.has_value());
   CHECK(self->ppid == ::getppid());
+  CHECK(self->pgrp == ::getpgrp());
   CHECK(self->state == 'R');
   CHECK_FALSE(read_proc_stat(0).has_value());
 }
