@@ -33,8 +33,8 @@ echo "== 2/5 building ddplaunch and train (scripts/build.sh builds the rest: tes
 # CMakeLists), so training is as fast as in the RelWithDebInfo build. scripts/build.sh
 # reconfigures the same tree as RelWithDebInfo. Ninja for a new tree: with Makefiles the two
 # targets build one after the other (docs/build_times.md).
-generator=()
-if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+. scripts/cmake_tree.sh
+tree_generator "$BUILD_DIR"
 cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
   -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" \
   -DDDP_WERROR=ON >/dev/null

@@ -6,6 +6,8 @@
 # crash, sanitizer report, leak, timeout or out-of-memory. docs/fuzzing.md.
 #   FUZZ_SECONDS=600 scripts/fuzz.sh store_session_fuzz   # one target, longer
 #   FUZZ_SEED=1 scripts/fuzz.sh      # a fixed libFuzzer seed (scripts/test.sh uses 1)
+#   FUZZ_STEP=build scripts/fuzz.sh  # only build (scripts/test.sh: beside CTest); FUZZ_STEP=run
+#                                    # only runs what is built
 # New inputs found during a run go to build-fuzz/corpus/<target> (not to the source tree);
 # a crashing input is saved as build-fuzz/artifacts/<target>/crash-*.
 set -euo pipefail
@@ -15,22 +17,32 @@ SECONDS_EACH=${FUZZ_SECONDS:-20}
 JOBS=${FUZZ_JOBS:-2}
 ALL_TARGETS=(store_session_fuzz wire_codec_fuzz checkpoint_fuzz error_file_fuzz
              env_contract_fuzz rdzv_conf_fuzz hostlist_fuzz)
+STEP=${FUZZ_STEP:-all}
+case $STEP in all | build | run) ;; *) echo "fuzz: FUZZ_STEP=$STEP (all, build, run)" >&2; exit 2 ;; esac
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${ALL_TARGETS[@]}")
 
 # Only the fuzz targets (and their libraries), in one parallel build: the top-level
 # CMakeLists.txt groups DDP_SELECTED_TARGETS into the target `selected`. ccache is the
-# compiler launcher when installed (cmake/Ccache.cmake).
+# compiler launcher when installed (cmake/Ccache.cmake). -O2 with line tables only
+# (-gline-tables-only, as OSS-Fuzz builds): a report's stack keeps its file:line.
 start=$(date +%s)
-CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DDDP_FUZZ=ON -DDDP_BUILD_TESTS=OFF -DDDP_BUILD_BENCH=OFF -DDDP_ENABLE_CUDA=OFF \
-  -DDDP_SELECTED_TARGETS="$(IFS=';'; echo "${targets[*]}")" >/dev/null
-if ! cmake --build "$BUILD_DIR" --target selected -j "${JOBS}" >"$BUILD_DIR/build.log" 2>&1; then
-  grep -E 'error|Error' "$BUILD_DIR/build.log" | head -30
-  echo "fuzz: build failed (log: $BUILD_DIR/build.log)"
-  exit 1
+if [ "$STEP" != run ]; then
+  . scripts/cmake_tree.sh
+  tree_generator "$BUILD_DIR"
+  CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
+    -DDDP_FUZZ=ON -DDDP_BUILD_TESTS=OFF -DDDP_BUILD_BENCH=OFF -DDDP_ENABLE_CUDA=OFF \
+    -DDDP_SELECTED_TARGETS="$(IFS=';'; echo "${targets[*]}")" >/dev/null
+  if ! cmake --build "$BUILD_DIR" --target selected -j "${JOBS}" >"$BUILD_DIR/build.log" 2>&1; then
+    grep -E 'error|Error' "$BUILD_DIR/build.log" | head -30
+    echo "fuzz: build failed (log: $BUILD_DIR/build.log)"
+    exit 1
+  fi
+  echo "fuzz: built ${#targets[@]} targets in $(($(date +%s) - start)) s"
 fi
-echo "fuzz: built ${#targets[@]} targets in $(($(date +%s) - start)) s"
+[ "$STEP" = build ] && exit 0
 
 # detect_leaks: a leak is a bug like a crash. -rss_limit_mb: the default (2 GiB) is fine, but
 # two at a time on a small machine should not swap. -timeout: one input > 10 s is a hang.

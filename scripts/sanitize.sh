@@ -7,20 +7,26 @@
 # SANITIZE_SCOPE=ci (what scripts/test.sh runs, to fit CI's time on 2 cores) narrows ASan to
 # the common, store and store-server tests (unit and process tiers: the code that parses bytes
 # from the network); TSan is the same in both scopes. full (the default) is everything above.
-# Sanitizer builds are -O1 -g (fast enough to run the tiers, exact enough to read a report).
+# Sanitizer builds are -O1 -g1 (fast enough to run the tiers; line tables, inlined frames
+# included, are all a report's stack needs).
 # Suppressions (tests/sanitizers/*.supp) name third-party code only; our own findings are
 # fixed, not suppressed.
 #   scripts/sanitize.sh            # both, full
 #   scripts/sanitize.sh tsan       # one
 #   SANITIZE_CTEST_ARGS='-R test_store_' scripts/sanitize.sh asan   # a subset
+#   SANITIZE_STEP=build scripts/sanitize.sh   # only build (scripts/test.sh: beside CTest)
+#   SANITIZE_STEP=test scripts/sanitize.sh    # only run what is built
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 TEST_JOBS=${TEST_JOBS:-2}
 SCOPE=${SANITIZE_SCOPE:-full}
+STEP=${SANITIZE_STEP:-all}
+case $STEP in all | build | test) ;; *) echo "sanitize: SANITIZE_STEP=$STEP (all, build, test)" >&2; exit 2 ;; esac
 which=("$@")
 [ ${#which[@]} -eq 0 ] && which=(asan tsan)
 SUPP=$PWD/tests/sanitizers
+. scripts/cmake_tree.sh
 
 # GCC, the project's compiler (clang 14 lacks C++20's lambda captures of structured bindings,
 # which the tests use); SANITIZE_CC/SANITIZE_CXX pick another.
@@ -31,9 +37,10 @@ SUPP=$PWD/tests/sanitizers
 configure() {  # dir sanitizers [targets...]
   local dir=$1 sanitizers=$2
   shift 2
-  CC=${SANITIZE_CC:-gcc} CXX=${SANITIZE_CXX:-g++} cmake -S . -B "$dir" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DDDP_SANITIZE="$sanitizers" -DDDP_BUILD_BENCH=OFF \
+  tree_generator "$dir"
+  CC=${SANITIZE_CC:-gcc} CXX=${SANITIZE_CXX:-g++} cmake -S . -B "$dir" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DDDP_SANITIZE="$sanitizers" -DDDP_BUILD_BENCH=OFF \
     -DDDP_ENABLE_CUDA=OFF -DDDP_SELECTED_TARGETS="$(IFS=';'; echo "$*")" >/dev/null
 }
 # Builds what configure selected into $1 (everything when it selected nothing); the
@@ -59,10 +66,14 @@ export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0"
 status=0
 for s in "${which[@]}"; do
   start=$(date +%s)
+  # Per sanitizer: its tree, the targets it builds (none: all), the sanitizers, the CTest
+  # cases it runs (labels, -R, -E) and the options its reports need.
+  targets=()
   select=()
   case $s in
     asan)
       dir=build-asan
+      sanitizers=address,undefined
       # The test binaries with ddplaunch, ddpstore, train and the test workers they start
       # (children are instrumented too, so a bug in a worker fails its test).
       if [ "$SCOPE" = ci ]; then
@@ -73,54 +84,50 @@ for s in "${which[@]}"; do
                  test_store_io test_store_robustness test_store_listen test_store_liveness
                  test_ddpstore test_store_dead_peer test_store_auth test_store_limits
                  test_store_abuse test_common_secret test_etcd_codec)
-        configure "$dir" address,undefined "${targets[@]}"
         select=(-R "$(cases_of "${targets[@]}")")
-      else
-        configure "$dir" address,undefined
       fi
-      build "$dir"
-      built=$(date +%s)
-      # detect_leaks: a leak fails the test. abort_on_error: an abort, not exit(1), so a
-      # child's report shows in its exit status.
-      export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+      labels='^(unit|process)$'
       # Not under ASan/UBSan: ddpstore run out of descriptors on purpose. UBSan's vptr check
       # probes memory through pipe(2), which then fails, and it reports a false "invalid vptr".
       exclude='ddpstore out of file descriptors says so once and recovers'
-      # shellcheck disable=SC2086
-      (cd "$dir" && ctest -L '^(unit|process)$' "${select[@]}" -E "$exclude" \
-        ${SANITIZE_CTEST_ARGS:-} --output-on-failure -j "$TEST_JOBS" --timeout 600) \
-        >"$dir/ctest.log" 2>&1 || status=1
-      unset ASAN_OPTIONS
+      # detect_leaks: a leak fails the test. abort_on_error: an abort, not exit(1), so a
+      # child's report shows in its exit status.
+      options=(ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1")
       ;;
     tsan)
       dir=build-tsan
+      sanitizers=thread
       targets=(test_store_session test_store_server test_store_robustness test_store_listen
                test_store_liveness test_store_io test_store_auth test_store_limits
                test_rt_collectives test_launcher_units)
-      configure "$dir" thread "${targets[@]}"
-      build "$dir"
-      built=$(date +%s)
-      export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp"
+      select=(-R "$(cases_of "${targets[@]}")")
+      labels='^unit$'
       # Not under TSan: two console tests whose Console gives up on a writer thread blocked
       # in write(2) (by design: the agent exits under it), after which the test closes that
       # fd; TSan rightly sees the close race the abandoned write. The agent never closes its
       # stdout/stderr while running, so the race exists in these tests only.
       exclude='close gives up on a reader that stopped|a stuck stdout.s notice goes to stderr'
-      # shellcheck disable=SC2086
-      (cd "$dir" && ctest -L '^unit$' -R "$(cases_of "${targets[@]}")" -E "$exclude" \
-        ${SANITIZE_CTEST_ARGS:-} --output-on-failure -j "$TEST_JOBS" --timeout 600) \
-        >"$dir/ctest.log" 2>&1 || status=1
-      unset TSAN_OPTIONS
+      options=(TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp")
       ;;
     *)
       echo "sanitize: unknown '$s' (asan, tsan)" >&2
       exit 2
       ;;
   esac
-  end=$(date +%s)
+  if [ "$STEP" != test ]; then
+    configure "$dir" "$sanitizers" "${targets[@]}"
+    build "$dir"
+    echo "sanitize: $s ($SCOPE): built in $(($(date +%s) - start)) s"
+  fi
+  [ "$STEP" = build ] && continue
+  [ -f "$dir/CMakeCache.txt" ] || { echo "sanitize: $dir is not built (SANITIZE_STEP=build)" >&2; exit 2; }
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  (cd "$dir" && env "${options[@]}" ctest -L "$labels" "${select[@]}" -E "$exclude" \
+    ${SANITIZE_CTEST_ARGS:-} --output-on-failure -j "$TEST_JOBS" --timeout 600) \
+    >"$dir/ctest.log" 2>&1 || status=1
   summary=$(grep -E 'tests passed|tests failed' "$dir/ctest.log" | tail -1)
-  echo "sanitize: $s ($SCOPE): build $((built - start)) s, tests $((end - built)) s:" \
-    "${summary:-no tests ran}"
+  echo "sanitize: $s ($SCOPE): tests $(($(date +%s) - start)) s: ${summary:-no tests ran}"
   if grep -q 'The following tests FAILED' "$dir/ctest.log"; then
     sed -n '/The following tests FAILED/,$p' "$dir/ctest.log" | head -40
     echo "sanitize: $s: reports in $dir/ctest.log"
