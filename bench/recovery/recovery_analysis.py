@@ -109,7 +109,8 @@ def analyse(args, variant, n, run_dir, seen, t_kill, victim):
 
 def agent_events(run_dir, n, victim, t_kill):
     """Where the survivors' time went, from their agents' --events_file (ms after the kill):
-    told_ms, the last survivor told of the loss (membership_change or failure); respawn_ms,
+    told_ms, the last survivor told of the loss (membership_change, failure or store_lost,
+    whichever comes first); respawn_ms,
     the last survivor's new worker started (absent when the workers were kept)."""
     told, respawn = [], []
     for i in range(n):
@@ -120,7 +121,8 @@ def agent_events(run_dir, n, victim, t_kill):
             t = e.get("time", 0)
             if t <= t_kill:
                 continue
-            if t_told is None and e.get("event") in ("membership_change", "failure"):
+            if t_told is None and e.get("event") in ("membership_change", "failure",
+                                                     "store_lost"):
                 t_told = t
             if t_start is None and e.get("event") == "worker_start":
                 t_start = t
@@ -184,4 +186,106 @@ def table(results, variants, node_counts):
             rows.append(f"| {labels[v]} | {n} | {len(ok)}/{len(all_runs)} | {lost} | {redone} | "
                         f"{caught} | {inflight} | {step_ms} | {told} | {respawn} | {vs_b} | "
                         f"{vs_a} |")
+    return "\n".join(rows)
+
+
+SAMPLE_LINE = re.compile(r"round=(\d+) epoch=(\d+) step=(\d+) rank=(\d+) idx=([0-9,]*)$")
+
+
+def sample_check(args, run_dir, seen, victim_pids):
+    """Samples trained twice or skipped, from the workers' --sample_log files (samples/pid<pid>,
+    one line per step a rank completed: round, epoch, step, rank, the batch's indices).
+
+    The survivors resume from the last step every one of them completed (docs/recovery.md,
+    "state sent"): a rank a step ahead, and the victim, lose that step. So a step of a round
+    counts when the next round's first step is later (every step of the last round counts),
+    with every rank's batch: the victim's too, since the all-reduce needed it, even when the
+    victim died before logging it. Checked in epoch 0, up to the last step every rank of the
+    last round logged and rank 0 printed (its samples= is the position P):
+    twice = indices logged more than once over the counted steps; skipped = P - the distinct
+    indices - the batches of counted steps' ranks that did not log them (victim_lines_missing).
+    """
+    folder = os.path.join(run_dir, "samples")
+    lines = []  # (round, epoch, step, rank, indices, from the victim)
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        victim = name.startswith("pid") and name[3:].isdigit() and int(name[3:]) in victim_pids
+        with open(os.path.join(folder, name)) as f:
+            for raw in f:
+                m = SAMPLE_LINE.match(raw.strip())
+                if m:
+                    lines.append((int(m.group(1)), int(m.group(2)), int(m.group(3)),
+                                  int(m.group(4)), [int(i) for i in m.group(5).split(",") if i],
+                                  victim))
+    if not lines or any(line[1] != 0 for line in lines):
+        return {}
+    rounds = sorted({line[0] for line in lines})
+    last = rounds[-1]
+    last_ranks = {line[3] for line in lines if line[0] == last}
+    s_end = min(max(line[2] for line in lines if line[0] == last and line[3] == r)
+                for r in last_ranks)
+    position = {}  # step -> samples= of rank 0's last line for it (a redone step's new one)
+    for _, _, text in sorted(seen, key=lambda x: x[0]):
+        m = TORCH_STEP.search(text)
+        if m:
+            position[int(m.group(1))] = int(m.group(2))
+    printed = [s for s in position if s <= s_end]
+    if not printed:
+        return {}
+    s_end = max(printed)
+    world = {}  # round -> its ranks
+    for line in lines:
+        world.setdefault(line[0], set()).add(line[3])
+    # Steps of round r below `kept[r]` are in the state the next round resumed from.
+    kept = {r: min(line[2] for line in lines if line[0] == nxt)
+            for r, nxt in zip(rounds, rounds[1:])}
+    groups = {}
+    for line in lines:
+        if line[2] <= s_end and (line[0] == last or line[2] < kept[line[0]]):
+            groups.setdefault((line[0], line[2]), []).append(line)
+    indices = [i for g in groups.values() for line in g for i in line[4]]
+    missing = sum(len(world[r]) - len(g) for (r, _), g in groups.items())
+    distinct = len(set(indices))
+    return {"samples_checked": position[s_end], "samples_twice": len(indices) - distinct,
+            "samples_skipped": position[s_end] - distinct - missing * args.batch_size,
+            "victim_lines_missing": missing,
+            "steps_rolled_back": sum(1 for line in lines if line[0] != last and not line[5]
+                                     and line[2] >= kept[line[0]])}
+
+
+def store_loss_table(results, cases, node_counts):
+    """Medians per case (way:victim:backend), with each case's time lost over that of its way
+    losing a member on c10d in the same run; for a job lost, its survivors' exits."""
+    ways = {"inplace": "ddplaunch --in_place_recovery, build/train",
+            "restart": "ddplaunch, build/train", "torch": "torchrun 1.13",
+            "pt_inplace": "ddplaunch --in_place_recovery", "pt_restart": "ddplaunch (restart)",
+            "pt_torchrun": "torchrun 2.x"}
+    victims = {"member": "a member", "store_host": "the store's host"}
+    rows = ["| case | nodes | runs ok | time lost, ms: median (min to max) | / member's loss "
+            "| survivors told, ms | step ms before | samples trained twice (all runs) "
+            "| samples skipped (all runs) | victim held group rank 0 | job lost "
+            "| survivors exited after, ms |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name in cases:
+        variant, victim, backend = name.split(":")
+        for n in node_counts:
+            runs = [r for r in results if r.get("case") == name and r["nodes"] == n]
+            ok = [r for r in runs if "lost_ms" in r]
+            med, lost = median_range([r["lost_ms"] for r in ok])
+            ref = [r["lost_ms"] for r in results if r.get("case") == f"{variant}:member:c10d"
+                   and r["nodes"] == n and "lost_ms" in r]
+            vs = f"{med / statistics.median(ref):.2f}x" if med and ref else "-"
+            told = median_range([r["told_ms"] for r in ok if "told_ms" in r])[1]
+            steps = [r["step_ms"] for r in ok if "step_ms" in r]
+            step_ms = f"{statistics.median(steps):.2f}" if steps else "-"
+            checked = [r for r in runs if "samples_twice" in r]
+            twice = sum(r["samples_twice"] for r in checked) if checked else "-"
+            skipped = sum(r["samples_skipped"] for r in checked) if checked else "-"
+            rank0 = sum(1 for r in runs if "victim" in r and r["victim"] == r["printer_before"])
+            lost_runs = [r for r in runs if r.get("job_lost")]
+            exits = median_range([r["survivors_exit_ms"] for r in runs
+                                  if "survivors_exit_ms" in r])[1]
+            rows.append(f"| {ways.get(variant, variant)}, {victims[victim]} lost, {backend} | "
+                        f"{n} | {len(ok)}/{len(runs)} | {lost} | {vs} | {told} | {step_ms} | "
+                        f"{twice} | {skipped} | {rank0}/{len(runs)} | "
+                        f"{len(lost_runs)}/{len(runs)} | {exits} |")
     return "\n".join(rows)
