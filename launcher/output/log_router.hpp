@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 
 #include "launcher/config/launch_config.hpp"
 #include "launcher/output/console.hpp"
+#include "launcher/process/worker_spawner.hpp"
 
 namespace ddp::launcher {
 
@@ -110,5 +112,9 @@ class LogRouter {
   std::unique_ptr<boost::asio::steady_timer> partial_timer_;
   bool partial_timer_armed_ = false;
 };
+
+// A worker's callbacks that route its output (as local_rank) through logs and its exit to
+// on_exit.
+WorkerCallbacks routed_to(LogRouter& logs, int local_rank, std::function<void(ExitStatus)> on_exit);
 
 }  // namespace ddp::launcher
