@@ -10,60 +10,34 @@
 // testable without children or sockets. docs/architecture.md draws it.
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <csignal>
-#include <filesystem>
-#include <functional>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "launcher/agent/agent_options.hpp"
+#include "launcher/agent/agent_state.hpp"
+#include "launcher/agent/attempt_failures.hpp"
 #include "launcher/agent/attempt_policy.hpp"
-#include "launcher/agent/attempt_report.hpp"
 #include "launcher/agent/hang_response.hpp"
 #include "launcher/agent/in_place_recovery.hpp"
 #include "launcher/agent/job_watch.hpp"
+#include "launcher/agent/rendezvous_calls.hpp"
+#include "launcher/agent/round_history.hpp"
+#include "launcher/agent/signal_watch.hpp"
 #include "launcher/agent/worker_slots.hpp"
-#include "launcher/config/launch_config.hpp"
-#include "launcher/output/console.hpp"
 #include "launcher/output/error_report.hpp"
 #include "launcher/output/event_log.hpp"
 #include "launcher/output/log_router.hpp"
-#include "launcher/process/worker_command.hpp"
 #include "launcher/process/worker_group.hpp"
 #include "launcher/process/worker_spawner.hpp"
 #include "rendezvous/rendezvous_handler.hpp"
 
 namespace ddp::launcher {
 
-struct AgentOptions {
-  LaunchConfig config;
-  Environment env;              // the agent's environment (workers inherit it)
-  bool use_agent_store = true;  // TORCHELASTIC_USE_AGENT_STORE
-  // Root of this run's files: attempt_<n>/<local_rank>/{error.json,stdout.log,stderr.log}.
-  std::filesystem::path run_dir;
-  bool write_log_files = true;  // -r/-t selected streams go to files under run_dir
-  bool handle_signals = true;   // install the signal_set (tests drive handle_signal())
-  std::string host = "localhost";
-  // The failure summary goes here without a console. The agent's own lines go through
-  // common/log.hpp, whose sink ddplaunch points at its console too.
-  int notice_fd = 2;
-  // When set, the summary goes through it instead: never blocking the loop.
-  Console* notice_console = nullptr;
-  // With a job secret: confines PyTorch store clients to the namespace of the attempt about
-  // to start ("/worker/attempt_3/"), called before its workers spawn. Null: nothing to do.
-  std::function<void(const std::string&)> set_worker_namespace;
-  // How hang detection reads /proc (tests pass a fake; null: the real one).
-  HangWatch::ProcReader read_proc;
-  // Per local rank: the CPUs and memory its worker is bound to (empty: no binding).
-  std::vector<CpuBinding> bindings;
-};
-
 class Agent {
  public:
-  enum class State { kInit, kRendezvous, kHealthy, kStopping, kExiting, kDone };
+  using State = AgentState;
 
   Agent(boost::asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
         rendezvous::RendezvousHandler& rendezvous, LogRouter& logs, EventLog& events);
@@ -80,37 +54,16 @@ class Agent {
   [[nodiscard]] State state() const { return state_; }
   [[nodiscard]] int restart_count() const { return round_.restarts_spent; }
   // Failures of the last failed attempt (for tests and the summary).
-  [[nodiscard]] const std::vector<WorkerFailure>& failures() const { return ending_.failures; }
+  [[nodiscard]] const std::vector<WorkerFailure>& failures() const { return failures_.all(); }
 
  private:
-  // Why this node re-joins when no worker failed: after a claim a re-form that brought back
-  // the same nodes counts as a restart (a stranger can make claims); after a verified loss
-  // (another node's, or this node's own silence) it never does.
-  enum class Reform { kNone, kClaim, kLoss };
-
-  // The round the workers run in, and what carries over from round to round.
-  struct Round {
-    rendezvous::RendezvousInfo info;
-    int attempt = 0;          // TORCHELASTIC_RESTART_COUNT of the workers: the round number
-    int restarts_spent = 0;   // by this node; every node counts the same
-    uint64_t generation = 0;  // bumps per group: late callbacks of old workers are ignored
-    std::string members;      // RendezvousInfo::members of the last round, and its number
-    uint64_t members_round = 0;
-    Reform reform = Reform::kNone;
-  };
-
   // Why the current attempt ends, and what the decision still waits for.
   struct Ending {
     EndCause cause = EndCause::kNone;
-    int stop_signal = 0;                  // what the workers were sent
-    bool workers_gone = false;            // stopped: the decision waits for the record or the check
-    bool awaiting_record = false;         // this node published and waits for the record that holds
-    std::optional<std::string> blocker;   // RendezvousHandler::restart_blocker(), once asked
-    std::optional<int> exit_after_stop;   // set: exit with it once the workers are gone
-    bool loss_window = false;             // a worker failure waits for a loss claim (elastic)
-    size_t window_first = 0;              // failures index of the failure that opened it
-    bool noted = false;                   // the attempt's "failure" event was recorded
-    std::vector<WorkerFailure> failures;  // this node's, this attempt
+    int stop_signal = 0;                 // what the workers were sent
+    bool workers_gone = false;           // stopped: the decision waits for the record or the check
+    std::optional<std::string> blocker;  // RendezvousHandler::restart_blocker(), once asked
+    std::optional<int> exit_after_stop;  // set: exit with it once the workers are gone
   };
 
   // --- rounds ---
@@ -129,7 +82,7 @@ class Agent {
   // --- what happens while an attempt runs ---
   void on_worker_exit(size_t index, ExitStatus status);
   void on_worker_failed(size_t index, ExitStatus status);
-  // Publishes the window's first failure and ends the attempt (unless hung ranks still dump).
+  // Publishes the root failure and ends the attempt (unless hung ranks still dump).
   void act_on_failure();
   void on_membership_change(rendezvous::MembershipChange change);
   void on_job_failure(const rendezvous::FailureRecord& record);
@@ -149,41 +102,37 @@ class Agent {
   // Exits with the root cause's status, after saying why.
   void give_up(const Decision& decision);
   void publish_failure(rendezvous::FailureRecord record);
-  void note_failure(const std::string& kind, int rank);
+  void note_failure(const std::string& kind, int rank) {
+    failures_.note(kind, rank, round_.attempt);
+  }
   void stop_then_finish(int exit_status);
   void finish(int exit_status);
   void done();
+  // The current round as the workers' env contract sees it.
+  [[nodiscard]] AttemptInfo attempt_info() const;
   // Writes text (whole lines: the failure summary) to the notice console, else to notice_fd.
   void emit(const std::string& text) const;
-  void install_signals();
-  void wait_for_signal();
 
   boost::asio::io_context& io_;
   AgentOptions options_;
   rendezvous::RendezvousHandler& rendezvous_;
+  RendezvousCalls calls_;  // its blocking calls, off the loop
   LogRouter& logs_;
   EventLog& events_;
   WorkerGroup group_;              // the processes
   std::vector<WorkerSlot> slots_;  // per local rank: what the agent knows beyond the process
+  AttemptFailures failures_;       // this node's, this attempt
   JobWatch job_;                   // the job's failure record and store, as the loop sees them
   InPlaceRecovery recovery_;
   HangResponse hangs_;
-  Round round_;
+  SignalWatch signals_;
+  RoundHistory round_;
   Ending ending_;
   State state_ = State::kInit;
   std::optional<int> agent_signal_;  // the first signal the agent received
   int exit_status_ = 0;
-  // The attempt's timers: the record awaited after publishing, the loss-claim window of an
-  // elastic job's worker failure.
-  boost::asio::steady_timer record_timer_, loss_window_timer_;
-  // Blocking calls off the loop: the rendezvous, the restart check, leaving at the end.
-  std::thread rendezvous_thread_, check_thread_, exit_thread_;
-  std::optional<boost::asio::signal_set> signals_;
-  // Keeps run() going while the only pending work is on one of those threads.
+  // Keeps run() going while the only pending work is off the loop.
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> busy_;
 };
-
-// "INIT", "RENDEZVOUS", "HEALTHY", "STOPPING", "EXITING", "DONE" (the health endpoint's words).
-const char* state_name(Agent::State state);
 
 }  // namespace ddp::launcher

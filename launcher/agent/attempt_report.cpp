@@ -1,5 +1,7 @@
 #include "launcher/agent/attempt_report.hpp"
 
+#include <csignal>
+
 #include "common/peer_tolerance.hpp"
 
 namespace ddp::launcher {
@@ -34,6 +36,41 @@ rendezvous::FailureRecord record_of(const WorkerFailure& failure) {
   }
   if (record.message.empty() && !failure.hang.empty()) record.message = "hang: " + failure.hang;
   return record;
+}
+
+rendezvous::FailureRecord spawn_failure_record(const WorkerSlot& slot, const std::string& what) {
+  rendezvous::FailureRecord record;
+  record.rank = slot.rank;
+  record.local_rank = slot.local_rank;
+  record.exit_code = 127;
+  record.message = what;
+  record.final = true;
+  return record;
+}
+
+rendezvous::FailureRecord unkillable_record(const WorkerSlot& slot, int pid) {
+  rendezvous::FailureRecord record;
+  record.kind = "unkillable";
+  record.rank = slot.rank;
+  record.local_rank = slot.local_rank;
+  record.pid = pid;
+  record.signal = SIGKILL;
+  record.message = slot.hang;
+  return record;
+}
+
+rendezvous::FailureRecord signal_record(int sig, int pid, const std::string& name) {
+  rendezvous::FailureRecord record;
+  record.kind = "agent_signal";
+  record.signal = sig;
+  record.pid = pid;
+  record.message = name;
+  return record;
+}
+
+std::string failure_kind(const rendezvous::FailureRecord& record) {
+  if (record.kind != "worker") return record.kind;
+  return record.signal != 0 ? "signal" : "exit";
 }
 
 std::string describe_local(const WorkerFailure& failure) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "launcher/agent/worker_slots.hpp"
 #include "launcher/output/error_report.hpp"
 #include "rendezvous/failure_record.hpp"
 
@@ -20,6 +21,22 @@ JobRootCause root_cause_of(const rendezvous::FailureRecord& record);
 // The job-wide record of this node's worker failure (kind "worker", or "hang" with what hang
 // detection said when the error file says nothing).
 rendezvous::FailureRecord record_of(const WorkerFailure& failure);
+
+// The record of slot's worker that could not be started (what: why): exit code 127, as a shell
+// reports a command it could not run, and final: this node ends there, the others must not
+// wait for it.
+rendezvous::FailureRecord spawn_failure_record(const WorkerSlot& slot, const std::string& what);
+
+// The record of slot's worker (pid) still there after SIGKILL (kind "unkillable").
+rendezvous::FailureRecord unkillable_record(const WorkerSlot& slot, int pid);
+
+// The record of this agent stopped by signal sig (kind "agent_signal", with its name and pid),
+// which stops the other nodes' workers, who would wait for this node's in their collectives.
+rendezvous::FailureRecord signal_record(int sig, int pid, const std::string& name);
+
+// The "failure" event's kind for another node's record: "signal" or "exit" for a worker's,
+// else the record's own kind.
+std::string failure_kind(const rendezvous::FailureRecord& record);
 
 // "rank 1: exit code 7" (with "hung, " for a hang): a local failure in one phrase.
 std::string describe_local(const WorkerFailure& failure);

@@ -16,17 +16,21 @@ constexpr std::chrono::milliseconds kStoreCauseWait{500};
 }  // namespace
 
 JobWatch::JobWatch(boost::asio::io_context& io, std::string host,
-                   std::chrono::milliseconds tolerance, EventLog& events, Hooks hooks)
+                   std::chrono::milliseconds tolerance, EventLog& events, Hooks hooks,
+                   std::chrono::milliseconds record_wait)
     : io_(io),
       link_(std::move(host), tolerance),
       events_(events),
       hooks_(std::move(hooks)),
-      cause_timer_(io) {}
+      cause_timer_(io),
+      record_wait_(record_wait),
+      record_timer_(io) {}
 
 void JobWatch::begin(const rendezvous::RendezvousInfo& round, JobConnections connections,
                      bool report_stalls) {
   const uint64_t epoch = ++epoch_;
   cause_timer_.cancel();
+  settle();
   rendezvous::FailureWatchCallbacks callbacks;
   callbacks.on_failure = [this, epoch](const rendezvous::FailureRecord& record) {
     boost::asio::post(io_, [this, epoch, record] { on_record(epoch, record); });
@@ -49,6 +53,25 @@ void JobWatch::begin(const rendezvous::RendezvousInfo& round, JobConnections con
                  "): failures elsewhere reach it through its rendezvous only");
   }
   link_.begin(round, std::move(connections), std::move(callbacks));
+}
+
+void JobWatch::await_record(std::function<void()> on_timeout) {
+  awaiting_record_ = true;
+  record_timer_.expires_after(record_wait_);
+  record_timer_.async_wait(
+      [this, on_timeout = std::move(on_timeout)](boost::system::error_code ec) {
+        if (ec || !awaiting_record_) return;
+        awaiting_record_ = false;
+        DDP_LOG_WARN("the job-wide failure record did not arrive; deciding from this node alone");
+        on_timeout();
+      });
+}
+
+bool JobWatch::settle() {
+  if (!awaiting_record_) return false;
+  awaiting_record_ = false;
+  record_timer_.cancel();
+  return true;
 }
 
 void JobWatch::hear(const rendezvous::FailureRecord& record) {
@@ -105,6 +128,7 @@ void JobWatch::stop() {
 
 std::unique_ptr<rendezvous::FailureWatch> JobWatch::release(bool keep_watching) {
   cause_timer_.cancel();
+  settle();
   if (!keep_watching) ++epoch_;
   return link_.release(keep_watching);
 }

@@ -33,8 +33,10 @@ class JobWatch {
 
   // host: what the other nodes know this node by (in its records); tolerance: how long the
   // store may go unheard before the watch reports it lost.
+  // record_wait: how long await_record() waits (normally a store round trip away).
   JobWatch(boost::asio::io_context& io, std::string host, std::chrono::milliseconds tolerance,
-           EventLog& events, Hooks hooks);
+           EventLog& events, Hooks hooks,
+           std::chrono::milliseconds record_wait = std::chrono::seconds(10));
   JobWatch(const JobWatch&) = delete;
   JobWatch& operator=(const JobWatch&) = delete;
 
@@ -47,6 +49,12 @@ class JobWatch {
   // The rendezvous watcher lost the store (its own error, what it means): passed on once the
   // watch's error had a moment to come first; at once when nothing watches.
   void rendezvous_lost_store(const std::string& message, PeerLoss loss);
+  // After this node published: waits for the record that holds (its own, or another node's a
+  // moment earlier), since every node must decide from the same one. on_timeout runs on the
+  // loop when none came within record_wait, unless settle() came first.
+  void await_record(std::function<void()> on_timeout);
+  // Ends that wait (the record arrived, the store went): true when a record was awaited.
+  bool settle();
   // Publishes this node's failure (JobFailureLink::publish).
   bool publish(rendezvous::FailureRecord record) { return link_.publish(std::move(record)); }
   // Stops watching; what was published and heard is kept, nothing is called back.
@@ -65,6 +73,7 @@ class JobWatch {
   [[nodiscard]] bool is_mine(const rendezvous::FailureRecord& record) const {
     return link_.is_mine(record);
   }
+  [[nodiscard]] bool awaiting_record() const { return awaiting_record_; }
   [[nodiscard]] bool store_gone() const { return store_gone_; }
   [[nodiscard]] bool store_leaving() const { return store_leaving_; }
 
@@ -78,6 +87,9 @@ class JobWatch {
   Hooks hooks_;
   uint64_t epoch_ = 0;  // bumps when the attempt watched changes: late news is dropped
   boost::asio::steady_timer cause_timer_;
+  std::chrono::milliseconds record_wait_;
+  boost::asio::steady_timer record_timer_;
+  bool awaiting_record_ = false;
   bool store_gone_ = false;
   bool store_leaving_ = false;
 };

@@ -5,6 +5,16 @@
 
 namespace ddp::launcher {
 
+void WorkerSlot::begin(int global_rank, const std::filesystem::path& dir) {
+  rank = global_rank;
+  hang.clear();
+  culprit = false;
+  dumping = false;
+  std::filesystem::create_directories(dir);
+  error_file = (dir / "error.json").string();
+  std::filesystem::remove(error_file);
+}
+
 WorkerFailure assemble_failure(const WorkerSlot& slot, int pid, ExitStatus status,
                                std::vector<std::string> stderr_tail) {
   WorkerFailure failure;

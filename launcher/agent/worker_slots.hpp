@@ -2,6 +2,7 @@
 // What the agent knows of each local rank's worker beyond its process (WorkerGroup keeps the
 // pid and whether it runs), and how an exit becomes a failure: assembled the way torch's
 // PContext hands back a ProcessFailure, with the error file already read.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ struct WorkerSlot {
   std::string hang;      // what hang detection said of this rank (for the summary)
   bool culprit = false;  // named as the culprit of the hang
   bool dumping = false;  // sent SIGABRT for its stack; the group waits for it to exit
+
+  // A new worker in this slot as global rank rank: nothing said of it yet, and its error file
+  // (error.json in dir, created) does not exist.
+  void begin(int global_rank, const std::filesystem::path& dir);
 };
 
 // The failure of slot's worker (pid) that exited with status: its error file's content; for a

@@ -448,4 +448,17 @@ void LogRouter::duplicate_filtered(int stream, const std::string& prefix, std::s
   std::fputc('\n', file);
 }
 
+WorkerCallbacks routed_to(LogRouter& logs, int local_rank,
+                          std::function<void(ExitStatus)> on_exit) {
+  WorkerCallbacks callbacks;
+  callbacks.ready_for_output = [&logs, local_rank](int stream) {
+    return logs.ready(local_rank, stream);
+  };
+  callbacks.on_output = [&logs, local_rank](int stream, std::string_view bytes) {
+    logs.write(local_rank, stream, bytes);
+  };
+  callbacks.on_exit = std::move(on_exit);
+  return callbacks;
+}
+
 }  // namespace ddp::launcher

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "launcher/output/bar_thinner.hpp"
 #include "launcher/output/console.hpp"
 #include "launcher/output/line_collapser.hpp"
+#include "launcher/process/worker_spawner.hpp"
 
 namespace ddp::launcher {
 
@@ -167,5 +169,9 @@ class LogRouter {
   bool timer_armed_ = false;
   std::chrono::steady_clock::time_point armed_for_;  // the armed timer's deadline
 };
+
+// A worker's callbacks that route its output (as local_rank) through logs and its exit to
+// on_exit.
+WorkerCallbacks routed_to(LogRouter& logs, int local_rank, std::function<void(ExitStatus)> on_exit);
 
 }  // namespace ddp::launcher

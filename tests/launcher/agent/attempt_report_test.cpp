@@ -251,3 +251,36 @@ TEST_CASE("attempt report: the summary's root cause is the record's", "[attempt_
   CHECK(root.message == record.message);
   CHECK(root.traceback == record.traceback);
 }
+
+TEST_CASE("attempt report: the records of a spawn failure, an unkillable worker, a signal",
+          "[attempt_report]") {
+  WorkerSlot slot;
+  slot.rank = 6;
+  slot.local_rank = 2;
+  slot.hang = "unkillable: still there after SIGKILL";
+  const FailureRecord spawn = spawn_failure_record(slot, "no such file");
+  CHECK(spawn.kind == "worker");
+  CHECK(spawn.exit_code == 127);
+  CHECK(spawn.final);
+  CHECK(spawn.rank == 6);
+  CHECK(spawn.message == "no such file");
+  const FailureRecord unkillable = unkillable_record(slot, 99);
+  CHECK(unkillable.kind == "unkillable");
+  CHECK(unkillable.signal == SIGKILL);
+  CHECK(unkillable.pid == 99);
+  CHECK(unkillable.message == slot.hang);
+  const FailureRecord signal = signal_record(SIGTERM, 5, "SIGTERM");
+  CHECK(signal.kind == "agent_signal");
+  CHECK(signal.signal == SIGTERM);
+  CHECK(signal.message == "SIGTERM");
+}
+
+TEST_CASE("attempt report: the failure event's kind of another node's record", "[attempt_report]") {
+  FailureRecord record;
+  record.kind = "worker";
+  CHECK(failure_kind(record) == "exit");
+  record.signal = SIGSEGV;
+  CHECK(failure_kind(record) == "signal");
+  record.kind = "node_lost";
+  CHECK(failure_kind(record) == "node_lost");
+}

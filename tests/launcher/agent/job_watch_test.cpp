@@ -325,3 +325,25 @@ TEST_CASE("job watch: a store loss held back is forgotten when the next attempt 
   b.watch.mark_store_gone();
   CHECK(b.watch.store_gone());
 }
+
+TEST_CASE("job watch: a record awaited after publishing times out once, or is settled",
+          "[job_watch]") {
+  boost::asio::io_context io;
+  RecordedEvents events;
+  LoggedLines lines;
+  JobWatch watch(io, "10.0.0.1", 15s, events.log, JobWatch::Hooks{}, 20ms);
+  int timeouts = 0;
+  watch.await_record([&] { ++timeouts; });
+  CHECK(watch.awaiting_record());
+  REQUIRE(run_until(
+      io, [&] { return timeouts == 1; }, kGuard));
+  CHECK_FALSE(watch.awaiting_record());
+  CHECK(lines.logged("the job-wide failure record did not arrive"));
+  CHECK_FALSE(watch.settle());  // nothing awaited any more
+
+  watch.await_record([&] { ++timeouts; });
+  CHECK(watch.settle());
+  CHECK_FALSE(watch.awaiting_record());
+  run_for(io, 60ms);
+  CHECK(timeouts == 1);
+}

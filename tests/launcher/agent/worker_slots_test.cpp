@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -147,4 +148,26 @@ TEST_CASE("worker slots: during a stop only exits that say something else are fa
     failure.hang = row.hang;
     CHECK(failed_on_its_own(failure, SIGTERM) == row.failed);
   }
+}
+
+TEST_CASE("worker slots: a new worker starts with nothing said of it and no error file",
+          "[worker_slots]") {
+  TempDir dir;
+  WorkerSlot slot;
+  slot.local_rank = 1;
+  slot.hang = "stuck";
+  slot.culprit = true;
+  slot.dumping = true;
+  const auto rank_dir = dir.path() / "attempt_2" / "1";
+  std::filesystem::create_directories(rank_dir);
+  { std::ofstream(rank_dir / "error.json") << "{}"; }
+  slot.begin(5, rank_dir);
+  CHECK(slot.rank == 5);
+  CHECK(slot.hang.empty());
+  CHECK_FALSE(slot.culprit);
+  CHECK_FALSE(slot.dumping);
+  CHECK(slot.error_file == (rank_dir / "error.json").string());
+  CHECK_FALSE(std::filesystem::exists(slot.error_file));
+  slot.begin(6, dir.path() / "attempt_3" / "1");  // a directory that does not exist yet
+  CHECK(std::filesystem::is_directory(dir.path() / "attempt_3" / "1"));
 }
