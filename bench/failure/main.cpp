@@ -1,6 +1,6 @@
 // failure_bench: a job-wide failure reaching every node, every node restarted after it, a killed
 // agent noticed by the survivors, and a round left alone. Prints markdown tables
-// (docs/benchmarks.md, "Job-wide failures and node loss (issue 14)").
+// (docs/benchmarks.md, "Job-wide failures and node loss").
 #include <CLI/CLI.hpp>
 
 #include "failure_bench.hpp"

@@ -1,4 +1,4 @@
-"""What ddplaunch_recovery costs per step when nothing fails (issue 31; docs/benchmarks.md):
+"""What ddplaunch_recovery costs per step when nothing fails (docs/benchmarks.md):
 the same model, data and batch trained by a plain DDP loop (DistributedSampler, DataLoader,
 DDP) and by the module's loop (Elastic.batches, Elastic.step, ResumableSampler), alternated
 in rounds on one process group, each round a fixed number of steps; rank 0 prints the median

@@ -1,4 +1,4 @@
-"""The numbers of scripts/bench/recovery.sh's runs (issue 18), apart from running them:
+"""The numbers of scripts/bench/recovery.sh's runs, apart from running them:
 the step records of one run (arrival time, node, step, samples, world), its lost time,
 redone steps and agents' events, and the markdown table of all runs.
 See recovery_bench.py for what each number means."""

@@ -1,4 +1,4 @@
-"""Training time lost per node loss (issue 18), driven by scripts/bench/recovery.sh.
+"""Training time lost per node loss, driven by scripts/bench/recovery.sh.
 
 N simulated nodes on loopback (one agent each, --nproc_per_node 1, a c10d rendezvous with
 --nnodes N-1:N), the same MLP and data; once the step lines show step --kill_step, one node

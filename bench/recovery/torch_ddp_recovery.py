@@ -1,4 +1,4 @@
-"""PyTorch reference worker for scripts/bench/recovery.sh (issue 18): the same MLP and data
+"""PyTorch reference worker for scripts/bench/recovery.sh: the same MLP and data
 shape as build/train's defaults (64-256-256-10 on synthetic rows, batch 64 per rank, AdamW),
 DistributedDataParallel on gloo, written the way torchelastic asks a script to be: rank 0
 checkpoints every --checkpoint_every steps (torch.save to a temp file, then os.replace) and

@@ -2,7 +2,7 @@
 // across a real cut: two network-namespace hosts behind a switch (tests/support/netns.hpp),
 // host 1's switch port taken down, so every packet vanishes both ways. A silence shorter than
 // the tolerance T leaves the connection up whether it was idle (keepalive) or carrying data
-// (resends); one that lasts on drops it. The timings are chosen so that the old options
+// (resends); one that lasts on drops it. The timings are chosen so that the plain options
 // (TCP_USER_TIMEOUT = T counted from the last packet received, resends doubling) lose the
 // connection in both short cases every time: the idle one last heard its peer 0.9 s before the
 // cut, the busy one sends at the cut and the link comes back just before the third second.

@@ -1,4 +1,4 @@
-// What a job leaves behind and reports (issue 28): a daemon a worker started with setsid is
+// What a job leaves behind and reports: a daemon a worker started with setsid is
 // stopped with the group, and a rank reaped by torchrun's file timer has its stack in the
 // failure summary. Real ddplaunch runs, outcomes written down.
 #include <catch2/catch.hpp>

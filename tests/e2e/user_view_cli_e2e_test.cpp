@@ -1,4 +1,4 @@
-// What a user sees at the command line (issue 28): torch.distributed.launch's old commands,
+// What a user sees at the command line: torch.distributed.launch's old commands,
 // the messages of an unreachable store, of a bad PET_ variable and of a normal end, and
 // ddplaunch finding its own `train` from anywhere. Real ddplaunch runs, outcomes written down.
 #include <catch2/catch.hpp>

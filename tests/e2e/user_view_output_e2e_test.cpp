@@ -1,4 +1,4 @@
-// What a user sees of the workers' output (issue 28): a tqdm-style bar ('\r', no newline)
+// What a user sees of the workers' output: a tqdm-style bar ('\r', no newline)
 // shows while it runs, and a slow reader loses nothing while the agent keeps reacting.
 // Real ddplaunch runs in shell pipelines, outcomes written down.
 #include <catch2/catch.hpp>

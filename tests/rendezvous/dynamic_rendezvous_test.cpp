@@ -236,7 +236,7 @@ TEST_CASE("dynamic: a survivor later than the re-formed round's last call opens 
   a->watch(std::ref(log_a1));
   auto jb = join_async(*b);
   // b, a member of round 0, finds round 1 closed: it opens round 2 itself and arrives there
-  // (before, it waited for a round 2 that only a member of round 1 could open).
+  // rather than wait for a round 2 that only a member of round 1 could open.
   const auto until = std::chrono::steady_clock::now() + kGuard;
   while (!c.store->check({"/ddp_rdzv/job/r2/arrived"}) &&
          std::chrono::steady_clock::now() < until) {

@@ -256,7 +256,7 @@ TEST_CASE("a client survives a server restart on the same port without losing a 
 
 TEST_CASE("a reconnect the host refuses ends at once: the store that was there is gone",
           "[server]") {
-  // A node leaving after the store host did (the end of a failed static job) used to wait
+  // A node leaving after the store host did (the end of a failed static job) must not wait
   // out connect_timeout here, retrying a refusal as if the store were not up yet.
   auto server = std::make_unique<StoreServer>(loopback());
   auto store = client(server->port(), 60s);

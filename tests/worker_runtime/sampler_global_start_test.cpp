@@ -90,7 +90,7 @@ TEST_CASE("global start: bounds, reset by set_epoch, drop_last", "[sampler]") {
   auto d = sampler(10, 0, 3, true);
   d.set_global_start(5);  // 5 left over 3 ranks, drop_last: 1 each
   CHECK(d.indices().size() == 1);
-  // Without a global start, a full epoch is unchanged (start 0 = the old behaviour).
+  // Without a global start, a full epoch is unchanged (start 0 = no global start).
   auto a = sampler(10, 1, 2);
   auto b = sampler(10, 1, 2);
   b.set_global_start(0);

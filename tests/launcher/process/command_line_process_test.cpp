@@ -69,7 +69,7 @@ TEST_CASE("nproc_per_node gpu without a GPU: a clear error, exit 2, nothing run"
   }
   TempDir dir;
   auto marker = dir.file("ran");
-  // CUDA_VISIBLE_DEVICES names two devices; there are none (it used to start 2 workers).
+  // CUDA_VISIBLE_DEVICES names two devices, but CUDA is not there: no worker starts.
   ChildProcess agent(launch({"--nproc_per_node", "gpu", "--standalone", "/usr/bin/touch", marker},
                             {{"CUDA_VISIBLE_DEVICES", "0,1"}}));
   CHECK(agent.wait_for(kRunTimeout) == 2);
