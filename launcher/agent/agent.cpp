@@ -41,28 +41,41 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
           events,
           JobWatch::Hooks{
               [this](const rendezvous::FailureRecord& record) { on_job_failure(record); },
-              [this] { on_store_leaving(); },
+              [this] {
+                if (job_.settle()) decide_now();
+              },
               [this](const std::string& message, PeerLoss loss) { on_store_lost(message, loss); }}),
       recovery_(
           io, options_.config.in_place_recovery, options_.config.recovery_timeout, events, group_,
-          InPlaceRecovery::Hooks{[this](size_t index) { return start_worker(index); },
+          InPlaceRecovery::Hooks{[this](size_t index) { return launcher_.start(index); },
                                  [this](size_t index) {
                                    const auto identity = worker_identity(
                                        options_.config, attempt_info(), static_cast<int>(index));
                                    return round_notice(identity, round_.attempt).to_message();
                                  },
-                                 [this](size_t index) { return slots_.at(index).rank; },
+                                 [this](size_t index) { return launcher_.slot(index).rank; },
                                  [this] { return state_ == State::kHealthy; }}),
+      launcher_(options_, round_, group_, recovery_, logs_, events_,
+                WorkerLauncher::Hooks{
+                    [this] { return attempt_info(); }, [this] { return hangs_.worker_env(); },
+                    [this](size_t index, ExitStatus status) { on_worker_exit(index, status); },
+                    [this](const WorkerSlot& slot, const std::string& error) {
+                      job_.publish(spawn_failure_record(slot, error));
+                      note_failure("spawn", slot.rank);
+                      ending_.exit_after_stop = 127;
+                      end_attempt(EndCause::kFinal);
+                    }}),
       hangs_(io,
              HangResponseOptions{options_.config.hang_timeout,
                                  env_value(options_.env, env::kEnableFileTimer) == "1",
                                  env_value(options_.env, env::kTimerFile), options_.run_dir,
                                  options_.config.stop_timeout, options_.read_proc},
-             events, group_, slots_,
+             events, group_, launcher_.slots(),
              HangResponse::Hooks{[this] { end_attempt(EndCause::kWorkerFailed); },
                                  [this](int rank) { note_failure("hang", rank); },
                                  [this] { return state_ == State::kHealthy; }}),
-      signals_(io) {}
+      signals_(io),
+      departure_(io, options_, calls_, job_, recovery_, signals_, events) {}
 
 Agent::~Agent() = default;
 
@@ -75,25 +88,23 @@ int Agent::run() {
         "setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); "
         "set it yourself to tune performance");
   }
-  busy_.emplace(io_.get_executor());
+  // Keeps run() going while the only pending work is off the loop; departure_ stops it.
+  const auto busy = asio::make_work_guard(io_);
   asio::post(io_, [this] { start_round(); });
   io_.run();
   calls_.join_threads();
-  return exit_status_;
+  return departure_.exit_status();
 }
 
 void Agent::handle_signal(int sig) {
   events_.record(event::kSignal, {{"signal", sig}, {"name", signal_name(sig)}});
   const std::string name = signal_name(sig);
-  const bool again = agent_signal_.has_value() && state_ != State::kExiting;
+  const bool again = signals_.first().has_value() && state_ != State::kExiting;
   const std::string line = signal_notice(state_, again, name, group_.running_pids());
   if (!line.empty()) DDP_LOG_INFO(line);
   if (state_ == State::kExiting) {
     // The workers are gone; only the exit barrier (or closing the rendezvous) is left.
-    if (!agent_signal_) {
-      agent_signal_ = sig;
-      exit_status_ = 128 + sig;
-    }
+    if (signals_.note(sig)) departure_.signalled(sig);
     rendezvous_.interrupt();
     return;
   }
@@ -101,7 +112,7 @@ void Agent::handle_signal(int sig) {
     group_.signal_all(SIGKILL);  // the user is done waiting for the grace period
     return;
   }
-  agent_signal_ = sig;
+  signals_.note(sig);
   switch (state_) {
     case State::kInit:
     case State::kRendezvous:
@@ -111,7 +122,7 @@ void Agent::handle_signal(int sig) {
       rendezvous_.shutdown_after_failure();
       break;
     case State::kHealthy:
-      publish_failure(signal_record(sig, static_cast<int>(::getpid()), name));
+      job_.publish(signal_record(sig, static_cast<int>(::getpid()), name));
       end_attempt(EndCause::kSignal, sig);
       break;
     case State::kStopping:
@@ -135,8 +146,8 @@ void Agent::start_round() {
 
 void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections connections) {
   if (state_ == State::kExiting || state_ == State::kDone) return;
-  if (agent_signal_) {
-    stop_then_finish(128 + *agent_signal_);
+  if (const auto sig = signals_.first()) {
+    stop_then_finish(128 + *sig);
     return;
   }
   if (round_.same_nodes_again(info) &&
@@ -150,7 +161,7 @@ void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections conn
   if (recovery_.under_way()) {
     logs_.end_attempt();
     begin_round(info, std::move(connections));
-    for (auto& slot : slots_) slot.rank = info.rank_offset + slot.local_rank;
+    launcher_.renumber(info.rank_offset);
     switch (recovery_.resume(static_cast<int64_t>(info.round))) {
       case InPlaceRecovery::Resumed::kStartFailed:
         return;  // the attempt ended with the start
@@ -165,19 +176,14 @@ void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections conn
     return;
   }
   ++round_.generation;
-  const auto count = static_cast<size_t>(options_.config.nproc_per_node);
-  slots_.assign(count, WorkerSlot{});
-  // Slot index == local rank, here and in group_, started or not.
-  for (size_t index = 0; index < count; ++index) slots_[index].local_rank = static_cast<int>(index);
-  group_.reset(count);
-  recovery_.reset(count);
+  launcher_.reset(static_cast<size_t>(options_.config.nproc_per_node));
   begin_round(info, std::move(connections));
-  start_workers();
+  if (launcher_.start_all()) watch_hangs();
 }
 
 void Agent::on_round_error(const std::string& message) {
-  if (agent_signal_) {
-    stop_then_finish(128 + *agent_signal_);
+  if (const auto sig = signals_.first()) {
+    stop_then_finish(128 + *sig);
     return;
   }
   DDP_LOG_ERROR("rendezvous failed: " + message);
@@ -207,61 +213,15 @@ void Agent::begin_round(const rendezvous::RendezvousInfo& info, JobConnections c
   state_ = State::kHealthy;
 }
 
-void Agent::start_workers() {
-  for (size_t index = 0; index < slots_.size(); ++index) {
-    if (!start_worker(index)) return;
-  }
-  events_.record(
-      event::kWorkersStarted,
-      {{"count", slots_.size()}, {"restart_count", round_.attempt}, {"round", round_.info.round}});
-  watch_hangs();
-}
-
 void Agent::watch_hangs() {
   hangs_.begin([this] { return rendezvous_.connect_job_store(); }, round_.info.round,
                round_.info.group_rank, round_.info.group_world_size);
 }
 
-bool Agent::start_worker(size_t index) {
-  auto& slot = slots_[index];
-  slot.begin(round_.info.rank_offset + slot.local_rank,
-             round_.attempt_dir(options_.run_dir) / std::to_string(slot.local_rank));
-  WorkerProcessSpec spec =
-      worker_spec(options_.config, options_.env, attempt_info(), slot.local_rank, slot.error_file,
-                  hangs_.worker_env(),
-                  index < options_.bindings.size() ? options_.bindings[index] : CpuBinding{});
-  spec.channel_fd = recovery_.open_channel(
-      index, [this, index, generation = round_.generation](const recovery::Message& message) {
-        if (generation == round_.generation && index < slots_.size()) {
-          recovery_.on_message(index, message);
-        }
-      });
-  if (spec.channel_fd >= 0) {
-    spec.env.push_back(std::string(recovery::kEnvFd) + "=" + std::to_string(recovery::kChildFd));
-  }
-  int pid = 0;
-  try {
-    pid = group_.start(index, spec,
-                       routed_to(logs_, slot.local_rank, [this, index](ExitStatus status) {
-                         on_worker_exit(index, status);
-                       }));
-  } catch (const Error& e) {
-    report_spawn_failed(events_, slot, e.what());
-    publish_failure(spawn_failure_record(slot, e.what()));
-    note_failure("spawn", slot.rank);
-    ending_.exit_after_stop = 127;
-    end_attempt(EndCause::kFinal);
-    return false;
-  }
-  recovery_.worker_started(index);
-  report_worker_start(events_, slot, pid, round_.attempt);
-  return true;
-}
-
 // --- what happens while an attempt runs ---
 
 void Agent::on_worker_exit(size_t index, ExitStatus status) {
-  const auto& slot = slots_.at(index);
+  const auto& slot = launcher_.slot(index);
   const int pid = group_.pid(index);
   logs_.flush(slot.local_rank);
   hangs_.worker_exited(pid);
@@ -271,7 +231,7 @@ void Agent::on_worker_exit(size_t index, ExitStatus status) {
     case InPlaceRecovery::ExitMeaning::kReplacedLater:
       return;
     case InPlaceRecovery::ExitMeaning::kReplacedNow:
-      if (start_worker(index)) watch_hangs();
+      if (launcher_.start(index)) watch_hangs();
       return;
     case InPlaceRecovery::ExitMeaning::kNone:
       break;
@@ -293,7 +253,7 @@ void Agent::on_worker_exit(size_t index, ExitStatus status) {
 }
 
 void Agent::on_worker_failed(size_t index, ExitStatus status) {
-  const auto& slot = slots_.at(index);
+  const auto& slot = launcher_.slot(index);
   note_failure(!slot.hang.empty() ? "hang" : status.signal != 0 ? "signal" : "exit", slot.rank);
   failures_.add(
       assemble_failure(slot, group_.pid(index), status, logs_.stderr_tail(slot.local_rank)));
@@ -312,7 +272,7 @@ void Agent::on_worker_failed(size_t index, ExitStatus status) {
 }
 
 void Agent::act_on_failure() {
-  publish_failure(record_of(failures_.root()));
+  job_.publish(record_of(failures_.root()));
   // Other hung ranks still printing their stacks are not cut short: the dump grace or the
   // last of them to exit stops the group.
   if (!hangs_.dumps_pending()) end_attempt(EndCause::kWorkerFailed);
@@ -348,14 +308,14 @@ void Agent::on_membership_change(rendezvous::MembershipChange change) {
 
 void Agent::on_unkillable(const std::vector<UnkillableWorker>& gone) {
   for (const auto& worker : gone) {
-    auto& slot = slots_.at(worker.index);
+    auto& slot = launcher_.slot(worker.index);
     report_unkillable(events_, slot, worker);
     // It failed to go away: a failure of its own (a restart is spent on it, never a loop).
     if (slot.hang.empty()) slot.hang = "unkillable: still there after SIGKILL";
     note_failure("unkillable", slot.rank);
     const ExitStatus killed{0, SIGKILL};
     failures_.add(assemble_failure(slot, worker.pid, killed, {}));
-    publish_failure(unkillable_record(slot, worker.pid));
+    job_.publish(unkillable_record(slot, worker.pid));
     ending_.cause = graver(ending_.cause, EndCause::kWorkerFailed);
   }
   if (group_.running_count() == 0) on_stopped();
@@ -363,7 +323,9 @@ void Agent::on_unkillable(const std::vector<UnkillableWorker>& gone) {
 
 void Agent::on_job_failure(const rendezvous::FailureRecord& record) {
   if (state_ == State::kExiting) {
-    if (exit_status_ == 0) job_failed_after_finish(record);
+    // An elastic job with a restart left goes on without this node: not a failure of the job.
+    departure_.heard_failure(record, !rendezvous_.kind().elastic || !record.restartable() ||
+                                         round_.restarts_spent >= options_.config.max_restarts);
     return;
   }
   if (job_.settle()) {
@@ -388,19 +350,6 @@ void Agent::on_job_failure(const rendezvous::FailureRecord& record) {
     }
   }
   end_attempt(cause);
-}
-
-void Agent::on_store_leaving() {
-  if (job_.settle()) decide_now();
-}
-
-void Agent::job_failed_after_finish(const rendezvous::FailureRecord& record) {
-  // An elastic job with a restart left goes on without this node: not a failure of the job.
-  const bool final = !rendezvous_.kind().elastic || !record.restartable() ||
-                     round_.restarts_spent >= options_.config.max_restarts;
-  if (!final) return;
-  exit_status_ = record.shell_status();
-  report_failed_after_finish(record, exit_status_);
 }
 
 void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
@@ -578,7 +527,7 @@ void Agent::apply(const Decision& d) {
 void Agent::give_up(const Decision& d) {
   const EndCause cause = situation().cause;
   if (cause == EndCause::kSignal) {
-    finish(128 + agent_signal_.value_or(ending_.stop_signal));
+    finish(128 + signals_.first().value_or(ending_.stop_signal));
     return;
   }
   if (!is_failure(cause)) {
@@ -595,15 +544,8 @@ void Agent::give_up(const Decision& d) {
   facts.host = options_.host;
   const GiveUpReport report = give_up_report(facts);
   for (const auto& line : report.errors) DDP_LOG_ERROR(line);
-  if (!report.summary.empty()) emit(report.summary);
+  if (!report.summary.empty()) departure_.emit(report.summary);
   finish(report.exit_status);
-}
-
-void Agent::publish_failure(rendezvous::FailureRecord record) {
-  const std::string kind = record.kind;
-  const int rank = record.rank;
-  if (!job_.publish(std::move(record))) return;
-  events_.record(event::kFailurePublished, {{"kind", kind}, {"rank", rank}});
 }
 
 void Agent::stop_then_finish(int exit_status) {
@@ -614,51 +556,20 @@ void Agent::stop_then_finish(int exit_status) {
   }
   state_ = State::kHealthy;  // the workers kept through an in-place re-form run: stop them
   ending_.exit_after_stop = exit_status;
-  end_attempt(EndCause::kSignal, agent_signal_.value_or(SIGTERM));
+  end_attempt(EndCause::kSignal, signals_.first().value_or(SIGTERM));
 }
 
 void Agent::finish(int exit_status) {
   if (state_ == State::kExiting || state_ == State::kDone) return;
   state_ = State::kExiting;
-  exit_status_ = exit_status;
   group_.cancel_stop();
   hangs_.end();
   failures_.close_window();
-  // A record this node published must be out before it leaves (or it would take it along).
-  // After success the watch goes on through the exit barrier: a failure elsewhere while this
-  // node waits there is the job's, and this node's exit says so (on_job_failure).
-  RendezvousCalls::Leaving leaving;
-  leaving.succeeded = exit_status == 0;
-  leaving.store_gone = job_.store_gone();
-  leaving.watch = job_.release(/*keep_watching=*/exit_status == 0);
-  calls_.unwatch();
-  // The store host may wait there for the other nodes: off the loop, so signals still work.
-  calls_.leave(
-      std::move(leaving), [this](const rendezvous::FailureRecord& record) { job_.hear(record); },
-      [this] { done(); });
-}
-
-void Agent::done() {
-  state_ = State::kDone;
-  if (const std::string summary = recovery_.summary(); !summary.empty()) DDP_LOG_INFO(summary);
-  events_.record(event::kFinish,
-                 {{"exit_code", exit_status_}, {"restarts_spent", round_.restarts_spent}});
-  signals_.stop();
-  busy_.reset();
-  io_.stop();
+  departure_.leave(exit_status, round_.restarts_spent, [this] { state_ = State::kDone; });
 }
 
 AttemptInfo Agent::attempt_info() const {
   return {round_.info, round_.attempt, rendezvous_.run_id(), options_.use_agent_store};
-}
-
-void Agent::emit(const std::string& text) const {
-  if (options_.notice_console != nullptr) {
-    options_.notice_console->write(text);
-    return;
-  }
-  ssize_t ignored = ::write(options_.notice_fd, text.data(), text.size());
-  (void)ignored;
 }
 
 }  // namespace ddp::launcher

@@ -8,7 +8,6 @@
 // run off the loop, so signals, exits and timers are always served. Processes come from a
 // WorkerSpawner (real or fake), nodes meet through a RendezvousHandler: the whole machine is
 // testable without children or sockets. docs/architecture.md draws it.
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <csignal>
 #include <optional>
@@ -19,13 +18,14 @@
 #include "launcher/agent/agent_state.hpp"
 #include "launcher/agent/attempt_failures.hpp"
 #include "launcher/agent/attempt_policy.hpp"
+#include "launcher/agent/departure.hpp"
 #include "launcher/agent/hang_response.hpp"
 #include "launcher/agent/in_place_recovery.hpp"
 #include "launcher/agent/job_watch.hpp"
 #include "launcher/agent/rendezvous_calls.hpp"
 #include "launcher/agent/round_history.hpp"
 #include "launcher/agent/signal_watch.hpp"
-#include "launcher/agent/worker_slots.hpp"
+#include "launcher/agent/worker_launcher.hpp"
 #include "launcher/output/error_report.hpp"
 #include "launcher/output/event_log.hpp"
 #include "launcher/output/log_router.hpp"
@@ -73,10 +73,6 @@ class Agent {
   // What every round's workers start with, fresh or kept: the failure record watch, the
   // store namespace, the attempt's log files; HEALTHY.
   void begin_round(const rendezvous::RendezvousInfo& info, JobConnections connections);
-  void start_workers();
-  // Starts slot index's worker for the current round; false (the attempt then ends) when it
-  // cannot.
-  bool start_worker(size_t index);
   void watch_hangs();
 
   // --- what happens while an attempt runs ---
@@ -86,9 +82,6 @@ class Agent {
   void act_on_failure();
   void on_membership_change(rendezvous::MembershipChange change);
   void on_job_failure(const rendezvous::FailureRecord& record);
-  void on_store_leaving();
-  // A failure record that arrives while this node, its workers done, waits in the exit barrier.
-  void job_failed_after_finish(const rendezvous::FailureRecord& record);
   void on_store_lost(const std::string& message, PeerLoss loss);
   void on_unkillable(const std::vector<UnkillableWorker>& gone);
 
@@ -101,17 +94,13 @@ class Agent {
   [[nodiscard]] Situation situation() const;
   // Exits with the root cause's status, after saying why.
   void give_up(const Decision& decision);
-  void publish_failure(rendezvous::FailureRecord record);
   void note_failure(const std::string& kind, int rank) {
     failures_.note(kind, rank, round_.attempt);
   }
   void stop_then_finish(int exit_status);
   void finish(int exit_status);
-  void done();
   // The current round as the workers' env contract sees it.
   [[nodiscard]] AttemptInfo attempt_info() const;
-  // Writes text (whole lines: the failure summary) to the notice console, else to notice_fd.
-  void emit(const std::string& text) const;
 
   boost::asio::io_context& io_;
   AgentOptions options_;
@@ -119,20 +108,17 @@ class Agent {
   RendezvousCalls calls_;  // its blocking calls, off the loop
   LogRouter& logs_;
   EventLog& events_;
-  WorkerGroup group_;              // the processes
-  std::vector<WorkerSlot> slots_;  // per local rank: what the agent knows beyond the process
-  AttemptFailures failures_;       // this node's, this attempt
-  JobWatch job_;                   // the job's failure record and store, as the loop sees them
-  InPlaceRecovery recovery_;
-  HangResponse hangs_;
-  SignalWatch signals_;
   RoundHistory round_;
+  WorkerGroup group_;         // the processes
+  AttemptFailures failures_;  // this node's, this attempt
+  JobWatch job_;              // the job's failure record and store, as the loop sees them
+  InPlaceRecovery recovery_;
+  WorkerLauncher launcher_;  // the workers' starts, and their slots
+  HangResponse hangs_;
+  SignalWatch signals_;  // and the first signal the agent received
+  Departure departure_;  // and the exit status
   Ending ending_;
   State state_ = State::kInit;
-  std::optional<int> agent_signal_;  // the first signal the agent received
-  int exit_status_ = 0;
-  // Keeps run() going while the only pending work is off the loop.
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> busy_;
 };
 
 }  // namespace ddp::launcher

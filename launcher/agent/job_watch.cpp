@@ -26,6 +26,14 @@ JobWatch::JobWatch(boost::asio::io_context& io, std::string host,
       record_wait_(record_wait),
       record_timer_(io) {}
 
+bool JobWatch::publish(rendezvous::FailureRecord record) {
+  const std::string kind = record.kind;
+  const int rank = record.rank;
+  if (!link_.publish(std::move(record))) return false;
+  events_.record(event::kFailurePublished, {{"kind", kind}, {"rank", rank}});
+  return true;
+}
+
 void JobWatch::begin(const rendezvous::RendezvousInfo& round, JobConnections connections,
                      bool report_stalls) {
   const uint64_t epoch = ++epoch_;

@@ -55,8 +55,9 @@ class JobWatch {
   void await_record(std::function<void()> on_timeout);
   // Ends that wait (the record arrived, the store went): true when a record was awaited.
   bool settle();
-  // Publishes this node's failure (JobFailureLink::publish).
-  bool publish(rendezvous::FailureRecord record) { return link_.publish(std::move(record)); }
+  // Publishes this node's failure (JobFailureLink::publish), recorded as failure_published;
+  // false when nothing was published.
+  bool publish(rendezvous::FailureRecord record);
   // Stops watching; what was published and heard is kept, nothing is called back.
   void stop();
   // Hands the watch over to flush it off the loop before exiting; keep_watching: a node whose

@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace ddp::launcher {
@@ -17,12 +18,22 @@ class SignalWatch {
   void start(const std::vector<int>& signals, std::function<void(int)> on_signal);
   void stop();
 
+  // Notes that the agent received sig (delivered here or not); true when it is the first.
+  bool note(int sig) {
+    if (first_) return false;
+    first_ = sig;
+    return true;
+  }
+  // The first signal the agent received, if any.
+  [[nodiscard]] std::optional<int> first() const { return first_; }
+
  private:
   void wait();
 
   boost::asio::signal_set signals_;
   std::function<void(int)> on_signal_;
   bool stopped_ = false;
+  std::optional<int> first_;
 };
 
 // True when sig's disposition in this process is SIG_IGN.
