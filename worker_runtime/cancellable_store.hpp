@@ -8,39 +8,27 @@
 // throws CollectiveError, the build fails at once, and the worker recovers again.
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
-#include "rendezvous/store/store.hpp"
+#include "rendezvous/store/forwarding_store.hpp"
 
 namespace ddp::worker_runtime {
 
-class CancellableStore final : public rendezvous::Store {
+// Forwards every call to its base; only wait() is cut into slices.
+class CancellableStore final : public rendezvous::ForwardingStore {
  public:
   // cancelled: cheap and thread-safe (asked about every slice of every wait); why: what the
   // CollectiveError says, after "the wait for <keys> ended: ".
   CancellableStore(std::shared_ptr<rendezvous::Store> base, std::function<bool()> cancelled,
                    std::string why, rendezvous::Duration slice = std::chrono::milliseconds(100));
 
-  void set(const std::string& key, const std::string& value) override;
-  std::string get(const std::string& key) override;
-  int64_t add(const std::string& key, int64_t delta) override;
-  std::string compare_set(const std::string& key, const std::string& expected,
-                          const std::string& desired) override;
-  bool check(const std::vector<std::string>& keys) override;
   using Store::wait;
   void wait(const std::vector<std::string>& keys, rendezvous::Duration timeout) override;
-  bool delete_key(const std::string& key) override;
-  int64_t num_keys() override;
-  void append(const std::string& key, const std::string& value) override;
-  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
-  void multi_set(const std::vector<std::string>& keys,
-                 const std::vector<std::string>& values) override;
-  [[nodiscard]] std::string describe() const override;
-  void set_timeout(rendezvous::Duration timeout) override;
 
  private:
   void throw_if_cancelled(const std::vector<std::string>& keys) const;
 
-  std::shared_ptr<rendezvous::Store> base_;
   std::function<bool()> cancelled_;
   std::string why_;
   rendezvous::Duration slice_;
