@@ -23,7 +23,7 @@ struct InitOptions {
   // The environment to read; empty means the process environment.
   EnvMap env;
   // Gloo: payloads up to this many bytes use the direct mesh (GlooOptions::direct_max_bytes).
-  size_t gloo_direct_max_bytes = 4 * 1024 * 1024;
+  size_t gloo_direct_max_bytes = size_t{4} * 1024 * 1024;
   // Use this store instead of connecting to MASTER_ADDR:MASTER_PORT (tests, embedding).
   std::shared_ptr<rendezvous::Store> store;
 };

@@ -267,7 +267,7 @@ struct GlooProcessGroup::Impl {
   }
 };
 
-GlooProcessGroup::GlooProcessGroup(std::shared_ptr<rendezvous::Store> store,
+GlooProcessGroup::GlooProcessGroup(const std::shared_ptr<rendezvous::Store>& store,
                                    const GlooOptions& options)
     : ProcessGroup(options.rank, options.size, options.timeout), impl_(std::make_unique<Impl>()) {
   impl_->rank = options.rank;

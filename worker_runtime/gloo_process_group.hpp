@@ -33,14 +33,14 @@ struct GlooOptions {
   // Collectives whose payload times (size - 1) peers is at most this many bytes skip Gloo's
   // ring and go over a direct mesh in one step (see direct_mesh.hpp); 0 disables the mesh.
   // 4 MiB: where the ring started to win on the development machine (2 ranks, loopback).
-  size_t direct_max_bytes = 4 * 1024 * 1024;
+  size_t direct_max_bytes = size_t{4} * 1024 * 1024;
 };
 
 class GlooProcessGroup final : public ProcessGroup {
  public:
   // Connects the full mesh through store (keys under "gloo/"); throws CollectiveError
   // naming the rank and the store on failure or timeout.
-  GlooProcessGroup(std::shared_ptr<rendezvous::Store> store, const GlooOptions& options);
+  GlooProcessGroup(const std::shared_ptr<rendezvous::Store>& store, const GlooOptions& options);
   ~GlooProcessGroup() override;
 
   [[nodiscard]] std::string backend() const override { return "gloo"; }

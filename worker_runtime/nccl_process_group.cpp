@@ -158,6 +158,22 @@ struct NcclProcessGroup::Impl {
     return scratch;
   }
 
+  // Runs collective(buf) on a device buffer holding data's bytes: data itself when it is on
+  // the device, else a staging copy on the stream, copied back once the collective is queued
+  // (the stream orders the copies around it).
+  template <typename Collective>
+  void in_place_on_device(void* data, size_t bytes, Collective&& collective) {
+    const bool host = is_host_pointer(data);
+    void* buf = host ? stage(bytes) : data;
+    if (host) {
+      check_cuda(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, stream), "staging copy");
+    }
+    collective(buf);
+    if (host) {
+      check_cuda(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, stream), "staging copy");
+    }
+  }
+
   std::shared_ptr<Pending> track(const std::string& what, Duration timeout) {
     auto p = std::make_shared<Pending>();
     check_cuda(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming), "cudaEventCreate");
@@ -282,7 +298,7 @@ class NcclWork final : public Work {
 
 }  // namespace
 
-NcclProcessGroup::NcclProcessGroup(std::shared_ptr<rendezvous::Store> store,
+NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<rendezvous::Store>& store,
                                    const NcclOptions& options)
     : ProcessGroup(options.rank, options.size, options.timeout), impl_(std::make_unique<Impl>()) {
   impl_->options = options;
@@ -357,23 +373,14 @@ std::unique_ptr<Work> NcclProcessGroup::do_all_reduce(void* data, size_t count, 
                            " x " + std::to_string(count) + ")";
   impl_->refuse_if_broken(what);
   const auto deadline = Clock::now() + timeout;
-  const size_t bytes = count * element_size(type);
-  const bool host = is_host_pointer(data);
-  void* buf = host ? impl_->stage(bytes) : data;
-  if (host) {
-    check_cuda(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, impl_->stream),
-               "staging copy");
-  }
-  impl_->settle(impl_->on_comm(what,
-                               [&] {
-                                 return ncclAllReduce(buf, buf, count, nccl_type(type), nccl_op(op),
-                                                      impl_->comm, impl_->stream);
-                               }),
-                what, deadline);
-  if (host) {
-    check_cuda(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, impl_->stream),
-               "staging copy");
-  }
+  impl_->in_place_on_device(data, count * element_size(type), [&](void* buf) {
+    impl_->settle(impl_->on_comm(what,
+                                 [&] {
+                                   return ncclAllReduce(buf, buf, count, nccl_type(type),
+                                                        nccl_op(op), impl_->comm, impl_->stream);
+                                 }),
+                  what, deadline);
+  });
   auto pending = impl_->track(what, timeout);
   return std::make_unique<NcclWork>(impl_.get(), std::move(pending));
 }
@@ -387,11 +394,19 @@ std::unique_ptr<Work> NcclProcessGroup::do_all_reduce_coalesced(
   const ncclResult_t rc = impl_->on_comm(what, [&] {
     const ncclResult_t start = ncclGroupStart();
     if (start != ncclSuccess) return start;
+    // Every call is checked; the group is ended whatever happened (NCCL requires it), and the
+    // first failure is the one reported.
+    ncclResult_t first = ncclSuccess;
     for (auto& b : buffers) {
-      ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32, nccl_op(op), impl_->comm,
-                    impl_->stream);
+      const ncclResult_t call = ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32,
+                                              nccl_op(op), impl_->comm, impl_->stream);
+      if (call != ncclSuccess) {
+        first = call;
+        break;
+      }
     }
-    return ncclGroupEnd();
+    const ncclResult_t end = ncclGroupEnd();
+    return first != ncclSuccess ? first : end;
   });
   impl_->settle(rc, what, deadline);
   auto pending = impl_->track(what, timeout);
@@ -404,23 +419,14 @@ void NcclProcessGroup::do_broadcast(void* data, size_t count, DataType type, int
                            std::to_string(count) + ", root " + std::to_string(root) + ")";
   impl_->refuse_if_broken(what);
   const auto deadline = Clock::now() + timeout;
-  const size_t bytes = count * element_size(type);
-  const bool host = is_host_pointer(data);
-  void* buf = host ? impl_->stage(bytes) : data;
-  if (host) {
-    check_cuda(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, impl_->stream),
-               "staging copy");
-  }
-  impl_->settle(impl_->on_comm(what,
-                               [&] {
-                                 return ncclBroadcast(buf, buf, count, nccl_type(type), root,
-                                                      impl_->comm, impl_->stream);
-                               }),
-                what, deadline);
-  if (host) {
-    check_cuda(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, impl_->stream),
-               "staging copy");
-  }
+  impl_->in_place_on_device(data, count * element_size(type), [&](void* buf) {
+    impl_->settle(impl_->on_comm(what,
+                                 [&] {
+                                   return ncclBroadcast(buf, buf, count, nccl_type(type), root,
+                                                        impl_->comm, impl_->stream);
+                                 }),
+                  what, deadline);
+  });
   auto pending = impl_->track(what, timeout);
   NcclWork(impl_.get(), std::move(pending)).wait();
 }

@@ -34,7 +34,7 @@ struct NcclOptions {
 class NcclProcessGroup final : public ProcessGroup {
  public:
   // Throws CollectiveError (names rank, device, NCCL error text) when init fails.
-  NcclProcessGroup(std::shared_ptr<rendezvous::Store> store, const NcclOptions& options);
+  NcclProcessGroup(const std::shared_ptr<rendezvous::Store>& store, const NcclOptions& options);
   ~NcclProcessGroup() override;
 
   [[nodiscard]] std::string backend() const override { return "nccl"; }

@@ -203,8 +203,10 @@ TEST_CASE("duplicate filters and TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE on a real
           "[process]") {
   TempDir dir;
   auto logs = dir.path() / "logs";
+  // --log_collapse off: each rank's own "pear" and "plum" lines are what is checked (collapsed,
+  // they would print once as <0-1/0-1>pear when both ranks print within the window).
   ChildProcess agent(launch(
-      {"--nproc_per_node=2", "--standalone", "--log_dir", logs.string(),
+      {"--nproc_per_node=2", "--standalone", "--log_dir", logs.string(), "--log_collapse=off",
        "--duplicate_stdout_filters=apple,kiwi", "--duplicate-stderr-filters", "orange", "/bin/sh",
        "-c", "echo \"apple $RANK\"; echo pear; echo \"orange $RANK\" >&2; echo plum >&2"},
       dir, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${rank}/${local_rank}>"}}));

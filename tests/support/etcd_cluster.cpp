@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
 
@@ -183,9 +185,36 @@ void EtcdCluster::kill(int i) {
   child->wait(std::chrono::seconds(5));
 }
 
+namespace {
+
+// True when every thread of pid is stopped (state 'T' in /proc/<pid>/task/*/stat).
+bool all_threads_stopped(pid_t pid) {
+  std::error_code ec;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  bool any = false;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto paren = text.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= text.size()) continue;
+    if (text[paren + 2] != 'T' && text[paren + 2] != 't') return false;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace
+
 void EtcdCluster::signal(int i, int signo) {
   auto& child = members_.at(static_cast<size_t>(i)).child;
-  if (child) child->signal(signo);
+  if (!child) return;
+  child->signal(signo);
+  // kill(2) returns before the member's threads have stopped: one already running could still
+  // answer a request sent right after. Wait until every one of them has.
+  if (signo == SIGSTOP) {
+    const pid_t pid = child->pid();
+    wait_until([pid] { return all_threads_stopped(pid); }, std::chrono::seconds(5));
+  }
 }
 
 bool EtcdCluster::healthy(int i) const {

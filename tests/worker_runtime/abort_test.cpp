@@ -105,7 +105,13 @@ TEST_CASE("a Gloo group turns SIGPIPE from a closed peer into an error, not deat
   // Gloo writes with writev(2): without this, a peer that aborted or exited first kills a
   // native worker with SIGPIPE (seen in CI: this file's async abort case, 1 run in ~40).
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
-  run_ranks(2, [&](int rank) { auto pg = make_group(store, rank, 2, 20s, 0); });
+  // Both ranks hold their group until both are built: a rank that closed its group at once
+  // could close its side while the other still connects to it (its connect then fails).
+  std::latch built(2);
+  run_ranks(2, [&](int rank) {
+    auto pg = make_group(store, rank, 2, 20s, 0);
+    built.arrive_and_wait();
+  });
   struct sigaction current {};
   REQUIRE(::sigaction(SIGPIPE, nullptr, &current) == 0);
   CHECK(current.sa_handler != SIG_DFL);

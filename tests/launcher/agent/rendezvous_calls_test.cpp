@@ -54,7 +54,7 @@ TEST_CASE("a round's info and the job's connections arrive on the loop") {
   CHECK(got->master_port == 29999);
 }
 
-TEST_CASE("the restart check answers on the loop; a failed check is no blocker") {
+TEST_CASE("the restart check answers on the loop, and a failed check is no blocker") {
   boost::asio::io_context io;
   FakeRendezvous rendezvous(1);
   rendezvous.blocker = "node 1 finished";
