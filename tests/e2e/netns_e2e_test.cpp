@@ -303,6 +303,15 @@ std::vector<std::string> elastic_2_3(const NetnsCluster& cluster, std::size_t i,
   return args;
 }
 
+// Starts an elastic 2:3 agent on every host and waits until each has formed the group of 3.
+void start_formed_2_3(ClusterJob& job, const NetnsCluster& cluster, const AgentFlags& flags,
+                      const std::map<std::string, std::string>& env) {
+  for (std::size_t i = 0; i < kHosts; ++i) job.start(i, elastic_2_3(cluster, i, flags), env);
+  for (std::size_t a = 0; a < kHosts; ++a) {
+    REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=3", kGuard));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("netns failure: a crash on node 2 of a static job stops every node at once",
@@ -383,10 +392,7 @@ TEST_CASE("netns failure: an elastic node SIGKILLed is seen from its closed conn
   flags.rdzv_conf = "join_timeout=30,heartbeat_interval=1,lease_timeout=20,last_call_timeout=20";
   const std::map<std::string, std::string> env{{"NAP", "300"}};
   ClusterJob job(*cluster);
-  for (std::size_t i = 0; i < kHosts; ++i) job.start(i, elastic_2_3(*cluster, i, flags), env);
-  for (std::size_t a = 0; a < kHosts; ++a) {
-    REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=3", kGuard));
-  }
+  start_formed_2_3(job, *cluster, flags, env);
   const auto killed = std::chrono::steady_clock::now();
   job.agent(2).kill(SIGKILL);
   for (std::size_t a = 0; a < 2; ++a) {
@@ -411,10 +417,7 @@ TEST_CASE("netns failure: a cut link is found within seconds, and the node comes
   flags.rdzv_conf = "join_timeout=30,heartbeat_interval=1,lease_timeout=30,last_call_timeout=30";
   const std::map<std::string, std::string> env{{"NAP", "300"}, {"PID_DIR", pids.path().string()}};
   ClusterJob job(*cluster);
-  for (std::size_t i = 0; i < kHosts; ++i) job.start(i, elastic_2_3(*cluster, i, flags), env);
-  for (std::size_t a = 0; a < kHosts; ++a) {
-    REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=3", kGuard));
-  }
+  start_formed_2_3(job, *cluster, flags, env);
   const auto cut = std::chrono::steady_clock::now();
   cluster->cut_link(2, NetnsCluster::LinkEnd::kSwitch);
   for (std::size_t a = 0; a < 2; ++a) {
@@ -492,10 +495,7 @@ TEST_CASE("netns failure: the store host killed, an elastic job's store moves to
   flags.rdzv_conf = "join_timeout=30,heartbeat_interval=1,lease_timeout=20,last_call_timeout=20";
   const std::map<std::string, std::string> env{{"NAP", "300"}, {"PID_DIR", pids.path().string()}};
   ClusterJob job(*cluster);
-  for (std::size_t i = 0; i < kHosts; ++i) job.start(i, elastic_2_3(*cluster, i, flags), env);
-  for (std::size_t a = 0; a < kHosts; ++a) {
-    REQUIRE(job.agent(a).wait_for_log("WORLD_SIZE=3", kGuard));
-  }
+  start_formed_2_3(job, *cluster, flags, env);
   const auto killed = std::chrono::steady_clock::now();
   job.agent(0).kill(SIGKILL);
   // The two survivors re-form as a group of two on the first successor's standby store,
