@@ -41,7 +41,9 @@ struct Bench : RecordedEvents, LoggedLines {
   }
 
   WorkerLauncher::Hooks hooks() {
-    return {[this] { return AttemptInfo{round.info, round.attempt, "run", true}; },
+    return {[this] {
+              return AttemptInfo{round.info, round.attempt, "run", true};
+            },
             [] { return std::vector<std::string>{"HANG_VAR=1"}; },
             [this](size_t index, ExitStatus status) { exits.emplace_back(index, status); },
             [this](const WorkerSlot& slot, const std::string& error) {
