@@ -62,14 +62,15 @@ bool recoverable(const CollectiveError& e) {
 }  // namespace
 
 SyncOutcome sync_training_state(wr::ProcessGroup& group, Model& model, TrainingPosition& position,
-                                bool& live) {
+                                bool& live, int64_t round, int64_t* lineage) {
   SyncOutcome out;
   // The epoch's end (validation, checkpoint) changes no step: a rank already at position 0 of
   // the next epoch is ahead of one at the same step still at the end. Twice the step, plus
   // one past the end, orders them, so both continue from the one behind.
   const bool past_epoch_end = position.global_position == 0 && position.epoch > 0;
   const int64_t progress = position.step * 2 + (past_epoch_end ? 1 : 0);
-  out.agreement = wr::agree_on_state(group, live, progress);
+  out.agreement =
+      wr::agree_on_state(group, live, progress, lineage != nullptr ? *lineage : 0, round);
   out.agreement.step /= 2;
   if (out.agreement.any_live && out.agreement.needs_send) {
     // While the broadcast runs a receiver holds a mix of two states: not live until it ends,
@@ -77,6 +78,7 @@ SyncOutcome sync_training_state(wr::ProcessGroup& group, Model& model, TrainingP
     if (group.rank() != out.agreement.source) live = false;
     out.state_bytes = send_state(group, model, position, out.agreement.source);
   }
+  if (lineage != nullptr) *lineage = out.agreement.lineage;
   return out;
 }
 
@@ -126,7 +128,8 @@ void Trainer::recover_in_place(const std::string& why) {
 
 wr::StateAgreement Trainer::sync_state(bool announce) {
   TrainingPosition position{epoch_, global_position_, step_, samples_seen_, schedule_.total_steps};
-  const SyncOutcome outcome = sync_training_state(*group_, *model_, position, live_);
+  const SyncOutcome outcome =
+      sync_training_state(*group_, *model_, position, live_, context_->round(), &lineage_);
   const wr::StateAgreement& agreed = outcome.agreement;
   if (!agreed.any_live) return agreed;  // nobody holds state: the checkpoint decides
   epoch_ = position.epoch;

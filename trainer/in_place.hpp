@@ -35,8 +35,11 @@ struct SyncOutcome {
 // Host buffers on every backend (NCCL stages them through the device). CollectiveError
 // when a collective fails (another membership change: recover again).
 // live: this rank holds state of its own; set false while it receives another's (the caller
-// marks it live again once the sync returned).
+// marks it live again once the sync returned). round: the group's; lineage (when given): the
+// round this rank's state was last agreed in (-1: never), set to the agreed one afterwards
+// (state_agreement.hpp: a newer lineage wins over an older one at the same step).
 SyncOutcome sync_training_state(worker_runtime::ProcessGroup& group, Model& model,
-                                TrainingPosition& position, bool& live);
+                                TrainingPosition& position, bool& live, int64_t round = 0,
+                                int64_t* lineage = nullptr);
 
 }  // namespace ddp::trainer

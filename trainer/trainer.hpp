@@ -126,6 +126,7 @@ class Trainer {
   int64_t step_ = 0;              // optimizer steps so far (drives the schedule)
   int64_t samples_seen_ = 0;      // global samples consumed over the whole run
   bool live_ = false;             // holds training state (from init+checkpoint, or received)
+  int64_t lineage_ = -1;          // the round its state was last agreed in (in_place.hpp)
   bool stepped_pending_ = false;  // `stepped` not yet sent for the last sync
   double lr_ = 0;
   // Training metrics since the last progress line (this rank's sums).

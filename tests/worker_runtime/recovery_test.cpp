@@ -175,6 +175,25 @@ TEST_CASE("state agreement: the last step every survivor completed, from the low
   CHECK(decide({0, 1, 1}, {0, 5, 5}) == StateAgreement{true, 5, 1, true});
 }
 
+TEST_CASE("state agreement: a newer lineage wins over an older one at the same step",
+          "[recovery]") {
+  using V = std::vector<int64_t>;
+  // (live, step, lineage, round) per rank. A rank paused in round 0 comes back at step 2535;
+  // the other two restarted in round 2 from a checkpoint and caught up to the same step. The
+  // same step is not the same state: the paused rank receives the newer lineage's.
+  StateAgreement got = decide_state(V{1, 1, 1}, V{2535, 2535, 2535}, V{0, 2, 2}, V{3, 3, 3});
+  CHECK(got == StateAgreement{true, 2535, 1, true, 3});
+  // One step ahead or not, an older lineage is never the source.
+  got = decide_state(V{1, 1}, V{2536, 2535}, V{0, 2}, V{3, 3});
+  CHECK(got == StateAgreement{true, 2535, 1, true, 3});
+  // One lineage, one step: nothing to send; every rank's state now belongs to round 3.
+  got = decide_state(V{1, 1}, V{7, 7}, V{2, 2}, V{3, 3});
+  CHECK(got == StateAgreement{true, 7, 0, false, 3});
+  // Nobody live: the checkpoint, in round 4's lineage.
+  got = decide_state(V{0, 0}, V{0, 0}, V{-1, -1}, V{4, 4});
+  CHECK(got == StateAgreement{false, 0, -1, false, 4});
+}
+
 TEST_CASE("state agreement over a Gloo group", "[recovery][gloo]") {
   auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
   test::run_ranks(3, [&](int rank) {

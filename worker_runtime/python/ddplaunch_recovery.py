@@ -66,6 +66,27 @@ except ImportError:  # pragma: no cover - shipped together
         return False
 
 
+def decide_state(table):
+    """The state agreement from every rank's (live, step, lineage, round), indexed by rank.
+    A live rank's state belongs to a lineage: the round in which its group last agreed. Ranks
+    of different lineages hold different histories even at the same step (one paused while
+    the others re-formed without it, restarted from a checkpoint and caught up): the newest
+    lineage is the job's, and only its ranks may be the source. The step is the lowest among
+    them (the last step every one of them completed); the source the lowest rank there.
+    Returns {"source": rank or -1 (no rank holds state), "send": whether any rank must receive,
+    "lineage": the round every rank's state belongs to afterwards}."""
+    lineage = max(row[3] for row in table)
+    live = [r for r, row in enumerate(table) if row[0]]
+    if not live:
+        return {"source": -1, "send": False, "lineage": lineage}
+    newest = max(table[r][2] for r in live)
+    current = [r for r in live if table[r][2] == newest]
+    step = min(table[r][1] for r in current)
+    source = min(r for r in current if table[r][1] == step)
+    send = not all(row[0] and row[1] == step and row[2] == newest for row in table)
+    return {"source": source, "send": send, "lineage": lineage}
+
+
 class RecoveryError(RuntimeError):
     """The agent is gone or sent no round notice in time: recovery cannot go on."""
 
@@ -313,6 +334,9 @@ class Elastic:
         # False after a step() whose step was aborted by a change (redone by the new group).
         self.step_done = False
         self._live = False
+        # The round in which this rank's state was last agreed (its lineage; -1 before any
+        # agreement; rounds only grow over a job): see decide_state.
+        self._lineage = -1
         self._resume = None  # start()'s resume, for a recovery in which no rank holds state
         self._group_fds = set()
         self._building = False
@@ -435,21 +459,24 @@ class Elastic:
         """Every rank, after every build: agree on the step, send the state where needed.
         Returns (source rank or -1, bytes sent)."""
         dev = self._comm_device()
-        mine = torch.tensor([1 if self._live else 0, self.global_step], dtype=torch.int64,
-                            device=dev)
+        mine = torch.tensor([1 if self._live else 0, self.global_step, self._lineage, self.round],
+                            dtype=torch.int64, device=dev)
         everyone = [torch.zeros_like(mine) for _ in range(self.world_size)]
         dist.all_gather(everyone, mine)
-        table = [(int(t[0]), int(t[1])) for t in everyone]
-        live = [r for r, (alive, _) in enumerate(table) if alive]
-        if not live:
+        table = [tuple(int(x) for x in t) for t in everyone]
+        plan = decide_state(table)
+        if plan["source"] < 0:
             if resume is not None:
-                resume()  # first start: every rank loads the checkpoint itself
-            return -1, 0
-        agreed = min(table[r][1] for r in live)
-        source = min(r for r in live if table[r][1] == agreed)
-        if all(alive and step == agreed for alive, step in table):
-            return -1, 0
-        return source, self._send_state(source)
+                resume()  # no rank holds state: every rank loads the checkpoint itself
+            sent = 0
+        elif plan["send"]:
+            if self.rank != plan["source"]:
+                self._live = False  # a mix of two states until the broadcast ends
+            sent = self._send_state(plan["source"])
+        else:
+            sent = 0
+        self._lineage = plan["lineage"]
+        return (plan["source"] if plan["send"] else -1), sent
 
     def _send_state(self, source):
         dev = self._comm_device()

@@ -1,6 +1,7 @@
 """Units of worker_runtime/python/ddplaunch_recovery.py without a process group (ctest
 python:ddplaunch_recovery, tier pytorch: it imports torch): the line format, the channel
-against a fake agent on a socketpair, and the sampler's re-split when the world changes.
+against a fake agent on a socketpair, the sampler's re-split when the world changes, and the
+state agreement's decision.
     python3 ddplaunch_recovery_test.py SOURCE_DIR
 """
 import os
@@ -135,7 +136,29 @@ def test_env_errors():
     del os.environ[dr.ENV_CHANGE_WAIT]
 
 
+def test_state_agreement():
+    # (live, step, lineage, round) per rank.
+    # Survivors of round 3 (lineage 3) and a new rank: the lowest survivor step, sent.
+    plan = dr.decide_state([(1, 12, 3, 4), (1, 11, 3, 4), (0, 0, -1, 4)])
+    check(plan == {"source": 1, "send": True, "lineage": 4}, "survivors and a new rank: %s" % plan)
+    # Everyone live, same step, same lineage: nothing to send.
+    plan = dr.decide_state([(1, 7, 2, 3), (1, 7, 2, 3)])
+    check(plan == {"source": 0, "send": False, "lineage": 3}, "all agree: %s" % plan)
+    # A rank paused in round 0 comes back at step 2535; the others restarted in round 2 from a
+    # checkpoint and caught up to the same step: the same step is not the same state. The
+    # newer lineage is the job's, and the paused rank receives it.
+    plan = dr.decide_state([(1, 2535, 0, 3), (1, 2535, 2, 3), (1, 2535, 2, 3)])
+    check(plan == {"source": 1, "send": True, "lineage": 3}, "older lineage receives: %s" % plan)
+    # Even one step ahead, an older lineage is never the source.
+    plan = dr.decide_state([(1, 2536, 0, 3), (1, 2535, 2, 3)])
+    check(plan["source"] == 1 and plan["send"], "older lineage never sends: %s" % plan)
+    # No rank live: no source, every rank loads the checkpoint.
+    plan = dr.decide_state([(0, 0, -1, 5), (0, 0, -1, 5)])
+    check(plan == {"source": -1, "send": False, "lineage": 5}, "none live: %s" % plan)
+
+
 test_lines()
+test_state_agreement()
 test_env_errors()
 test_channel()
 test_sampler_resplit()
