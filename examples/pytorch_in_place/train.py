@@ -61,6 +61,10 @@ def parse_args():
     p.add_argument("--step_lines", action="store_true",
                    help="rank 0 prints step=S samples=N world=W to stderr after every step "
                         "(bench/recovery)")
+    p.add_argument("--chaos_fields", action="store_true",
+                   help="--sample_log lines also carry t= (wall time) world= pos= (the epoch's "
+                        "position before the step) params= (a checksum of the parameters after "
+                        "it): bench/chaos")
     p.add_argument("--slow_step_ms", type=int, default=0)
     p.add_argument("--fault_kill_node_at_step", type=int, default=0)
     p.add_argument("--fault_hang_at_step", type=int, default=0)
@@ -131,9 +135,9 @@ def main():
                 optimizer.step()                    # only after it completed
                 scheduler.step()
                 if log:  # the step is done once optimizer.step() ran
-                    log.write("round=%d epoch=%d step=%d rank=%d idx=%s\n" % (
+                    log.write("round=%d epoch=%d step=%d rank=%d idx=%s" % (
                         elastic.round, epoch, elastic.global_step + 1, elastic.rank,
-                        ",".join(str(int(i)) for i in index)))
+                        ",".join(str(int(i)) for i in index)) + chaos_fields(args, elastic))
             if not elastic.step_done:  # aborted by a change: the new group redoes it
                 continue
             step = elastic.global_step
@@ -173,6 +177,16 @@ def main():
     print("rank %d done: %d steps, %d in-place recoveries" % (elastic.rank, elastic.global_step,
           elastic.recoveries), flush=True)
     elastic.close()
+
+
+def chaos_fields(args, elastic):
+    """The end of a --sample_log line under --chaos_fields ("\\n" alone without it)."""
+    if not args.chaos_fields:
+        return "\n"
+    flat = torch.cat([p.detach().flatten() for p in elastic.model.parameters()]).cpu()
+    checksum = int(flat.view(torch.int32).to(torch.int64).sum())  # any bit differs: it differs
+    return " t=%.6f world=%d pos=%d params=%d\n" % (time.time(), elastic.world_size,
+                                                    elastic.position, checksum)
 
 
 def fault(args, elastic, ckpt):
