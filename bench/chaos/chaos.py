@@ -44,6 +44,12 @@ def parse_args(argv):
     p.add_argument("--baseline", action="store_true",
                    help="also an undisturbed run of the same length per way (goodput relative "
                         "to it, time lost per fault)")
+    p.add_argument("--baseline_s", type=float, default=0,
+                   help="the undisturbed run's length (default: --duration); its goodput is "
+                        "scaled to the faulted run's wall time: steady fraction x (wall - its "
+                        "time to the first step) / wall")
+    p.add_argument("--last_call_s", type=float, default=5,
+                   help="--rdzv_conf last_call_timeout, every way (default of both: 30 s)")
     p.add_argument("--build", default=os.path.join(runner.ROOT, "build"))
     p.add_argument("--python", default="/var/cache/ddplaunch/venvs/torch-2.15.0/bin/python")
     p.add_argument("--out", default="", help="folder for logs and report (default: a temp one)")
@@ -95,6 +101,9 @@ def report(o, schedule, results, baselines):
         pf = analysis.per_fault(res, steady)
         res["per_fault"] = pf
         lost = beyond = None
+        if base and "wall_s" in res:  # the undisturbed goodput over the same wall time
+            base = dict(base, goodput=round(base["steady_fraction"] * max(
+                0.0, res["wall_s"] - base.get("first_step_s", 0)) / res["wall_s"], 4))
         applied = [f for f in pf if not f["skipped"]]
         if base:
             lost = round(base["goodput"] * res["wall_s"] - res["kept_time_s"], 2) \
@@ -171,7 +180,7 @@ def main(argv):
     for mode in modes:
         if o.baseline:
             log("%s, undisturbed:" % LABELS[mode])
-            quiet = dict(schedule, faults=[])
+            quiet = dict(schedule, faults=[], duration=o.baseline_s or schedule["duration"])
             baselines[mode] = one_run(o, mode, quiet, os.path.join(out, mode + ".baseline"))
             log("  goodput %s, steady %s" % (baselines[mode].get("goodput"),
                                              baselines[mode].get("steady_fraction")))

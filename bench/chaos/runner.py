@@ -88,6 +88,8 @@ class Run:
     def command(self, slot, endpoint):
         o = self.o
         nnodes = "1:%d" % self.schedule["max_nodes"]
+        # The first round closes this long after the first node is in (both default to 30 s).
+        conf = "last_call_timeout=%g" % o.last_call_s
         script = [SCRIPT, "--rows", str(o.rows), "--batch_size", str(o.batch_size),
                   "--epochs", "100000", "--workers", "1", "--slow_step_ms", str(o.step_ms),
                   "--sample_log", self.samples, "--chaos_fields",
@@ -95,10 +97,14 @@ class Run:
         if self.mode == "torchrun":
             return [o.python, "-m", "torch.distributed.run", "--nnodes", nnodes,
                     "--nproc_per_node", "1", "--rdzv_backend", "c10d",
-                    "--rdzv_endpoint", endpoint, "--rdzv_id", "chaos",
+                    "--rdzv_endpoint", endpoint, "--rdzv_id", "chaos", "--rdzv_conf",
+                    # Its host test matches the host name, which resolves to loopback here.
+                    conf + ",is_host=%s" % ("true" if slot == self.store_slot else "false"),
+                    "--local_addr", self.cluster.addrs[slot],  # else MASTER_ADDR=localhost
                     "--max_restarts", str(o.max_restarts), "--monitor_interval", "0.5"] + script
         cmd = [os.path.join(o.build, "ddplaunch"), "--nnodes", nnodes, "--nproc_per_node", "1",
                "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", "chaos",
+               "--rdzv_conf", conf,
                "--max_restarts", str(o.max_restarts), "--hang_timeout", str(o.hang_timeout),
                "--events_file", os.path.join(self.dir, "logs", "events.%d" % slot)]
         if self.mode == "inplace":
@@ -109,7 +115,8 @@ class Run:
         endpoint = "%s:%d" % (self.cluster.addrs[self.store_slot], PORT)
         log_path = os.path.join(self.dir, "logs", "agent.%d.log" % slot)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHON_EXEC=self.o.python,
-                   PYTHONUNBUFFERED="1")
+                   PYTHONUNBUFFERED="1",
+                   GLOO_SOCKET_IFNAME="eth0")  # the host name resolves to loopback
         with open(log_path, "wb") as out:
             proc = subprocess.Popen(self.cluster.exec_prefix(slot) + self.command(slot, endpoint),
                                     stdout=out, stderr=subprocess.STDOUT,
