@@ -51,6 +51,8 @@ def parse_args(argv):
                         "time to the first step) / wall")
     p.add_argument("--last_call_s", type=float, default=5,
                    help="--rdzv_conf last_call_timeout, every way (default of both: 30 s)")
+    p.add_argument("--rto_max_ms", type=int, default=0,
+                   help="sysctl net.ipv4.tcp_rto_max_ms in every host (default: the kernel's)")
     p.add_argument("--build", default=os.path.join(runner.ROOT, "build"))
     p.add_argument("--python", default="/var/cache/ddplaunch/venvs/torch-2.15.0/bin/python")
     p.add_argument("--out", default="", help="folder for logs and report (default: a temp one)")
@@ -74,6 +76,8 @@ def one_run(o, mode, schedule, out_dir):
     hosts = sched.slots_needed(schedule)
     c = netns.Cluster(hosts)
     try:
+        if o.rto_max_ms:
+            c.set_rto_max(o.rto_max_ms)
         r = runner.Run(c, mode, schedule, out_dir, o, log)
         res = r.run()
     finally:
@@ -91,7 +95,8 @@ def fmt(x, unit=""):
 def report(o, schedule, results, baselines):
     out = ["## Chaos run: seed %d, %d nodes (1:%d), %.0f s, %d faults" % (
         schedule["seed"], schedule["nodes"], schedule["max_nodes"], schedule["duration"],
-        len(schedule["faults"])), "",
+        len(schedule["faults"])) + (", tcp_rto_max_ms %d" % o.rto_max_ms if o.rto_max_ms
+                                     else ""), "",
         "| way | goodput | undisturbed | relative | kept steps | thrown away | time lost, s "
         "| beyond the faults' own length, s | per fault, s | end |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
