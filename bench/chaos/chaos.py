@@ -41,6 +41,9 @@ def parse_args(argv):
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--max_nodes", type=int, default=6)
     p.add_argument("--kinds", default=",".join(sched.KINDS))
+    p.add_argument("--plan", default="",
+                   help="a fixed schedule instead of a drawn one: t:kind[:length[:pick]],... "
+                        "(e.g. 20:pause:20:0.9,45:blip:4)")
     p.add_argument("--modes", default="inplace,restart,torchrun")
     p.add_argument("--baseline", action="store_true",
                    help="also an undisturbed run of the same length per way (goodput relative "
@@ -61,7 +64,8 @@ def parse_args(argv):
     p.add_argument("--step_ms", type=int, default=50, help="the script's --slow_step_ms")
     p.add_argument("--checkpoint_every", type=int, default=20)
     p.add_argument("--max_restarts", type=int, default=100)
-    p.add_argument("--hang_timeout", type=float, default=10)
+    p.add_argument("--hang_timeout", type=float, default=30,
+                   help="ddplaunch's; longer than a pause (20 s): see docs/chaos.md")
     p.add_argument("--startup_s", type=float, default=120)
     p.add_argument("--exit_s", type=float, default=60, help="wait for agents after SIGTERM")
     p.add_argument("--orphan_grace_s", type=float, default=3)
@@ -163,6 +167,8 @@ def main(argv):
     else:
         schedule = sched.make_schedule(o.seed, o.duration, o.interval, o.nodes, o.max_nodes,
                                        tuple(o.kinds.split(",")))
+        if o.plan:
+            schedule["faults"] = sched.parse_plan(o.plan)
         modes = o.modes.split(",")
     for m in modes:
         if m not in LABELS:

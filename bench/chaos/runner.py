@@ -64,7 +64,9 @@ class Agent:
 
     def workers(self):
         """The agent's worker processes (the script's main processes, not their loaders)."""
-        return [p for p in children(self.proc.pid) if "train.py" in cmdline(p)]
+        return [p for p in children(self.proc.pid)
+                if os.path.basename(cmdline(p).split(" ")[0]).startswith("python") and
+                "train.py" in cmdline(p)]  # not ddplaunch's orphan guardian (a fork of it)
 
 
 class Run:
@@ -92,6 +94,7 @@ class Run:
         conf = "last_call_timeout=%g" % o.last_call_s
         script = [SCRIPT, "--rows", str(o.rows), "--batch_size", str(o.batch_size),
                   "--epochs", "100000", "--workers", "1", "--slow_step_ms", str(o.step_ms),
+                  "--lr_step_size", "1000000000",  # the parameters keep changing
                   "--sample_log", self.samples, "--chaos_fields",
                   "--checkpoint_dir", self.ckpt, "--checkpoint_every", str(o.checkpoint_every)]
         if self.mode == "torchrun":
@@ -226,11 +229,15 @@ class Run:
         self.later(fault["length"], lambda: self.cluster.restore(agent.slot))
 
     def do_pause(self, agent, fault, ev):
-        pids = self.cluster.pids(agent.slot)
+        # As a frozen machine: the agent stops first and resumes last, so that it never sees
+        # its own workers stopped (which it would take for a hang).
+        pids = [agent.proc.pid] + [p for p in self.cluster.pids(agent.slot)
+                                   if p != agent.proc.pid]
         for p in pids:
             signal_pid(p, signal.SIGSTOP)
         ev["detail"] = "SIGSTOP %d processes for %.0f s" % (len(pids), fault["length"])
-        self.later(fault["length"], lambda: [signal_pid(p, signal.SIGCONT) for p in pids])
+        self.later(fault["length"], lambda: [signal_pid(p, signal.SIGCONT)
+                                             for p in reversed(pids)])
 
     def later(self, seconds, fn):
         th = threading.Timer(seconds, fn)

@@ -63,3 +63,17 @@ def make_schedule(seed, duration, interval, nodes, max_nodes, kinds=KINDS):
 
 def slots_needed(schedule):
     return schedule["nodes"] + sum(1 for f in schedule["faults"] if f["kind"] == "join")
+
+
+def parse_plan(text):
+    """--plan t:kind[:length[:pick]],... as faults."""
+    faults = []
+    for item in text.split(","):
+        parts = item.split(":")
+        if len(parts) < 2 or parts[1] not in KINDS:
+            raise SystemExit("chaos: bad --plan item %r (t:kind[:length[:pick]], kinds %s)" %
+                             (item, ", ".join(KINDS)))
+        faults.append({"t": float(parts[0]), "kind": parts[1],
+                       "length": float(parts[2]) if len(parts) > 2 else 0.0,
+                       "pick": float(parts[3]) if len(parts) > 3 else 0.0})
+    return sorted(faults, key=lambda f: f["t"])

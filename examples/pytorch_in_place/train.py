@@ -50,6 +50,7 @@ def parse_args():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--max_steps", type=int, default=0, help="stop after this many (0: no limit)")
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr_step_size", type=int, default=10, help="steps per LR decay by 0.9")
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
     p.add_argument("--device", default="cpu",
@@ -95,7 +96,7 @@ def main():
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=args.lr_step_size, gamma=0.9)
 
     if args.no_recovery:
         os.environ.pop(dr.ENV_FD, None)
