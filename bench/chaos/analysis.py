@@ -48,14 +48,22 @@ def read_lines(samples_dir):
 
 
 def versions(lines):
-    """{step: [version, ...]} in time order; a version is a list of lines."""
-    by_step = {}
+    """{step: [version, ...]} in time order; a version is a list of lines. The lines of one
+    version share the round, world and position (a redone step differs in one of
+    them, or repeats a rank), however their times interleave with another version's."""
+    groups = {}
     for line in sorted(lines, key=lambda x: x["t"]):
-        vs = by_step.setdefault(line["step"], [])
+        key = (line["step"], line["round"], line["world"], line["pos"])
+        vs = groups.setdefault(key, [])
         if not vs or any(o["rank"] == line["rank"] for o in vs[-1]):
             vs.append([line])
         else:
             vs[-1].append(line)
+    by_step = {}
+    for key, vs in groups.items():
+        by_step.setdefault(key[0], []).extend(vs)
+    for vs in by_step.values():
+        vs.sort(key=lambda v: v[0]["t"])
     return by_step
 
 

@@ -79,6 +79,19 @@ class AnalysisTest(unittest.TestCase):
         self.assertEqual(res["violations"], [])
         self.assertEqual(res["steps_thrown_away"], 2)
 
+    def test_a_redo_interleaved_with_the_old_lines_is_one_version(self):
+        files = clean()
+        # Step 3 redone at world 3 by new processes; its first line lands between the old
+        # version's lines in time (the old run's last line was late).
+        files[1][2] = line(3, 1, [9, 11], 103.9, pos=8)
+        files[4] = [line(3, 2, [2], 103.5, world=3, pos=8, params=9)]
+        files[5] = [line(3, 0, [0], 103.95, world=3, pos=8, params=9)]
+        files[6] = [line(3, 1, [1], 103.96, world=3, pos=8, params=9)]
+        res = run(files)
+        self.assertFalse(any("lost from the logs" in v for v in res["violations"]),
+                         res["violations"])
+        self.assertEqual(res["steps_thrown_away"], 1)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -44,6 +44,9 @@ def parse_args(argv):
     p.add_argument("--plan", default="",
                    help="a fixed schedule instead of a drawn one: t:kind[:length[:pick]],... "
                         "(e.g. 20:pause:20:0.9,45:blip:4)")
+    p.add_argument("--reanalyse", metavar="OUT",
+                   help="recompute the report of the runs in OUT (its results.json and sample "
+                        "logs) instead of running anything")
     p.add_argument("--modes", default="inplace,restart,torchrun")
     p.add_argument("--baseline", action="store_true",
                    help="also an undisturbed run of the same length per way (goodput relative "
@@ -159,8 +162,35 @@ def report(o, schedule, results, baselines):
     return "\n".join(out)
 
 
+def reanalyse(o):
+    """The report again from OUT/results.json and the sample logs (after a change to
+    analysis.py); prints it and writes OUT/report.md."""
+    results, baselines, schedule = [], {}, None
+    with open(os.path.join(o.reanalyse, "results.json")) as f:
+        for raw in f:
+            res = json.loads(raw)
+            schedule = res.pop("schedule")
+            res["agents"] = {int(k): v for k, v in res["agents"].items()}
+            res["violations"] = []
+            res["notes"] = [n for n in res.get("notes", []) if n.startswith("node ")]
+            name = res["mode"] + (".baseline" if res.get("baseline") else "")
+            analysis.analyse(res, os.path.join(o.reanalyse, name, "samples"), o.batch_size,
+                             o.rows, o.hang_timeout)
+            analysis.check_exits(res, strict=res["mode"] != "torchrun")
+            (baselines.__setitem__(res["mode"], res) if res.get("baseline")
+             else results.append(res))
+    text = report(o, schedule, results, baselines)
+    with open(os.path.join(o.reanalyse, "report.md"), "w") as f:
+        f.write(text + "\n")
+    log(text)
+    return 1 if any(r.get("violations") for r in results + list(baselines.values())
+                    if r["mode"] != "torchrun") else 0
+
+
 def main(argv):
     o = parse_args(argv)
+    if o.reanalyse:
+        return reanalyse(o)
     if o.short:
         schedule = sched.short_schedule()
         modes = ["inplace"]
