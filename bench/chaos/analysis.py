@@ -80,7 +80,9 @@ def near_fault(t, events, t0, after_s):
 
 def analyse(res, samples_dir, batch, rows, hang_timeout):
     """Adds kept steps, goodput inputs and invariant violations to res."""
-    t0, launched, end = res["t0"], res["launched"], res["end"]
+    # A run that stopped early lost the rest of its planned time.
+    t0, launched = res["t0"], res["launched"]
+    end = max(res["end"], res.get("planned_end", res["end"]))
     lines, torn = read_lines(samples_dir)
     by_step = versions(lines)
     kept = {s: vs[-1] for s, vs in by_step.items()}
@@ -185,7 +187,7 @@ def kept_in(timeline, a, b):
 def per_fault(res, steady_fraction):
     """Time lost in each fault's window (to the next fault or the end), beyond its own
     length, at the baseline's steady fraction of step time; the first kept step after it."""
-    t0, end = res["t0"], res["end"]
+    t0, end = res["t0"], max(res["end"], res.get("planned_end", res["end"]))
     evs = [e for e in res["events"]]
     out = []
     for i, ev in enumerate(evs):

@@ -170,6 +170,8 @@ def reanalyse(o):
         for raw in f:
             res = json.loads(raw)
             schedule = res.pop("schedule")
+            res["planned_end"] = res["t0"] + (o.baseline_s if res.get("baseline") and
+                                              o.baseline_s else schedule["duration"])
             res["agents"] = {int(k): v for k, v in res["agents"].items()}
             res["violations"] = []
             res["notes"] = [n for n in res.get("notes", []) if n.startswith("node ")]

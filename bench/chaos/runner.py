@@ -286,6 +286,7 @@ class Run:
             th.join()
         res["t0"] = t0
         res["end"] = time.time()
+        res["planned_end"] = t0 + self.schedule["duration"]
         self.finish(res)
         res["events"] = self.events
         res["agents"] = {a.slot: {"fate": a.fate, "exit": a.exit, "pid": a.proc.pid,
