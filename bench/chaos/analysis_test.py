@@ -68,6 +68,17 @@ class AnalysisTest(unittest.TestCase):
         killed = [{"kind": "worker_crash", "t": 4.0, "length": 0}]
         self.assertEqual(run(files, killed)["violations"], [])
 
+    def test_a_last_line_cut_by_the_final_sigterm_is_not_lost(self):
+        files = clean()
+        del files[0][5]  # step 6 at t=106, rank 0; the SIGTERM at 106.5 (res["end"] below)
+        with tempfile.TemporaryDirectory() as d:
+            for name, lines in files.items():
+                with open(os.path.join(d, "pid%s" % name), "w") as f:
+                    f.writelines(lines)
+            res = analysis.analyse({"t0": 100.0, "launched": 99.0, "end": 106.5, "events": []},
+                                   d, BATCH, ROWS, hang_timeout=5)
+        self.assertEqual(res["violations"], [])
+
     def test_redone_steps_are_thrown_away_not_counted_twice(self):
         files = clean()
         # A restart from the step-1 checkpoint redoes steps 2 and 3 later, in new processes.
