@@ -50,6 +50,7 @@ def parse_args():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--max_steps", type=int, default=0, help="stop after this many (0: no limit)")
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr_step_size", type=int, default=10, help="steps per LR decay by 0.9")
     p.add_argument("--seed", type=int, default=5)
     p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
     p.add_argument("--device", default="cpu",
@@ -61,6 +62,10 @@ def parse_args():
     p.add_argument("--step_lines", action="store_true",
                    help="rank 0 prints step=S samples=N world=W to stderr after every step "
                         "(bench/recovery)")
+    p.add_argument("--chaos_fields", action="store_true",
+                   help="--sample_log lines also carry t= (wall time) world= pos= (the epoch's "
+                        "position before the step) params= (a checksum of the parameters after "
+                        "it): bench/chaos")
     p.add_argument("--slow_step_ms", type=int, default=0)
     p.add_argument("--fault_kill_node_at_step", type=int, default=0)
     p.add_argument("--fault_hang_at_step", type=int, default=0)
@@ -91,7 +96,7 @@ def main():
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         model.to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=args.lr_step_size, gamma=0.9)
 
     if args.no_recovery:
         os.environ.pop(dr.ENV_FD, None)
@@ -131,9 +136,9 @@ def main():
                 optimizer.step()                    # only after it completed
                 scheduler.step()
                 if log:  # the step is done once optimizer.step() ran
-                    log.write("round=%d epoch=%d step=%d rank=%d idx=%s\n" % (
+                    log.write("round=%d epoch=%d step=%d rank=%d idx=%s" % (
                         elastic.round, epoch, elastic.global_step + 1, elastic.rank,
-                        ",".join(str(int(i)) for i in index)))
+                        ",".join(str(int(i)) for i in index)) + chaos_fields(args, elastic))
             if not elastic.step_done:  # aborted by a change: the new group redoes it
                 continue
             step = elastic.global_step
@@ -173,6 +178,16 @@ def main():
     print("rank %d done: %d steps, %d in-place recoveries" % (elastic.rank, elastic.global_step,
           elastic.recoveries), flush=True)
     elastic.close()
+
+
+def chaos_fields(args, elastic):
+    """The end of a --sample_log line under --chaos_fields ("\\n" alone without it)."""
+    if not args.chaos_fields:
+        return "\n"
+    flat = torch.cat([p.detach().flatten() for p in elastic.model.parameters()]).cpu()
+    checksum = int(flat.view(torch.int32).to(torch.int64).sum())  # any bit differs: it differs
+    return " t=%.6f world=%d pos=%d params=%d\n" % (time.time(), elastic.world_size,
+                                                    elastic.position, checksum)
 
 
 def fault(args, elastic, ckpt):
