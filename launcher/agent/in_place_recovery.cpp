@@ -5,6 +5,7 @@
 
 #include "common/log.hpp"
 #include "launcher/output/event_names.hpp"
+#include "launcher/process/proc_status.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -37,7 +38,14 @@ InPlaceRecovery::InPlaceRecovery(boost::asio::io_context& io, bool enabled,
       events_(events),
       group_(group),
       hooks_(std::move(hooks)),
-      timer_(io) {}
+      timer_(io) {
+  if (!hooks_.stopped) {
+    hooks_.stopped = [](int pid) {
+      const auto status = read_proc_status(pid);
+      return status && status->state == 'T';
+    };
+  }
+}
 
 void InPlaceRecovery::reset(size_t count) {
   timer_.cancel();
@@ -88,11 +96,16 @@ InPlaceRecovery::Resumed InPlaceRecovery::resume(int64_t round) {
       if (!hooks_.start_worker(index)) return Resumed::kStartFailed;
       continue;
     }
-    if (!slot.hello) {
-      // It never opened its end of the channel: it cannot be told; it is restarted.
+    // One that never opened its end of the channel cannot be told; a stopped one (SIGSTOP)
+    // would not answer before --recovery_timeout, and its peers would wait for it: both are
+    // restarted. (A traced one, 't', is left alone: a debugger or py-spy holds it briefly.)
+    const char* why = !slot.hello                         ? "never spoke on its recovery channel"
+                      : hooks_.stopped(group_.pid(index)) ? "is stopped (SIGSTOP)"
+                                                          : nullptr;
+    if (why != nullptr) {
       DDP_LOG_WARN("rank " + std::to_string(hooks_.rank_of(index)) + " (pid " +
-                   std::to_string(group_.pid(index)) +
-                   ") never spoke on its recovery channel; restarting it for the new round");
+                   std::to_string(group_.pid(index)) + ") " + why +
+                   "; restarting it for the new round");
       slot.respawn_on_exit = true;
       group_.signal(index, SIGKILL);
       continue;

@@ -54,6 +54,8 @@ class InPlaceRecovery {
     std::function<int(size_t index)> rank_of;
     // The workers run in a healthy group (a timeout while the group stops means nothing).
     std::function<bool()> healthy;
+    // The process is stopped (SIGSTOP: /proc state 'T'); null: read from /proc.
+    std::function<bool(int pid)> stopped;
   };
 
   // enabled: --in_place_recovery; timeout: --recovery_timeout.

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,7 @@ struct Bench : RecordedEvents, LoggedLines {
     };
     h.rank_of = [](size_t index) { return rank_of(index); };
     h.healthy = [this] { return healthy; };
+    h.stopped = [this](int pid) { return stopped_pids.count(pid) != 0; };
     return h;
   }
 
@@ -128,7 +130,8 @@ struct Bench : RecordedEvents, LoggedLines {
   bool healthy = true;  // what the agent's state says
   int64_t round = 0;    // the agent's current round
   bool start_fails = false;
-  std::vector<int> starts;  // workers started per slot
+  std::set<int> stopped_pids;  // what hooks.stopped says
+  std::vector<int> starts;     // workers started per slot
   std::vector<std::pair<size_t, Meaning>> exits;
   std::map<size_t, std::unique_ptr<WorkerChannel>> channels;  // each slot's current worker's end
   std::map<size_t, std::vector<Message>> received;            // what each slot's workers heard
@@ -159,6 +162,28 @@ TEST_CASE("in-place recovery: begin tells the running workers to abort, naming t
   run_for(b.io, 20ms);
   CHECK(b.received[2].empty());  // it no longer runs
   CHECK(b.starts == std::vector<int>{1, 1, 1});
+}
+
+TEST_CASE("in-place recovery: a stopped worker (SIGSTOP) is not kept: killed and replaced",
+          "[in_place_recovery]") {
+  // It could not take the round notice, and its peers would wait --recovery_timeout for it.
+  Bench b(2);
+  b.hello(0);
+  b.hello(1);
+  b.stopped_pids.insert(b.group.pid(1));
+  b.begin("node_lost");
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
+  CHECK(b.spawner.workers[1].signals == std::vector<int>{SIGKILL});
+  CHECK(b.spawner.workers[0].signals.empty());
+  CHECK(b.logged("rank 11 (pid 1001) is stopped (SIGSTOP); restarting it for the new round"));
+  REQUIRE(run_until(
+      b.io, [&] { return b.starts[1] == 2; }, kGuard));
+  b.await_received(0, 2);
+  CHECK(b.received[0][1].type == "round");  // the other one is kept
+  const auto resumed = b.named("workers_resumed");
+  REQUIRE(resumed.size() == 1);
+  CHECK(resumed[0]["kept"] == 1);
+  CHECK(resumed[0]["restarted"] == 1);
 }
 
 TEST_CASE(
