@@ -627,7 +627,9 @@ void DynamicRendezvous::throw_if_closed() const {
 
 void DynamicRendezvous::throw_closed() const {
   const std::string where = "rendezvous '" + options_.run_id + "' on " + store_->describe();
-  if (waited_outside_ && !last_round_) {
+  // A spare (a member that lost its place counts too), or a node that waited for room and
+  // never got in: the job did not need it.
+  if (standing_by_ || (waited_outside_ && !last_round_)) {
     throw NotNeeded(
         where + ": the job finished without needing this node (" + node_id_ +
         (standing_by_ ? "), which stood by as a spare" : "), which waited for a round with room"));

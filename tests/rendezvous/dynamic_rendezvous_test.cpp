@@ -433,6 +433,29 @@ TEST_CASE("dynamic: a spare the job ends without leaves with NotNeeded, naming w
   }
 }
 
+TEST_CASE("dynamic: a member slower to re-join than a spare stands by as a spare itself",
+          "[rdzv][dynamic][spare]") {
+  // Round 1 opens because b re-joins (its workers failed); the spare gets there before a and
+  // the round closes full with b and the spare. a then finds the group full: it is a spare
+  // now, and leaves as one (NotNeeded) when the job ends.
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  auto spare = c.node(o);
+  auto spare_join = join_async(*spare);
+  CHECK(spare_join.wait_for(300ms) == std::future_status::timeout);
+  auto jb = join_async(*b);
+  const std::vector<RendezvousInfo> round1{jb.get(), spare_join.get()};
+  check_consistent(round1, {1, 1});
+  CHECK(round1[0].round == 1);
+  auto ja = join_async(*a);
+  CHECK(ja.wait_for(300ms) == std::future_status::timeout);
+  b->shutdown();
+  spare->shutdown();
+  REQUIRE_THROWS_AS(ja.get(), NotNeeded);
+}
+
 TEST_CASE("dynamic: a spare that leaves while standing by leaves the job's rendezvous open",
           "[rdzv][dynamic][spare]") {
   Cluster c;
