@@ -214,3 +214,24 @@ TEST_CASE("spare e2e: in place, the native trainer's survivor keeps its process,
   CHECK(rounds[0]["world_size"] == 2);
   CHECK(job.events(2, "worker_start").size() == 1);
 }
+
+TEST_CASE("spare e2e: a spare told to stop leaves at once, and the job goes on without it",
+          "[e2e][spare]") {
+  // Expected: SIGTERM to the spare: it exits 143 within seconds; the members finish with exit
+  // 0 (the spare's leaving did not close the job's rendezvous).
+  Job job;
+  const std::map<std::string, std::string> env{{"NAP", "5"}};
+  job.start(env);
+  job.start(env);
+  REQUIRE(job.agents[0]->wait_for_log("WORLD_SIZE=2", kGuard));
+  REQUIRE(job.agents[1]->wait_for_log("WORLD_SIZE=2", kGuard));
+  auto& spare = job.start(env);
+  REQUIRE(spare.wait_for_log(kSpareLine, kGuard));
+  spare.kill(SIGTERM);
+  const auto left = spare.wait(10s);
+  INFO(job.logs());
+  REQUIRE(left.has_value());
+  CHECK(*left == 128 + SIGTERM);
+  CHECK(job.codes({0, 1}) == std::vector<int>{0, 0});
+  CHECK(job.events(0, "membership_change").empty());
+}
