@@ -196,7 +196,14 @@ TEST_CASE("spare e2e: in place, the native trainer's survivor keeps its process,
   const std::vector<std::string> flags{"--in_place_recovery"};
   job.start({}, flags, train);
   job.start({}, flags, train);
-  REQUIRE(job.agents[0]->wait_for_log("epoch 0 step 1 ", kGuard));
+  // Rank 0 prints the steps: either member may hold it.
+  const auto until = std::chrono::steady_clock::now() + kGuard;
+  bool stepping = false;
+  while (!stepping && std::chrono::steady_clock::now() < until) {
+    for (size_t i : {0U, 1U})
+      stepping = stepping || job.agents[i]->wait_for_log("epoch 0 step 1 ", 50ms);
+  }
+  REQUIRE(stepping);
   auto& spare = job.start({}, flags, train);
   REQUIRE(spare.wait_for_log(kSpareLine, kGuard));
   job.agents[1]->kill(SIGKILL);
