@@ -34,6 +34,9 @@ constexpr Duration kSuccessorConnectTimeout{1000};
 // How long a survivor waits on one successor for the store to open before it looks again at
 // the others (one may have opened meanwhile, or the lost store answered again).
 constexpr Duration kSuccessorWait{2000};
+// How soon a spare standing by notices that its agent leaves (shutdown() from another
+// thread): its wait for a round is cut in slices this long.
+constexpr Duration kSpareLeaveCheck{1000};
 
 std::string in_round_text(uint64_t round) {
   return " (round " + std::to_string(round) + ")";
@@ -117,6 +120,13 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
         fail_over(fenced_seen_ ? PeerLoss::kSilence : e.loss(), deadline);
         continue;
       }
+      // A spare that loses the store to a death: the job ended (its host closes the store as
+      // it leaves) or its host was lost; either way the job goes on, or not, without it.
+      if (standing_by_ && e.loss() == PeerLoss::kDeath) {
+        throw NotNeeded("rendezvous '" + options_.run_id + "': the store at " + store_->describe() +
+                        " closed while this node stood by as a spare (" + e.what() +
+                        "): the job finished without needing it");
+      }
       // Without a successor, silence (this node was cut off, or the store's host was) is only
       // silence: keep trying until join_timeout, as for the first join.
       if (e.loss() != PeerLoss::kSilence || deadline.expired()) throw;
@@ -134,7 +144,9 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
   }
 }
 
-RendezvousInfo DynamicRendezvous::join_round(const Deadline& deadline) {
+RendezvousInfo DynamicRendezvous::join_round(const Deadline& join_deadline) {
+  // A spare admitted after standing by gets a whole join_timeout for the round it enters.
+  Deadline deadline = join_deadline;
   stop_watcher();
   throw_if_stepped_down();
   {
@@ -158,7 +170,10 @@ RendezvousInfo DynamicRendezvous::join_round(const Deadline& deadline) {
   while (true) {
     // No closed check here: shutdown() closes the current and next round, so arriving in
     // one of them says so; later rounds are reached only through the late path below.
-    if (!admitted && round > 0) wait_admitted(round, deadline);
+    if (!admitted && round > 0) {
+      wait_admitted(round, deadline, standing_by_);
+      if (standing_by_) deadline = Deadline::after(options_.join_timeout);
+    }
     const int64_t idx = store_->take_ticket(keys::arrived(round));
     store_->multi_set(
         {keys::node(round, idx), keys::standby(round, idx)},
@@ -185,23 +200,23 @@ RendezvousInfo DynamicRendezvous::join_round(const Deadline& deadline) {
     }
     if (!assignment) {
       const Closing closing = read_closing(round, idx);
-      if (closing.count < 0) {
-        throw RendezvousClosed("rendezvous '" + options_.run_id + "' on " + store_->describe() +
-                               " is closed: the job has ended; this node (" + node_id_ +
-                               ") was not part of it");
-      }
+      if (closing.count < 0) throw_closed();
       // Late: ask the running group to re-form when it has room and is not finishing, then
       // wait for the next round.
       const bool room = idx <= options_.max_nodes && closing.count < options_.max_nodes;
       const bool finishing = room && store_->check({keys::finished(round)});
       if (room && !finishing) post_change(*store_, round, "waiting");
-      DDP_LOG_INFO("rendezvous '" + options_.run_id + "': round " + std::to_string(round) +
-                   " closed before this node arrived (arrival " + std::to_string(idx) +
-                   (finishing ? "); its nodes are finishing, waiting for the next round"
-                    : room    ? "); asked the running nodes to re-form"
-                              : "); the group is full (max " + std::to_string(options_.max_nodes) +
-                                 " nodes), waiting for the next round"));
+      // A node arriving after the job ended was never waiting in it: RendezvousClosed.
       throw_if_closed();
+      if (!last_round_) waited_outside_ = true;
+      if (!room) {
+        stand_by(round + 1);
+      } else {
+        DDP_LOG_INFO("rendezvous '" + options_.run_id + "': round " + std::to_string(round) +
+                     " closed before this node arrived (arrival " + std::to_string(idx) +
+                     (finishing ? "); its nodes are finishing, waiting for the next round"
+                                : "); asked the running nodes to re-form"));
+      }
       // A survivor of the previous round is expected in the next one whoever opens it: later
       // than this re-formed round's last call, it opens the next round itself (the members it
       // just asked to re-form come there) instead of waiting for one of them to.
@@ -250,6 +265,14 @@ RendezvousInfo DynamicRendezvous::join_round(const Deadline& deadline) {
       last_info_ = info;
     }
     if (options_.watch_membership) start_watcher(info);
+    if (standing_by_) {
+      standing_by_ = false;
+      DDP_LOG_INFO("rendezvous '" + options_.run_id + "': admitted as a spare in round " +
+                   std::to_string(round) + " (group rank " + std::to_string(info.group_rank) +
+                   " of " + std::to_string(info.group_world_size) + ")");
+      notify_spare(
+          SpareNotice{SpareNotice::Kind::kAdmitted, round, options_.max_nodes, info.group_rank});
+    }
     return info;
   }
 }
@@ -281,15 +304,51 @@ void DynamicRendezvous::advance_current_round(uint64_t round, Store& store) {
   }
 }
 
-void DynamicRendezvous::wait_admitted(uint64_t round, const Deadline& deadline) const {
+void DynamicRendezvous::stand_by(uint64_t round) {
+  if (standing_by_) return;  // said once per standing by
+  standing_by_ = true;
+  DDP_LOG_INFO("rendezvous '" + options_.run_id + "': standing by as a spare for job " +
+               options_.run_id + " (group full at " + std::to_string(options_.max_nodes) +
+               " nodes); it is admitted when a member leaves");
+  notify_spare(SpareNotice{SpareNotice::Kind::kStandingBy, round, options_.max_nodes, -1});
+}
+
+void DynamicRendezvous::notify_spare(const SpareNotice& notice) {
+  std::function<void(const SpareNotice&)> on_spare;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_spare = on_spare_;
+  }
+  if (on_spare) on_spare(notice);
+}
+
+void DynamicRendezvous::watch_spare(const std::function<void(const SpareNotice&)>& on_spare) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_spare_ = on_spare;
+}
+
+void DynamicRendezvous::wait_admitted(uint64_t round, const Deadline& deadline, bool spare) const {
   const auto started = Clock::now();
+  const auto throw_if_spare_left = [&] {
+    if (spare && spare_left_) {
+      throw RendezvousClosed("rendezvous '" + options_.run_id +
+                             "': this node left while it stood by as a spare");
+    }
+  };
   while (true) {
     try {
-      store_->wait({keys::opened(round)}, deadline.slice(options_.progress_interval));
+      // The wake is also how a spare learns the job ended (closing opens the next round).
+      store_->wait({keys::opened(round)},
+                   spare ? std::min(options_.progress_interval, kSpareLeaveCheck)
+                         : deadline.slice(options_.progress_interval));
+      if (spare) throw_if_closed();
+      throw_if_spare_left();
       return;
     } catch (const StoreTimeout&) {
     }
+    throw_if_spare_left();
     throw_if_closed();
+    if (spare) continue;  // quiet: the line said it once
     const auto waited = std::chrono::duration_cast<Duration>(Clock::now() - started);
     if (deadline.expired()) {
       throw RendezvousError(
@@ -563,11 +622,20 @@ std::string DynamicRendezvous::after_change() const {
 }
 
 void DynamicRendezvous::throw_if_closed() const {
-  if (store_->check({keys::kClosed})) {
-    throw RendezvousClosed("rendezvous '" + options_.run_id + "' on " + store_->describe() +
-                           " is closed: the job has ended; this node (" + node_id_ +
-                           ") was not part of it");
+  if (store_->check({keys::kClosed})) throw_closed();
+}
+
+void DynamicRendezvous::throw_closed() const {
+  const std::string where = "rendezvous '" + options_.run_id + "' on " + store_->describe();
+  // A spare (a member that lost its place counts too), or a node that waited for room and
+  // never got in: the job did not need it.
+  if (standing_by_ || (waited_outside_ && !last_round_)) {
+    throw NotNeeded(
+        where + ": the job finished without needing this node (" + node_id_ +
+        (standing_by_ ? "), which stood by as a spare" : "), which waited for a round with room"));
   }
+  throw RendezvousClosed(where + " is closed: the job has ended; this node (" + node_id_ +
+                         ") was not part of it");
 }
 
 void DynamicRendezvous::watch(std::function<void(MembershipChange)> on_change) {
@@ -911,6 +979,11 @@ void DynamicRendezvous::leave(bool succeeded) {
   retiring_.reset();
   if (shut_down_) return;
   shut_down_ = true;
+  if (standing_by_ && !last_info_) {
+    // A spare leaving ends nothing: the rendezvous stays open for the job's members.
+    spare_left_ = true;
+    return;
+  }
   // An orderly leave: this node is not lost. The presence goes after this node is counted
   // out, so nobody finds it gone while it is still counted in.
   std::unique_ptr<Presence> presence = std::move(presence_);

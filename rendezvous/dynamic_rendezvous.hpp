@@ -92,9 +92,13 @@ class DynamicRendezvous final : public RendezvousHandler {
   // longer than the peer tolerance comes back once its link does.
   RendezvousInfo next_rendezvous() override;
   void watch(std::function<void(MembershipChange)> on_change) override;
+  // A node that finds the group full stands by as a spare: it waits (without join_timeout)
+  // for a round with room, and leaves with NotNeeded when the job ends without it.
+  void watch_spare(const std::function<void(const SpareNotice&)>& on_spare) override;
   // This node finished: counts it out of its round; the last member out closes the
   // rendezvous. When this node never completed a round (a signal during rendezvous) it
-  // closes the rendezvous at once; safe to call from another thread while next_rendezvous()
+  // closes the rendezvous at once (a spare standing by leaves it open: the job goes on
+  // without it); safe to call from another thread while next_rendezvous()
   // blocks (which then throws RendezvousClosed).
   void shutdown() override;
   // Closes the rendezvous for every node of the job (torchrun's shutdown) without waiting.
@@ -123,7 +127,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   };
 
   // One try of next_rendezvous() within deadline.
-  RendezvousInfo join_round(const Deadline& deadline);
+  RendezvousInfo join_round(const Deadline& join_deadline);
   // The store failed (how: what its failure says of its host): moves the rendezvous to the
   // successor's store (store_succession.hpp), re-seeded with what the survivors know of the
   // last round, or back to the same store if it answers again and did not step down. Throws
@@ -158,7 +162,12 @@ class DynamicRendezvous final : public RendezvousHandler {
   // Moves current_round up to round (never back), in store_ or in store.
   void advance_current_round(uint64_t round);
   static void advance_current_round(uint64_t round, Store& store);
-  void wait_admitted(uint64_t round, const Deadline& deadline) const;
+  // Waits for round to open. A spare waits as long as the job runs (join_timeout is for
+  // joining a group that has room); others until deadline.
+  void wait_admitted(uint64_t round, const Deadline& deadline, bool spare) const;
+  // The group is full: this node stands by for round (said once, reported to on_spare_).
+  void stand_by(uint64_t round);
+  void notify_spare(const SpareNotice& notice);
   // Returns once the round is closed and published (or throws on join/close timeouts).
   void wait_closed(uint64_t round, int64_t idx, const Deadline& deadline);
   bool try_claim(uint64_t round, int64_t count, int64_t idx);
@@ -179,6 +188,8 @@ class DynamicRendezvous final : public RendezvousHandler {
   // This node serves a store the others need until they are out (the exit barrier).
   [[nodiscard]] bool serves_store(const RendezvousInfo& info) const;
   void throw_if_closed() const;
+  // RendezvousClosed (or NotNeeded for a node that waited here and was never a member).
+  [[noreturn]] void throw_closed() const;
   // " (the group re-formed because <reason>)" after a membership change, else "".
   [[nodiscard]] std::string after_change() const;
   void start_watcher(const RendezvousInfo& info);
@@ -218,6 +229,12 @@ class DynamicRendezvous final : public RendezvousHandler {
   std::optional<uint64_t> last_round_;  // last round this node was a member of
   int prev_rank_ = -1;
   int last_info_size_ = 1;  // group size of last_round_
+  // This node stands by as a spare now (set by the thread in next_rendezvous(), read by
+  // leave()); it left while standing by (shutdown() from another thread: the job goes on).
+  std::atomic<bool> standing_by_{false};
+  std::atomic<bool> spare_left_{false};
+  // It waited to be admitted at least once without being a member before (that thread only).
+  bool waited_outside_ = false;
 
   // shutdown() may come from another thread while next_rendezvous() blocks on store_, so
   // it talks through a connection of its own; conn_mu_ guards these.
@@ -241,8 +258,9 @@ class DynamicRendezvous final : public RendezvousHandler {
   std::string wake_value_;
   bool interrupted_ = false;
 
-  mutable std::mutex mu_;  // guards the callback and the pending change
+  mutable std::mutex mu_;  // guards the callbacks and the pending change
   std::function<void(MembershipChange)> on_change_;
+  std::function<void(const SpareNotice&)> on_spare_;
   std::optional<MembershipChange> pending_;
   ChangeReason last_reason_;
 };

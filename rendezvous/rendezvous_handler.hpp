@@ -54,6 +54,23 @@ struct ChangeReason {
   PeerLoss loss = PeerLoss::kUnknown;
 };
 
+// The job ended while this node waited to be admitted (a spare, or a node that arrived while
+// the group finished) and was never a member: nothing failed, the job did not need it.
+class NotNeeded : public RendezvousClosed {
+ public:
+  using RendezvousClosed::RendezvousClosed;
+};
+
+// A node that arrived when the group was full stands by as a spare until a member leaves
+// (the dynamic rendezvous): reported once when it starts standing by, once when admitted.
+struct SpareNotice {
+  enum class Kind { kStandingBy, kAdmitted };
+  Kind kind = Kind::kStandingBy;
+  uint64_t round = 0;     // the round it waits to enter, or entered
+  int group_full_at = 0;  // max nodes: the group's size when full
+  int group_rank = -1;    // kAdmitted: this node's group rank in that round
+};
+
 // Opens another connection to the same (unprefixed) store; the watcher threads block in
 // wait() and so need their own. For MemoryStore return the same shared store.
 using StoreConnector = std::function<std::shared_ptr<Store>()>;
@@ -102,6 +119,10 @@ class RendezvousHandler {
 
   // Identifier of the job (TORCHELASTIC_RUN_ID).
   [[nodiscard]] virtual std::string run_id() const = 0;
+
+  // Registers a callback for SpareNotice (called on the thread in next_rendezvous()).
+  // Handlers whose groups are never full of spares (static, single node) never call it.
+  virtual void watch_spare(const std::function<void(const SpareNotice&)>& /*on_spare*/) {}
 
   // Why the last membership change was reported, with the store's own error for kStoreLost
   // ("... receive failed: Connection timed out") and what it means: the agent tells silence

@@ -139,9 +139,21 @@ void Agent::handle_signal(int sig) {
 
 void Agent::start_round() {
   state_ = State::kRendezvous;
+  calls_.watch_spare([this](const rendezvous::SpareNotice& notice) { on_spare(notice); });
   calls_.join([this](const rendezvous::RendezvousInfo& info,
                      JobConnections connections) { on_round(info, std::move(connections)); },
-              [this](const std::string& message) { on_round_error(message); });
+              [this](const RendezvousCalls::RoundError& error) { on_round_error(error); });
+}
+
+void Agent::on_spare(const rendezvous::SpareNotice& notice) {
+  if (notice.kind == rendezvous::SpareNotice::Kind::kStandingBy) {
+    events_.record(event::kSpare, {{"run_id", rendezvous_.run_id()},
+                                   {"round", notice.round},
+                                   {"group_full_at", notice.group_full_at}});
+  } else {
+    events_.record(event::kSpareAdmitted,
+                   {{"round", notice.round}, {"group_rank", notice.group_rank}});
+  }
 }
 
 void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections connections) {
@@ -181,13 +193,20 @@ void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections conn
   if (launcher_.start_all()) watch_hangs();
 }
 
-void Agent::on_round_error(const std::string& message) {
+void Agent::on_round_error(const RendezvousCalls::RoundError& error) {
   if (const auto sig = signals_.first()) {
     stop_then_finish(128 + *sig);
     return;
   }
-  DDP_LOG_ERROR("rendezvous failed: " + message);
-  events_.record(event::kRendezvousFailed, {{"message", message}});
+  if (error.not_needed) {
+    // A spare (or a node that waited for room) the job ended without: nothing failed.
+    DDP_LOG_INFO(error.message + "; exiting 0");
+    events_.record(event::kNotNeeded, {{"message", error.message}});
+    stop_then_finish(0);
+    return;
+  }
+  DDP_LOG_ERROR("rendezvous failed: " + error.message);
+  events_.record(event::kRendezvousFailed, {{"message", error.message}});
   stop_then_finish(1);
 }
 

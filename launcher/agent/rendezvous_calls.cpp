@@ -4,6 +4,7 @@
 #include <exception>
 #include <utility>
 
+#include "common/error.hpp"
 #include "common/log.hpp"
 
 namespace ddp::launcher {
@@ -36,17 +37,26 @@ void RendezvousCalls::join_threads() {
   }
 }
 
-void RendezvousCalls::join(OnRound on_round, std::function<void(const std::string&)> on_error) {
+void RendezvousCalls::join(OnRound on_round, std::function<void(const RoundError&)> on_error) {
   restart(round_thread_, [this, on_round = std::move(on_round), on_error = std::move(on_error)] {
     try {
       auto info = rendezvous_.next_rendezvous();
       auto connections =
           connect_job([this] { return rendezvous_.connect_job_store(); }, info.group_world_size);
       asio::post(io_, [on_round, info, connections] { on_round(info, connections); });
+    } catch (const rendezvous::NotNeeded& e) {
+      asio::post(io_, [on_error, error = RoundError{e.what(), true}] { on_error(error); });
     } catch (const std::exception& e) {
-      asio::post(io_, [on_error, message = std::string(e.what())] { on_error(message); });
+      asio::post(io_, [on_error, error = RoundError{e.what(), false}] { on_error(error); });
     }
   });
+}
+
+void RendezvousCalls::watch_spare(std::function<void(const rendezvous::SpareNotice&)> on_spare) {
+  rendezvous_.watch_spare(
+      [this, on_spare = std::move(on_spare)](const rendezvous::SpareNotice& notice) {
+        asio::post(io_, [on_spare, notice] { on_spare(notice); });
+      });
 }
 
 void RendezvousCalls::ask_restart_blocker(std::function<void(const std::string&)> on_answer) {

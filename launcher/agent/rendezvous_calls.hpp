@@ -25,9 +25,16 @@ class RendezvousCalls {
   RendezvousCalls& operator=(const RendezvousCalls&) = delete;
 
   using OnRound = std::function<void(const rendezvous::RendezvousInfo&, JobConnections)>;
+  // Why a join ended without a round.
+  struct RoundError {
+    std::string message;      // what failed (RendezvousClosed's text after a shutdown)
+    bool not_needed = false;  // NotNeeded: the job ended while this node waited outside it
+  };
   // Joins the next round and opens the job store's connections for it; on the loop, on_round
-  // with both, or on_error with what failed (RendezvousClosed's text after a shutdown).
-  void join(OnRound on_round, std::function<void(const std::string&)> on_error);
+  // with both, or on_error.
+  void join(OnRound on_round, std::function<void(const RoundError&)> on_error);
+  // Spare notices (standing by, admitted), on the loop from now on.
+  void watch_spare(std::function<void(const rendezvous::SpareNotice&)> on_spare);
   // Asks restart_blocker(); on the loop, on_answer with it ("" when nothing blocks a restart,
   // or when the store did not answer: the restart's rendezvous will say what is wrong then).
   void ask_restart_blocker(std::function<void(const std::string&)> on_answer);

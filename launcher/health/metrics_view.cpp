@@ -81,7 +81,15 @@ WorkerHealth* AgentMetrics::worker_by_pid(int pid) {
 void AgentMetrics::observe(const nlohmann::json& event) {
   const auto name = field<std::string>(event, "event", "");
   const auto time = field<double>(event, "time", 0);
-  if (name == event::kRendezvous) {
+  if (name == event::kSpare) {
+    spare_ = true;
+  } else if (name == event::kSpareAdmitted) {
+    spare_ = false;
+    ++spare_admissions_;
+  } else if (name == event::kNotNeeded) {
+    spare_ = false;
+  } else if (name == event::kRendezvous) {
+    spare_ = false;
     round_ = field<int64_t>(event, "round", round_);
     ++rendezvous_rounds_;
     group_rank_ = field<int>(event, "group_rank", group_rank_);
@@ -176,6 +184,7 @@ void AgentMetrics::observe(const nlohmann::json& event) {
     record.report = field<std::string>(event, "report", "");
     remember(hangs_, std::move(record));
   } else if (name == event::kFinish) {
+    spare_ = false;
     exit_code_ = field<int>(event, "exit_code", 0);
   }
 }
@@ -201,7 +210,7 @@ std::string render_health_json(const std::string& agent_state, const AgentMetric
       {"state", agent_state},           {"healthy", is_healthy_state(agent_state)},
       {"run_id", metrics.run_id()},     {"round", metrics.round()},
       {"restarts", metrics.restarts()}, {"max_restarts", metrics.max_restarts()},
-      {"workers", std::move(workers)}};
+      {"spare", metrics.spare()},       {"workers", std::move(workers)}};
   return body.dump() + "\n";
 }
 
@@ -216,6 +225,13 @@ std::string render_prometheus(const std::string& agent_state, const AgentMetrics
   out.family("ddplaunch_group_healthy", "gauge",
              "1 while the worker group runs (what /health answers 200 for), else 0.");
   out.sample("ddplaunch_group_healthy", is_healthy_state(agent_state) ? 1 : 0);
+  out.family("ddplaunch_spare", "gauge",
+             "1 while this node stands by as a spare (the group was full when it came), else 0; "
+             "sum over a job's nodes: its spares.");
+  out.sample("ddplaunch_spare", metrics.spare() ? 1 : 0);
+  out.family("ddplaunch_spare_admissions_total", "counter",
+             "Times this node was admitted into the group after standing by as a spare.");
+  out.sample("ddplaunch_spare_admissions_total", static_cast<double>(metrics.spare_admissions()));
   out.family("ddplaunch_workers", "gauge", "Workers of the current round, by state.");
   for (const char* state : kWorkerStates) {
     int count = 0;

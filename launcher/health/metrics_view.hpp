@@ -115,6 +115,10 @@ class AgentMetrics {
   // When the first round formed (0: not yet), and the agent's exit status once it finished.
   [[nodiscard]] double started() const { return started_; }
   [[nodiscard]] std::optional<int> exit_code() const { return exit_code_; }
+  // This node stands by as a spare now (the group was full when it came); how often a spare
+  // standing by here was admitted.
+  [[nodiscard]] bool spare() const { return spare_; }
+  [[nodiscard]] int64_t spare_admissions() const { return spare_admissions_; }
 
  private:
   WorkerHealth* worker_by_pid(int pid);
@@ -141,12 +145,14 @@ class AgentMetrics {
   int world_size_ = 0;
   double started_ = 0;
   std::optional<int> exit_code_;
+  bool spare_ = false;
+  int64_t spare_admissions_ = 0;
 };
 
 // True for the one state in which /health answers 200.
 bool is_healthy_state(const std::string& agent_state);
 // /health's body: {"state", "healthy", "run_id", "round", "restarts", "max_restarts",
-// "workers": [{"rank", "local_rank", "pid", "state"[, "exit_code", "signal"]}]}.
+// "spare", "workers": [{"rank", "local_rank", "pid", "state"[, "exit_code", "signal"]}]}.
 std::string render_health_json(const std::string& agent_state, const AgentMetrics& metrics);
 // /metrics' body in Prometheus' text exposition format 0.0.4 (names in docs/operations.md).
 std::string render_prometheus(const std::string& agent_state, const AgentMetrics& metrics);

@@ -30,10 +30,16 @@ inline constexpr char kRecoveryTimeout[] = "recovery_timeout";
 inline constexpr char kRendezvous[] = "rendezvous";
 // the rendezvous failed; the agent gives up
 inline constexpr char kRendezvousFailed[] = "rendezvous_failed";
+// the job ended while this node waited outside it (a spare): it exits 0
+inline constexpr char kNotNeeded[] = "not_needed";
 // a restart spent (restarts_spent)
 inline constexpr char kRestart[] = "restart";
 // the agent received a signal
 inline constexpr char kSignal[] = "signal";
+// this node found the group full and stands by as a spare (run_id, round, group_full_at)
+inline constexpr char kSpare[] = "spare";
+// this spare was admitted into a round (round, group_rank)
+inline constexpr char kSpareAdmitted[] = "spare_admitted";
 // a worker could not be started
 inline constexpr char kSpawnFailed[] = "spawn_failed";
 // the group is being stopped (signal sent)

@@ -1,5 +1,6 @@
-// A real SLURM on loopback (scripts/slurm/local_slurm.sh: munged, slurmctld, two slurmd):
-// `srun` job steps and `sbatch` of the example script, with ddplaunch agents as the tasks.
+// A real SLURM on loopback (scripts/slurm/local_slurm.sh: munged, slurmctld, three slurmd):
+// `srun` job steps and `sbatch` of the example script, with ddplaunch agents as the tasks; and
+// a step over one node more than --nnodes allows (a spare).
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -17,6 +18,8 @@ namespace {
 
 const std::string kSource = DDP_SOURCE_DIR;
 const std::string kWorker = kSource + "/tests/e2e/scripts/worker.sh";
+// Sleeps $NAP s: the group still runs when the spare's agent arrives.
+const std::string kNapWorker = kSource + "/tests/e2e/scripts/job_worker.sh";
 
 struct CommandResult {
   int status = -1;
@@ -41,7 +44,7 @@ class LocalSlurm {
  public:
   LocalSlurm() : dir_(ddp::test::make_temp_dir()) {
     result_ =
-        run("env DDP_SLURM_NODES=2 " + kSource + "/scripts/slurm/local_slurm.sh start " + dir_);
+        run("env DDP_SLURM_NODES=3 " + kSource + "/scripts/slurm/local_slurm.sh start " + dir_);
     if (result_.status == 0) ::setenv("SLURM_CONF", (dir_ + "/slurm.conf").c_str(), 1);
   }
   ~LocalSlurm() {
@@ -70,6 +73,12 @@ std::set<int> ranks(const std::string& output, const std::string& world) {
 
 }  // namespace
 
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 TEST_CASE("slurm: srun and sbatch job steps run ddplaunch with 2 workers per node",
           "[slurm][multinode]") {
   LocalSlurm slurm;
@@ -92,6 +101,23 @@ TEST_CASE("slurm: srun and sbatch job steps run ddplaunch with 2 workers per nod
     CHECK(ranks(r.output, "4") == std::set<int>{0, 1, 2, 3});
     CHECK_THAT(r.output, Catch::Contains("GROUP_WORLD_SIZE=2"));
     CHECK(std::regex_search(r.output, std::regex("RUN_ID=\\d+\\.0")));
+  }
+
+  SECTION("srun: three nodes with --nnodes 2:2, the third one a spare, every task exits 0") {
+    // No other setting: the agent that finds the group full stands by, and leaves with exit 0
+    // when the job finishes without it (the step's exit status is 0, nothing hangs). The
+    // agents share one machine: the first to bind the endpoint hosts the store.
+    const auto r = run("env NAP=4 srun -N3 --ntasks-per-node=1 --kill-on-bad-exit=1 " + ddplaunch +
+                       " --nnodes 2:2 --nproc_per_node 1 --rdzv_backend c10d" +
+                       " --rdzv_endpoint 127.0.0.1:" + port + " " + kNapWorker);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(ranks(r.output, "2") == std::set<int>{0, 1});
+    CHECK(count(r.output, "WORKER RANK=") == 2);
+    CHECK(count(r.output, "standing by as a spare for job ") == 1);
+    CHECK(std::regex_search(r.output,
+                            std::regex("spare for job \\d+\\.0 \\(group full at 2 nodes\\)")));
+    CHECK_THAT(r.output, Catch::Contains("the job finished without needing this node"));
   }
 
   SECTION("sbatch: the example script, with flags from PET_* variables") {

@@ -332,10 +332,149 @@ TEST_CASE("dynamic: a late node does not disturb a full group", "[rdzv][dynamic]
   ChangeLog log_a;
   a->watch(std::ref(log_a));
   auto late_options = o;
-  late_options.join_timeout = 500ms;
+  late_options.join_timeout =
+      300ms;  // a spare waits past it: join_timeout is for a group with room
   auto late = c.node(late_options);
-  REQUIRE_THROWS_WITH(late->next_rendezvous(), Catch::Contains("not admitted"));
+  auto late_join = join_async(*late);
+  CHECK(late_join.wait_for(1s) == std::future_status::timeout);
   CHECK(log_a.count() == 0);
+  a->shutdown();
+  b->shutdown();
+  REQUIRE_THROWS_AS(late_join.get(), NotNeeded);
+}
+
+namespace {
+
+// What one node logs and reports as a spare (from the rendezvous thread).
+struct SpareLog {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::vector<SpareNotice> notices;
+  size_t lines_with(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<size_t>(std::count_if(lines.begin(), lines.end(), [&](const auto& line) {
+      return line.find(text) != std::string::npos;
+    }));
+  }
+  std::vector<SpareNotice> seen() {
+    std::lock_guard<std::mutex> lock(mu);
+    return notices;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("dynamic: a node that finds the group full stands by as a spare until a member is lost",
+          "[rdzv][dynamic][spare]") {
+  SpareLog log;
+  const ddp::log::ScopedSink capture{[&](ddp::log::Level, std::string_view line) {
+    std::lock_guard<std::mutex> lock(log.mu);
+    log.lines.emplace_back(line);
+  }};
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.progress_interval = 100ms;  // a waiting line every 5 s would show up here many times
+  auto a = c.node(o), b = c.node(o);
+  const auto first = join_all({a.get(), b.get()});
+  ChangeLog log_a;
+  a->watch(std::ref(log_a));
+  auto spare = c.node(o);
+  spare->watch_spare([&](const SpareNotice& notice) {
+    std::lock_guard<std::mutex> lock(log.mu);
+    log.notices.push_back(notice);
+  });
+  auto spare_join = join_async(*spare);
+  CHECK(spare_join.wait_for(1s) == std::future_status::timeout);
+  CHECK(log_a.count() == 0);  // a full group is not asked to re-form
+  CHECK(log.lines_with("standing by as a spare for job job (group full at 2 nodes)") == 1);
+  CHECK(log.lines_with("waiting") == 0);
+  auto notices = log.seen();
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].kind == SpareNotice::Kind::kStandingBy);
+  CHECK(notices[0].round == 1);
+  CHECK(notices[0].group_full_at == 2);
+
+  b.reset();  // dies: a re-forms, and the spare takes b's place
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  auto ja = join_async(*a);
+  const std::vector<RendezvousInfo> second{ja.get(), spare_join.get()};
+  check_consistent(second, {1, 1});
+  CHECK(second[0].round == 1);
+  CHECK(second[0].group_world_size == 2);  // the world size is kept
+  CHECK(second[0].group_rank == first[0].group_rank);
+  notices = log.seen();
+  REQUIRE(notices.size() == 2);
+  CHECK(notices[1].kind == SpareNotice::Kind::kAdmitted);
+  CHECK(notices[1].round == 1);
+  CHECK(notices[1].group_rank == second[1].group_rank);
+  CHECK(log.lines_with("admitted as a spare in round 1") == 1);
+  CHECK(log.lines_with("standing by as a spare") == 1);
+}
+
+TEST_CASE("dynamic: a spare the job ends without leaves with NotNeeded, naming why",
+          "[rdzv][dynamic][spare]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto a = c.store_host(o);
+  auto b = c.node(o);
+  join_all({a.get(), b.get()});
+  auto spare = c.node(o);
+  auto spare_join = join_async(*spare);
+  CHECK(spare_join.wait_for(300ms) == std::future_status::timeout);
+  b->shutdown();
+  a->shutdown();  // the store host, last out: closes the rendezvous
+  try {
+    spare_join.get();
+    FAIL("the spare was admitted into a job that had ended");
+  } catch (const NotNeeded& e) {
+    CHECK_THAT(std::string(e.what()),
+               Catch::Contains("the job finished without needing this node") &&
+                   Catch::Contains("stood by as a spare"));
+  }
+}
+
+TEST_CASE("dynamic: a member slower to re-join than a spare stands by as a spare itself",
+          "[rdzv][dynamic][spare]") {
+  // Round 1 opens because b re-joins (its workers failed); the spare gets there before a and
+  // the round closes full with b and the spare. a then finds the group full: it is a spare
+  // now, and leaves as one (NotNeeded) when the job ends.
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  auto spare = c.node(o);
+  auto spare_join = join_async(*spare);
+  CHECK(spare_join.wait_for(300ms) == std::future_status::timeout);
+  auto jb = join_async(*b);
+  const std::vector<RendezvousInfo> round1{jb.get(), spare_join.get()};
+  check_consistent(round1, {1, 1});
+  CHECK(round1[0].round == 1);
+  auto ja = join_async(*a);
+  CHECK(ja.wait_for(300ms) == std::future_status::timeout);
+  b->shutdown();
+  spare->shutdown();
+  REQUIRE_THROWS_AS(ja.get(), NotNeeded);
+}
+
+TEST_CASE("dynamic: a spare that leaves while standing by leaves the job's rendezvous open",
+          "[rdzv][dynamic][spare]") {
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  auto spare = c.node(o);
+  auto spare_join = join_async(*spare);
+  CHECK(spare_join.wait_for(300ms) == std::future_status::timeout);
+  spare->shutdown_after_failure();  // its agent got a signal
+  REQUIRE_THROWS_WITH(spare_join.get(), Catch::Contains("left while it stood by as a spare"));
+  CHECK_FALSE(c.store->check({"/ddp_rdzv/job/closed"}));
+  // The members still re-form as before.
+  ChangeLog log_b;
+  b->watch(std::ref(log_b));
+  auto ja = join_async(*a);
+  REQUIRE(log_b.first() == MembershipChange::kNodeWaiting);
+  auto jb = join_async(*b);
+  check_consistent({ja.get(), jb.get()}, {1, 1});
 }
 
 TEST_CASE("dynamic: bad options are rejected naming the value", "[rdzv][dynamic]") {

@@ -25,9 +25,9 @@ TEST_CASE("a round is joined off the loop, which serves other work until it is d
   std::optional<std::thread::id> called_on;
   std::string error;
   calls.join([&](const ddp::rendezvous::RendezvousInfo&, JobConnections) { called_on = loop; },
-             [&](const std::string& message) {
+             [&](const RendezvousCalls::RoundError& failed) {
                called_on = std::this_thread::get_id();
-               error = message;
+               error = failed.message;
              });
   bool served = false;
   boost::asio::post(io, [&] { served = true; });
@@ -47,7 +47,7 @@ TEST_CASE("a round's info and the job's connections arrive on the loop") {
   RendezvousCalls calls(io, rendezvous);
   std::optional<ddp::rendezvous::RendezvousInfo> got;
   calls.join([&](const ddp::rendezvous::RendezvousInfo& info, JobConnections) { got = info; },
-             [](const std::string&) {});
+             [](const RendezvousCalls::RoundError&) {});
   REQUIRE(run_until(
       io, [&] { return got.has_value(); }, 5s));
   CHECK(got->world_size == 3);

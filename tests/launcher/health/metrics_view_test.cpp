@@ -234,3 +234,34 @@ TEST_CASE("routes: /metrics in Prometheus' format, other paths 404, other method
     CHECK(reply.allow == "GET");
   }
 }
+
+TEST_CASE("metrics: a spare standing by, then admitted, in /metrics and /health", "[metrics]") {
+  AgentMetrics m("job7", 3);
+  auto body = json::parse(render_health_json("RENDEZVOUS", m));
+  CHECK(body["spare"] == false);
+  CHECK(samples(render_prometheus("RENDEZVOUS", m))["ddplaunch_spare"] == "0");
+
+  m.observe(event("spare", 100, {{"run_id", "job7"}, {"round", 1}, {"group_full_at", 2}}));
+  body = json::parse(render_health_json("RENDEZVOUS", m));
+  CHECK(body["spare"] == true);
+  auto s = samples(render_prometheus("RENDEZVOUS", m));
+  CHECK(s["ddplaunch_spare"] == "1");
+  CHECK(s["ddplaunch_spare_admissions_total"] == "0");
+
+  m.observe(event("spare_admitted", 130, {{"round", 1}, {"group_rank", 1}}));
+  m.observe(event("rendezvous", 130, {{"round", 1}}));
+  s = samples(render_prometheus("HEALTHY", m));
+  CHECK(s["ddplaunch_spare"] == "0");
+  CHECK(s["ddplaunch_spare_admissions_total"] == "1");
+  CHECK(json::parse(render_health_json("HEALTHY", m))["spare"] == false);
+}
+
+TEST_CASE("metrics: a spare the job ended without is no longer one", "[metrics]") {
+  AgentMetrics m("job7", 3);
+  m.observe(event("spare", 100, {{"round", 1}, {"group_full_at", 2}}));
+  m.observe(event("not_needed", 200, {{"message", "the job finished without needing this node"}}));
+  m.observe(event("finish", 200, {{"exit_code", 0}}));
+  auto s = samples(render_prometheus("DONE", m));
+  CHECK(s["ddplaunch_spare"] == "0");
+  CHECK(s["ddplaunch_spare_admissions_total"] == "0");
+}

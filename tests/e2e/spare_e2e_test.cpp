@@ -1,0 +1,244 @@
+// Spares end to end (docs/recovery.md, "Spares"): agents on loopback with --nnodes 2:2, the
+// first one at the endpoint's address hosting the store. A third agent finds the group full:
+// it says once that it stands by as a spare, is admitted when a member is SIGKILLed (the world
+// size stays 2), and exits 0 when the job finishes without needing it.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "agent_process.hpp"
+
+using namespace std::chrono_literals;
+using Catch::Matchers::Contains;
+using ddp::test::AgentProcess;
+
+namespace {
+
+constexpr auto kGuard = 120s;  // hang guard; nothing asserts on speed
+const std::string kWorker = std::string(DDP_SOURCE_DIR) + "/tests/e2e/scripts/job_worker.sh";
+const std::string kTrain = std::string(DDP_BINARY_DIR) + "/train";
+const std::string kFastConf =
+    "last_call_timeout=0.5,join_timeout=60,heartbeat_interval=0.2,lease_timeout=1";
+const std::string kSpareLine = "standing by as a spare for job spare-job (group full at 2 nodes)";
+
+// The agents of one job, each with its own log and events file.
+struct Job {
+  std::string dir = ddp::test::make_temp_dir();
+  int port = ddp::test::free_port();
+  std::vector<std::unique_ptr<AgentProcess>> agents;
+
+  ~Job() {
+    agents.clear();  // SIGKILL + reap whatever still runs
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+
+  // One node (1 rank) running program (the shell worker by default) after agent_flags.
+  AgentProcess& start(const std::map<std::string, std::string>& env,
+                      const std::vector<std::string>& agent_flags = {},
+                      const std::vector<std::string>& program = {kWorker}) {
+    const size_t i = agents.size();
+    std::vector<std::string> args{"--nnodes",         "2:2",
+                                  "--nproc_per_node", "1",
+                                  "--rdzv_backend",   "c10d",
+                                  "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(port),
+                                  "--rdzv_id",        "spare-job",
+                                  "--rdzv_conf",      kFastConf,
+                                  "--local_addr",     "127.0.0." + std::to_string(i + 1),
+                                  "--stop_timeout",   "2",
+                                  "--events_file",    events_path(i)};
+    args.insert(args.end(), agent_flags.begin(), agent_flags.end());
+    args.insert(args.end(), program.begin(), program.end());
+    agents.push_back(
+        std::make_unique<AgentProcess>(args, env, dir + "/" + std::to_string(i) + ".log"));
+    return *agents.back();
+  }
+  [[nodiscard]] std::string events_path(size_t i) const {
+    return dir + "/" + std::to_string(i) + ".events";
+  }
+  [[nodiscard]] std::vector<nlohmann::json> events(size_t i, const std::string& name) const {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(events_path(i));
+    for (std::string line; std::getline(in, line);) {
+      auto event = nlohmann::json::parse(line, nullptr, false);
+      if (!event.is_discarded() && event.value("event", "") == name) out.push_back(event);
+    }
+    return out;
+  }
+  [[nodiscard]] std::string logs() const {
+    std::string all;
+    for (size_t i = 0; i < agents.size(); ++i) {
+      all += "--- agent " + std::to_string(i) + " ---\n" + agents[i]->log();
+    }
+    return all;
+  }
+  std::vector<int> codes(const std::vector<size_t>& which) {
+    std::vector<int> out;
+    for (size_t i : which) {
+      const auto rc = agents[i]->wait(kGuard);
+      if (!rc) FAIL("agent " << i << " still runs after " << kGuard.count() << " s\n" << logs());
+      out.push_back(*rc);
+    }
+    return out;
+  }
+};
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("spare e2e: a third agent of a full group stands by, and takes a lost member's place",
+          "[e2e][spare]") {
+  // Expected: the spare says its line once and no waiting line in 6 s (the old progress line
+  // came every 5 s); agent 1 SIGKILLed (137); agents 0 and 2 form round 1 with world size 2
+  // and exit 0; the spare's events file has spare then spare_admitted.
+  Job job;
+  const std::map<std::string, std::string> env{{"NAP", "10"}};
+  job.start(env);
+  job.start(env);
+  REQUIRE(job.agents[0]->wait_for_log("WORLD_SIZE=2", kGuard));
+  REQUIRE(job.agents[1]->wait_for_log("WORLD_SIZE=2", kGuard));
+  auto& spare = job.start(env);
+  REQUIRE(spare.wait_for_log(kSpareLine, kGuard));
+  std::this_thread::sleep_for(6s);
+  {
+    const std::string log = spare.log();
+    INFO(log);
+    CHECK(count(log, kSpareLine) == 1);
+    CHECK(count(log, "waiting") == 0);
+    CHECK(count(log, "WORKER RANK=") == 0);  // no workers while standing by
+  }
+  job.agents[1]->kill(SIGKILL);
+  const auto codes = job.codes({0, 1, 2});
+  INFO(job.logs());
+  CHECK(codes[0] == 0);
+  CHECK(codes[1] == 128 + SIGKILL);
+  CHECK(codes[2] == 0);
+  CHECK_THAT(spare.log(), Contains("admitted as a spare in round 1") &&
+                              Contains("WORLD_SIZE=2 GROUP_RANK=") &&
+                              Contains("GROUP_WORLD_SIZE=2 RESTARTS=1"));
+  CHECK_THAT(job.agents[0]->log(), Contains("GROUP_WORLD_SIZE=2 RESTARTS=1"));
+  const auto standing = job.events(2, "spare");
+  REQUIRE(standing.size() == 1);
+  CHECK(standing[0]["run_id"] == "spare-job");
+  CHECK(standing[0]["group_full_at"] == 2);
+  const auto admitted = job.events(2, "spare_admitted");
+  REQUIRE(admitted.size() == 1);
+  CHECK(admitted[0]["round"] == 1);
+  const auto rounds = job.events(2, "rendezvous");
+  REQUIRE(rounds.size() == 1);
+  CHECK(rounds[0]["world_size"] == 2);
+}
+
+TEST_CASE("spare e2e: a job that finishes while a spare stands by ends with exit 0 everywhere",
+          "[e2e][spare]") {
+  // Expected: agents 0 and 1 exit 0 after their workers; the spare (never admitted) exits 0 too
+  // with a line saying the job finished without needing it, and a not_needed event.
+  Job job;
+  const std::map<std::string, std::string> env{{"NAP", "3"}};
+  job.start(env);
+  job.start(env);
+  REQUIRE(job.agents[0]->wait_for_log("WORLD_SIZE=2", kGuard));
+  REQUIRE(job.agents[1]->wait_for_log("WORLD_SIZE=2", kGuard));
+  auto& spare = job.start(env);
+  REQUIRE(spare.wait_for_log(kSpareLine, kGuard));
+  const auto codes = job.codes({0, 1, 2});
+  INFO(job.logs());
+  CHECK(codes == std::vector<int>{0, 0, 0});
+  CHECK_THAT(spare.log(), Contains("the job finished without needing this node"));
+  CHECK(count(spare.log(), "WORKER RANK=") == 0);
+  CHECK(job.events(2, "not_needed").size() == 1);
+  const auto finish = job.events(2, "finish");
+  REQUIRE(finish.size() == 1);
+  CHECK(finish[0]["exit_code"] == 0);
+}
+
+TEST_CASE("spare e2e: in place, the native trainer's survivor keeps its process, the spare joins",
+          "[e2e][spare]") {
+  // --in_place_recovery, one trainer rank per node: agent 1 SIGKILLed mid-epoch with a spare
+  // standing by. Expected: agent 0 keeps its one worker process (an in_place_recovery event,
+  // reason node_lost), the spare is admitted with world size 2 and its fresh rank receives
+  // the state; agents 0 and 2 exit 0.
+  Job job;
+  const std::vector<std::string> train{kTrain,
+                                       "--data",
+                                       "synthetic",
+                                       "--synthetic_rows",
+                                       "1200",
+                                       "--synthetic_features",
+                                       "16",
+                                       "--synthetic_classes",
+                                       "4",
+                                       "--hidden",
+                                       "32",
+                                       "--batch_size",
+                                       "16",
+                                       "--epochs",
+                                       "2",
+                                       "--seed",
+                                       "5",
+                                       "--log_every",
+                                       "1",
+                                       "--fault_slow_step_ms",
+                                       "100",
+                                       "--out",
+                                       job.dir + "/final.safetensors"};
+  const std::vector<std::string> flags{"--in_place_recovery"};
+  job.start({}, flags, train);
+  job.start({}, flags, train);
+  // Rank 0 prints the steps: either member may hold it.
+  const auto until = std::chrono::steady_clock::now() + kGuard;
+  bool stepping = false;
+  while (!stepping && std::chrono::steady_clock::now() < until) {
+    for (size_t i : {0U, 1U})
+      stepping = stepping || job.agents[i]->wait_for_log("epoch 0 step 1 ", 50ms);
+  }
+  REQUIRE(stepping);
+  auto& spare = job.start({}, flags, train);
+  REQUIRE(spare.wait_for_log(kSpareLine, kGuard));
+  job.agents[1]->kill(SIGKILL);
+  const auto codes = job.codes({0, 1, 2});
+  INFO(job.logs());
+  CHECK(codes == std::vector<int>{0, 128 + SIGKILL, 0});
+  CHECK(job.events(0, "worker_start").size() == 1);  // the same process throughout
+  const auto recovered = job.events(0, "in_place_recovery");
+  REQUIRE(recovered.size() == 1);
+  CHECK(recovered[0]["reason"] == "node_lost");
+  CHECK(recovered[0]["kept"] == 1);
+  CHECK(job.events(2, "spare_admitted").size() == 1);
+  const auto rounds = job.events(2, "rendezvous");
+  REQUIRE(rounds.size() == 1);
+  CHECK(rounds[0]["world_size"] == 2);
+  CHECK(job.events(2, "worker_start").size() == 1);
+}
+
+TEST_CASE("spare e2e: a spare told to stop leaves at once, and the job goes on without it",
+          "[e2e][spare]") {
+  // Expected: SIGTERM to the spare: it exits 143 within seconds; the members finish with exit
+  // 0 (the spare's leaving did not close the job's rendezvous).
+  Job job;
+  const std::map<std::string, std::string> env{{"NAP", "5"}};
+  job.start(env);
+  job.start(env);
+  REQUIRE(job.agents[0]->wait_for_log("WORLD_SIZE=2", kGuard));
+  REQUIRE(job.agents[1]->wait_for_log("WORLD_SIZE=2", kGuard));
+  auto& spare = job.start(env);
+  REQUIRE(spare.wait_for_log(kSpareLine, kGuard));
+  spare.kill(SIGTERM);
+  const auto left = spare.wait(10s);
+  INFO(job.logs());
+  REQUIRE(left.has_value());
+  CHECK(*left == 128 + SIGTERM);
+  CHECK(job.codes({0, 1}) == std::vector<int>{0, 0});
+  CHECK(job.events(0, "membership_change").empty());
+}
