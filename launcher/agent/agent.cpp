@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <boost/asio/post.hpp>
 
 #include "common/env_names.hpp"
@@ -139,21 +138,12 @@ void Agent::handle_signal(int sig) {
 
 void Agent::start_round() {
   state_ = State::kRendezvous;
-  calls_.watch_spare([this](const rendezvous::SpareNotice& notice) { on_spare(notice); });
+  calls_.watch_spare([this](const rendezvous::SpareNotice& notice) {
+    report_spare(events_, rendezvous_.run_id(), notice);
+  });
   calls_.join([this](const rendezvous::RendezvousInfo& info,
                      JobConnections connections) { on_round(info, std::move(connections)); },
               [this](const RendezvousCalls::RoundError& error) { on_round_error(error); });
-}
-
-void Agent::on_spare(const rendezvous::SpareNotice& notice) {
-  if (notice.kind == rendezvous::SpareNotice::Kind::kStandingBy) {
-    events_.record(event::kSpare, {{"run_id", rendezvous_.run_id()},
-                                   {"round", notice.round},
-                                   {"group_full_at", notice.group_full_at}});
-  } else {
-    events_.record(event::kSpareAdmitted,
-                   {{"round", notice.round}, {"group_rank", notice.group_rank}});
-  }
 }
 
 void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections connections) {
@@ -198,16 +188,7 @@ void Agent::on_round_error(const RendezvousCalls::RoundError& error) {
     stop_then_finish(128 + *sig);
     return;
   }
-  if (error.not_needed) {
-    // A spare (or a node that waited for room) the job ended without: nothing failed.
-    DDP_LOG_INFO(error.message + "; exiting 0");
-    events_.record(event::kNotNeeded, {{"message", error.message}});
-    stop_then_finish(0);
-    return;
-  }
-  DDP_LOG_ERROR("rendezvous failed: " + error.message);
-  events_.record(event::kRendezvousFailed, {{"message", error.message}});
-  stop_then_finish(1);
+  stop_then_finish(report_round_error(events_, error.message, error.not_needed));
 }
 
 void Agent::begin_round(const rendezvous::RendezvousInfo& info, JobConnections connections) {

@@ -70,8 +70,6 @@ class Agent {
   void start_round();
   void on_round(const rendezvous::RendezvousInfo& info, JobConnections connections);
   void on_round_error(const RendezvousCalls::RoundError& error);
-  // This node stands by as a spare, or was admitted: the events file and /metrics say so.
-  void on_spare(const rendezvous::SpareNotice& notice);
   // What every round's workers start with, fresh or kept: the failure record watch, the
   // store namespace, the attempt's log files; HEALTHY.
   void begin_round(const rendezvous::RendezvousInfo& info, JobConnections connections);

@@ -132,4 +132,28 @@ void report_failed_after_finish(const rendezvous::FailureRecord& record, int exi
       "; this node exits " + std::to_string(exit_status) + " once the other nodes are out");
 }
 
+void report_spare(EventLog& events, const std::string& run_id,
+                  const rendezvous::SpareNotice& notice) {
+  if (notice.kind == rendezvous::SpareNotice::Kind::kStandingBy) {
+    events.record(
+        event::kSpare,
+        {{"run_id", run_id}, {"round", notice.round}, {"group_full_at", notice.group_full_at}});
+  } else {
+    events.record(event::kSpareAdmitted,
+                  {{"round", notice.round}, {"group_rank", notice.group_rank}});
+  }
+}
+
+int report_round_error(EventLog& events, const std::string& message, bool not_needed) {
+  if (not_needed) {
+    // A spare (or a node that waited for room) the job ended without: nothing failed.
+    DDP_LOG_INFO(message + "; exiting 0");
+    events.record(event::kNotNeeded, {{"message", message}});
+    return 0;
+  }
+  DDP_LOG_ERROR("rendezvous failed: " + message);
+  events.record(event::kRendezvousFailed, {{"message", message}});
+  return 1;
+}
+
 }  // namespace ddp::launcher

@@ -32,6 +32,12 @@ void report_escaped(EventLog& events, const std::vector<std::string>& escaped, i
 // Another node's failure spends a restart while this node re-forms in place.
 void report_in_place_restart(EventLog& events, const std::optional<rendezvous::FailureRecord>& root,
                              int restarts_spent, int max_restarts);
+// This node stands by as a spare for job run_id, or was admitted (notice.kind).
+void report_spare(EventLog& events, const std::string& run_id,
+                  const rendezvous::SpareNotice& notice);
+// The round could not be joined (error.not_needed: the job ended without this spare). Returns
+// the exit status it means: 0 when not needed, else 1.
+int report_round_error(EventLog& events, const std::string& message, bool not_needed);
 // The workers (pids) are kept while the group re-forms in place after reason, for attempt.
 void report_recovery_started(EventLog& events, const std::string& reason, int attempt,
                              const std::string& pids);
