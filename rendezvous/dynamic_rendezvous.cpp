@@ -125,7 +125,7 @@ RendezvousInfo DynamicRendezvous::next_rendezvous() {
       if (standing_by_ && e.loss() == PeerLoss::kDeath) {
         throw NotNeeded("rendezvous '" + options_.run_id + "': the store at " + store_->describe() +
                         " closed while this node stood by as a spare (" + e.what() +
-                        "): the job finished without needing it");
+                        "): the job finished without needing this node");
       }
       // Without a successor, silence (this node was cut off, or the store's host was) is only
       // silence: keep trying until join_timeout, as for the first join.

@@ -147,4 +147,14 @@ std::set<int> ranks_in(const std::string& log, int world_size) {
   return ranks;
 }
 
+std::vector<nlohmann::json> events_named(const std::string& path, const std::string& name) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto event = nlohmann::json::parse(line, nullptr, false);
+    if (!event.is_discarded() && event.value("event", "") == name) out.push_back(event);
+  }
+  return out;
+}
+
 }  // namespace ddp::test

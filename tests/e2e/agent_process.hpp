@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -49,6 +50,10 @@ std::optional<uint16_t> health_endpoint_port(const AgentProcess& agent,
 ProcessResult run_ddplaunch(const std::vector<std::string>& args,
                             const std::map<std::string, std::string>& env,
                             std::chrono::milliseconds guard);
+
+// The events named name in an agent's --events_file (one JSON object a line; a line that does
+// not parse, one being written, is skipped).
+std::vector<nlohmann::json> events_named(const std::string& path, const std::string& name);
 
 // A port nobody listens on right now (the kernel picks it).
 int free_port();

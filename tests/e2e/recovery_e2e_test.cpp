@@ -78,13 +78,7 @@ struct Nodes {
   // The events called name that agent tag recorded.
   [[nodiscard]] std::vector<nlohmann::json> events(const std::string& tag,
                                                    const std::string& name) const {
-    std::vector<nlohmann::json> out;
-    std::ifstream in(events_path(tag));
-    for (std::string line; std::getline(in, line);) {
-      auto event = nlohmann::json::parse(line, nullptr, false);
-      if (!event.is_discarded() && event.value("event", "") == name) out.push_back(event);
-    }
-    return out;
+    return ddp::test::events_named(events_path(tag), name);
   }
   // Waits up to guard until some agent's log holds text (rank 0 prints progress; which node
   // hosts it is the rendezvous' choice).

@@ -105,13 +105,7 @@ struct Nodes {
 
   [[nodiscard]] std::vector<nlohmann::json> events(const std::string& tag,
                                                    const std::string& name) const {
-    std::vector<nlohmann::json> out;
-    std::ifstream in(dir + "/" + tag + ".events");
-    for (std::string line; std::getline(in, line);) {
-      auto event = nlohmann::json::parse(line, nullptr, false);
-      if (!event.is_discarded() && event.value("event", "") == name) out.push_back(event);
-    }
-    return out;
+    return ddp::test::events_named(dir + "/" + tag + ".events", name);
   }
   [[nodiscard]] bool wait_for_any_log(const std::string& text) const {
     const auto deadline = std::chrono::steady_clock::now() + kGuard;

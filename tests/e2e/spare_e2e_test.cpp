@@ -63,13 +63,7 @@ struct Job {
     return dir + "/" + std::to_string(i) + ".events";
   }
   [[nodiscard]] std::vector<nlohmann::json> events(size_t i, const std::string& name) const {
-    std::vector<nlohmann::json> out;
-    std::ifstream in(events_path(i));
-    for (std::string line; std::getline(in, line);) {
-      auto event = nlohmann::json::parse(line, nullptr, false);
-      if (!event.is_discarded() && event.value("event", "") == name) out.push_back(event);
-    }
-    return out;
+    return ddp::test::events_named(events_path(i), name);
   }
   [[nodiscard]] std::string logs() const {
     std::string all;

@@ -32,6 +32,7 @@ EtcdPresence::EtcdPresence(std::shared_ptr<EtcdClient> client, std::string prefi
                                    Deadline::after(timeout_), "open_presence (lease grant)", true);
   lease_ = json_int(reply, "ID");
   if (lease_ == 0) throw StoreError("etcd: open_presence: the lease grant answered no ID");
+  watch_from_ = json_int(reply.value("header", json::object()), "revision") + 1;
   keepalive_ = std::thread([this] { keepalive_loop(); });
   watcher_ = std::thread([this] { watch_loop(); });
 }
@@ -159,6 +160,7 @@ void EtcdPresence::watch_loop() {
   spec.range_end = prefix_range_end(records_);
   spec.prev_kv = true;
   spec.no_put = true;
+  spec.start_revision = watch_from_;
   for (;;) {
     {
       const std::lock_guard<std::mutex> lock(mu_);
@@ -174,6 +176,7 @@ void EtcdPresence::watch_loop() {
           &watch_cancel_);
       if (result == EtcdClient::WatchResult::kCancelled) return;
       // Compacted: go on from now (deaths in the gap are left to the other watchers).
+      spec.start_revision = 0;
     } catch (const std::exception& e) {
       DDP_LOG_WARN(std::string("etcd presence: watching other presences failed: ") + e.what());
       std::unique_lock<std::mutex> lock(mu_);

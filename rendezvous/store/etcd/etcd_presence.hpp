@@ -61,6 +61,9 @@ class EtcdPresence final : public Presence {
   std::chrono::seconds ttl_;
   Duration timeout_;
   int64_t lease_ = 0;
+  // The revision after the lease grant: the watch of other presences starts there, so a death
+  // between the grant and the watch's first reply is not missed.
+  int64_t watch_from_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
