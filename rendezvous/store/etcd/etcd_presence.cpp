@@ -1,6 +1,7 @@
 #include "rendezvous/store/etcd/etcd_presence.hpp"
 
 #include <exception>
+#include <string_view>
 #include <utility>
 
 #include "common/error.hpp"
@@ -49,8 +50,11 @@ EtcdPresence::~EtcdPresence() {
       client_->call("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}, Deadline::after(timeout_),
                     "presence leave (lease revoke)", true);
     } catch (const Error& e) {
-      DDP_LOG_WARN(std::string("etcd presence: orderly leave failed (the lease expires in ") +
-                   std::to_string(ttl_.count()) + " s instead): " + e.what());
+      // A lease another node revoked (it saw this one die: the death witness) is already gone.
+      if (std::string_view(e.what()).find("requested lease not found") == std::string_view::npos) {
+        DDP_LOG_WARN(std::string("etcd presence: orderly leave failed (the lease expires in ") +
+                     std::to_string(ttl_.count()) + " s instead): " + e.what());
+      }
     }
   }
   stop_threads();
