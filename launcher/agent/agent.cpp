@@ -53,7 +53,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
                                    return round_notice(identity, round_.attempt).to_message();
                                  },
                                  [this](size_t index) { return launcher_.slot(index).rank; },
-                                 [this] { return state_ == State::kHealthy; }, nullptr}),
+                                 [this] { return state_ == State::kHealthy; }, options_.read_proc}),
       launcher_(options_, round_, group_, recovery_, logs_, events_,
                 WorkerLauncher::Hooks{
                     [this] { return attempt_info(); }, [this] { return hangs_.worker_env(); },

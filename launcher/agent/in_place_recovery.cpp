@@ -5,7 +5,6 @@
 
 #include "common/log.hpp"
 #include "launcher/output/event_names.hpp"
-#include "launcher/process/proc_status.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -39,12 +38,7 @@ InPlaceRecovery::InPlaceRecovery(boost::asio::io_context& io, bool enabled,
       group_(group),
       hooks_(std::move(hooks)),
       timer_(io) {
-  if (!hooks_.stopped) {
-    hooks_.stopped = [](int pid) {
-      const auto status = read_proc_status(pid);
-      return status && status->state == 'T';
-    };
-  }
+  if (!hooks_.read_proc) hooks_.read_proc = read_proc_status;
 }
 
 void InPlaceRecovery::reset(size_t count) {
@@ -99,9 +93,10 @@ InPlaceRecovery::Resumed InPlaceRecovery::resume(int64_t round) {
     // One that never opened its end of the channel cannot be told; a stopped one (SIGSTOP)
     // would not answer before --recovery_timeout, and its peers would wait for it: both are
     // restarted. (A traced one, 't', is left alone: a debugger or py-spy holds it briefly.)
-    const char* why = !slot.hello                         ? "never spoke on its recovery channel"
-                      : hooks_.stopped(group_.pid(index)) ? "is stopped (SIGSTOP)"
-                                                          : nullptr;
+    const auto status = hooks_.read_proc(group_.pid(index));
+    const char* why = !slot.hello                      ? "never spoke on its recovery channel"
+                      : status && status->state == 'T' ? "is stopped (SIGSTOP)"
+                                                       : nullptr;
     if (why != nullptr) {
       DDP_LOG_WARN("rank " + std::to_string(hooks_.rank_of(index)) + " (pid " +
                    std::to_string(group_.pid(index)) + ") " + why +

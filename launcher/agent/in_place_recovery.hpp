@@ -20,6 +20,7 @@
 #include "common/recovery_protocol.hpp"
 #include "launcher/output/event_log.hpp"
 #include "launcher/process/exit_status.hpp"
+#include "launcher/process/proc_status.hpp"
 #include "launcher/process/recovery_link.hpp"
 #include "launcher/process/worker_group.hpp"
 
@@ -54,8 +55,8 @@ class InPlaceRecovery {
     std::function<int(size_t index)> rank_of;
     // The workers run in a healthy group (a timeout while the group stops means nothing).
     std::function<bool()> healthy;
-    // The process is stopped (SIGSTOP: /proc state 'T'); null: read from /proc.
-    std::function<bool(int pid)> stopped;
+    // A worker's /proc state (the agent's reader, as hang detection uses); null: the real /proc.
+    std::function<std::optional<ProcStatus>(int pid)> read_proc;
   };
 
   // enabled: --in_place_recovery; timeout: --recovery_timeout.

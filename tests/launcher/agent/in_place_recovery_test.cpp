@@ -64,7 +64,10 @@ struct Bench : RecordedEvents, LoggedLines {
     };
     h.rank_of = [](size_t index) { return rank_of(index); };
     h.healthy = [this] { return healthy; };
-    h.stopped = [this](int pid) { return stopped_pids.count(pid) != 0; };
+    h.read_proc = [this](int pid) {
+      return std::optional<ddp::launcher::ProcStatus>(
+          ddp::launcher::ProcStatus{pid, stopped_pids.count(pid) != 0 ? 'T' : 'S', {}});
+    };
     return h;
   }
 
@@ -130,7 +133,7 @@ struct Bench : RecordedEvents, LoggedLines {
   bool healthy = true;  // what the agent's state says
   int64_t round = 0;    // the agent's current round
   bool start_fails = false;
-  std::set<int> stopped_pids;  // what hooks.stopped says
+  std::set<int> stopped_pids;  // read as state T by hooks.read_proc
   std::vector<int> starts;     // workers started per slot
   std::vector<std::pair<size_t, Meaning>> exits;
   std::map<size_t, std::unique_ptr<WorkerChannel>> channels;  // each slot's current worker's end
