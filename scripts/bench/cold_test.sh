@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Times the README's test command (scripts/test.sh) the way a fresh machine runs it: a fresh
+# Debian 12 root (scripts/fresh_debian_root.sh, not timed), a clean clone of COMMIT, ccache off,
+# nothing of this machine's packages or build trees. Only the machine's one-time caches are
+# shared, as CI's machine keeps them: the PyTorch venvs (/var/cache/ddplaunch/venvs, installed
+# once per machine by scripts/setup_torch.sh) and the Debian root tarball the wheel test unpacks.
+#   scripts/bench/cold_test.sh [COMMIT]        (default HEAD; needs root)
+# Writes the run's output and a load-average sample every 15 s to $DDP_COLD_LOGS (default
+# /var/tmp/ddplaunch-cold/<commit>), and prints the wall time, CPU time and load at the end.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+commit=$(git rev-parse --short "${1:-HEAD}")
+root=${DDP_COLD_ROOT:-/var/tmp/ddplaunch-cold/root}
+logs=${DDP_COLD_LOGS:-/var/tmp/ddplaunch-cold/$commit}
+cache=/var/cache/ddplaunch
+[ "$(id -u)" = 0 ] || { echo "cold_test.sh: needs root (chroot, mounts)" >&2; exit 1; }
+[ ! -e "$root" ] || { echo "cold_test.sh: $root exists (a run in progress, or left over)" >&2; exit 1; }
+mkdir -p "$logs" "$cache"
+
+mounted=()
+cleanup() {
+  [ -n "${sampler:-}" ] && kill "$sampler" 2>/dev/null
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -R -l "${mounted[$i]}" 2>/dev/null || true; done
+  rm -rf --one-file-system "$root"
+}
+trap cleanup EXIT
+bind() {  # bind SOURCE TARGET: recursive, and slave so that nothing unmounted inside leaks out
+  mkdir -p "$2"
+  mount --rbind "$1" "$2"
+  mount --make-rslave "$2"
+  mounted+=("$2")
+}
+
+scripts/fresh_debian_root.sh "$root"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+mount -t proc proc "$root/proc" && mounted+=("$root/proc")
+bind /sys "$root/sys"
+bind /dev "$root/dev"
+mount -t tmpfs tmpfs "$root/run" && mounted+=("$root/run")
+bind "$cache" "$root$cache"
+git clone -q --no-local "$PWD" "$root/root/ddplaunch"
+git -C "$root/root/ddplaunch" checkout -q "$commit"
+
+(while :; do echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg)"; sleep 15; done) >"$logs/load" &
+sampler=$!
+start=$(date +%s)
+status=0
+/usr/bin/time -f '%e s wall, %U s user, %S s system' -o "$logs/time" \
+  chroot "$root" env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  LANG=C.UTF-8 TERM=dumb CCACHE_DISABLE=1 bash -c 'cd /root/ddplaunch && scripts/test.sh' \
+  >"$logs/output" 2>&1 || status=$?
+end=$(date +%s)
+kill "$sampler" 2>/dev/null
+sampler=
+grep '^test.sh: ' "$logs/output" || true
+echo "cold_test.sh: $commit exit $status, $(cat "$logs/time" 2>/dev/null || echo "$((end - start)) s wall")"
+awk '{ print $2 }' "$logs/load" | sort -n |
+  awk '{ v[NR] = $1 } END { if (NR) printf "cold_test.sh: load average (1 min) %s-%s, median %s\n", v[1], v[NR], v[int((NR + 1) / 2)] }'
+exit "$status"
