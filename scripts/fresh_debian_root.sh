@@ -31,3 +31,6 @@ if [ ! -s "$tarball" ]; then
   tar -C "$staging" -czf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
 fi
 tar -C "$dir" -xzf "$tarball"
+# The tarball's "." is the staging folder mktemp made (0700): a root's / must let every user
+# through (a package's postinst running as its own user, e.g. munge's, fails otherwise).
+chmod 0755 "$dir"
