@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/parse_int.hpp"
 
@@ -129,6 +130,18 @@ std::optional<Message> parse(std::string_view line, std::string* error) {
     message.fields[std::string(token.substr(0, eq))] = std::string(token.substr(eq + 1));
   }
   return message;
+}
+
+std::vector<std::pair<std::string, std::string>> place_variables(const WorkerPlace& p) {
+  return {{env::kRank, std::to_string(p.rank)},
+          {env::kWorldSize, std::to_string(p.world_size)},
+          {env::kGroupRank, std::to_string(p.group_rank)},
+          {env::kGroupWorldSize, std::to_string(p.group_world_size)},
+          {env::kRoleRank, std::to_string(p.role_rank)},
+          {env::kRoleWorldSize, std::to_string(p.role_world_size)},
+          {env::kMasterAddr, p.master_addr},
+          {env::kMasterPort, std::to_string(p.master_port)},
+          {env::kRestartCount, std::to_string(p.restart_count)}};
 }
 
 Message RoundNotice::to_message() const {

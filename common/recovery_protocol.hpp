@@ -28,6 +28,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ddp::recovery {
 
@@ -37,6 +39,12 @@ inline constexpr const char* kEnvFd = "DDPLAUNCH_RECOVERY_FD";
 // change before it fails as it would without in-place recovery (default 60; operators with a
 // lease_timeout near that raise it).
 inline constexpr const char* kEnvChangeWait = "DDPLAUNCH_RECOVERY_CHANGE_WAIT";
+// Set to 1 for the workers of a spare (a node standing by while the group is full, with
+// --in_place_recovery): they start before their node is admitted, without the round's
+// variables (RANK, WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT), build what they can, and wait on the
+// channel for the `round` notice that admits their node (it carries those values).
+inline constexpr const char* kEnvSpare = "DDPLAUNCH_SPARE";
 // The descriptor number the agent gives it (after stdin, stdout, stderr).
 inline constexpr int kChildFd = 3;
 inline constexpr size_t kMaxLineBytes = 4096;
@@ -93,6 +101,10 @@ struct WorkerPlace {
 
   bool operator==(const WorkerPlace&) const = default;
 };
+
+// The env contract's variables a WorkerPlace is, in one order: (name, value) pairs. What a
+// spare's worker lacks until its notice comes, and what it then sets.
+std::vector<std::pair<std::string, std::string>> place_variables(const WorkerPlace& place);
 
 // The new round, as the agent sends it (type "round"): the worker's place in it.
 struct RoundNotice : WorkerPlace {

@@ -37,6 +37,8 @@ constexpr Duration kSuccessorWait{2000};
 // How soon a spare standing by notices that its agent leaves (shutdown() from another
 // thread): its wait for a round is cut in slices this long.
 constexpr Duration kSpareLeaveCheck{1000};
+// How often a spare let into a round looks whether the previous round's members are in.
+constexpr Duration kSpareYieldPoll{20};
 
 std::string in_round_text(uint64_t round) {
   return " (round " + std::to_string(round) + ")";
@@ -172,7 +174,10 @@ RendezvousInfo DynamicRendezvous::join_round(const Deadline& join_deadline) {
     // one of them says so; later rounds are reached only through the late path below.
     if (!admitted && round > 0) {
       wait_admitted(round, deadline, standing_by_);
-      if (standing_by_) deadline = Deadline::after(options_.join_timeout);
+      if (standing_by_) {
+        yield_to_members(round);
+        deadline = Deadline::after(options_.join_timeout);
+      }
     }
     const int64_t idx = store_->take_ticket(keys::arrived(round));
     store_->multi_set(
@@ -359,6 +364,27 @@ void DynamicRendezvous::wait_admitted(uint64_t round, const Deadline& deadline, 
     }
     DDP_LOG_INFO("rendezvous '" + options_.run_id + "': waiting " + seconds_text(waited) +
                  " for the running round " + std::to_string(round - 1) + " to admit this node");
+  }
+}
+
+void DynamicRendezvous::yield_to_members(uint64_t round) {
+  const auto deadline = Deadline::after(options_.last_call_timeout);
+  while (!deadline.expired()) {
+    const Closing previous = read_closing(round - 1, 1);
+    if (previous.count <= 0) return;  // shut down (the next check says so), or never closed
+    const ExitBarrier barrier{*store_, keys::departed(round - 1), static_cast<int>(previous.count)};
+    // Every member out, and those re-joining (neither gone nor found silent) arrived.
+    const int64_t out = store_->add(barrier.key, 0);
+    if (out >= previous.count &&
+        store_->tickets(keys::arrived(round)) >= out - barrier.gone() - barrier.lost()) {
+      return;
+    }
+    throw_if_closed();
+    if (spare_left_) {
+      throw RendezvousClosed("rendezvous '" + options_.run_id +
+                             "': this node left while it stood by as a spare");
+    }
+    std::this_thread::sleep_for(std::min(kSpareYieldPoll, deadline.remaining()));
   }
 }
 

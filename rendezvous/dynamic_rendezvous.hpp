@@ -165,6 +165,11 @@ class DynamicRendezvous final : public RendezvousHandler {
   // Waits for round to open. A spare waits as long as the job runs (join_timeout is for
   // joining a group that has room); others until deadline.
   void wait_admitted(uint64_t round, const Deadline& deadline, bool spare) const;
+  // A spare let into round waits for the members of round - 1 first: until each of them is
+  // out (re-joined, gone for good, or found silent) and every re-joining one took its place,
+  // or until last_call_timeout passes (a member that has not noticed the change yet). The
+  // survivors keep their places, and with them the training state.
+  void yield_to_members(uint64_t round);
   // The group is full: this node stands by for round (said once, reported to on_spare_).
   void stand_by(uint64_t round);
   void notify_spare(const SpareNotice& notice);

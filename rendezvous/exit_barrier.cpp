@@ -36,6 +36,7 @@ bool ExitBarrier::count_out(int member, const std::string& why) const {
   // Gone for good: a re-formed round does not wait for it. A node only found silent ("lost")
   // may be stopped, not dead, and come back: it still counts as expected.
   if (why == "finished" || why == "failed" || why == "disconnected") store.add(gone_key(), 1);
+  if (why == "lost") store.add(lost_key(), 1);
   if (store.add(key, 1) < nodes) return false;
   store.set(all_key(), "1");
   return true;
@@ -43,6 +44,10 @@ bool ExitBarrier::count_out(int member, const std::string& why) const {
 
 int64_t ExitBarrier::gone() const {
   return store.add(gone_key(), 0);
+}
+
+int64_t ExitBarrier::lost() const {
+  return store.add(lost_key(), 0);
 }
 
 std::string ExitBarrier::out_reason(int member) const {

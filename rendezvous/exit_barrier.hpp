@@ -29,6 +29,8 @@ struct ExitBarrier {
   // gone); a re-formed round expects the others back ("rejoined", and "lost": found silent,
   // maybe only stopped).
   [[nodiscard]] int64_t gone() const;
+  // Members counted out as "lost" (found silent): maybe back, maybe not.
+  [[nodiscard]] int64_t lost() const;
   // Why member left ("finished", "lost", ...), "" while it has not.
   [[nodiscard]] std::string out_reason(int member) const;
   // Blocks until every member is out (true), or timeout or interrupt() (false; it logs who
@@ -41,6 +43,7 @@ struct ExitBarrier {
 
   [[nodiscard]] std::string all_key() const { return key + "/all"; }
   [[nodiscard]] std::string gone_key() const { return key + "/gone"; }
+  [[nodiscard]] std::string lost_key() const { return key + "/lost"; }
   [[nodiscard]] std::string out_key(int member) const {
     return key + "/out/" + std::to_string(member);
   }

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "common/env_names.hpp"
+#include "common/recovery_protocol.hpp"
 #include "trainer/blas_threads.hpp"
 #include "trainer/prepare_data.hpp"
 #include "trainer/solo_process_group.hpp"
@@ -16,7 +17,9 @@ namespace wr = worker_runtime;
 int run_training(const TrainOptions& options) {
   set_blas_threads(options.blas_threads);
   const wr::EnvMap env = wr::current_env();
-  const bool launched = env.contains(env::kRank) || env.contains(env::kSlurmProcId);
+  // A spare's worker has no RANK yet: init() waits for the round that admits its node.
+  const bool launched = env.contains(env::kRank) || env.contains(env::kSlurmProcId) ||
+                        env.contains(recovery::kEnvSpare);
   std::unique_ptr<wr::DistContext> context;
   std::unique_ptr<SoloProcessGroup> solo;
   wr::ProcessGroup* group = nullptr;

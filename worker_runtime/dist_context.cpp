@@ -189,14 +189,16 @@ DistContext::~DistContext() {
 }
 
 std::unique_ptr<DistContext> init(const InitOptions& options) {
-  const EnvMap vars = options.env.empty() ? current_env() : options.env;
+  EnvMap vars = options.env.empty() ? current_env() : options.env;
+  // A spare's worker waits here until its node is admitted, then has the env of that round.
+  auto recovery = await_admission(vars);
   EnvContract env = parse_env(vars);
   const std::string backend =
       resolve_backend(options.backend, env.backend, env.local_world_size, cuda_device_count());
   std::unique_ptr<rendezvous::StoreServer> server;
   // The agent hears `hello` before the group is built (that waits for every rank); an
   // `abort` arriving meanwhile aborts the group as soon as it exists (set_group).
-  auto recovery = make_recovery_client(vars, env.local_rank);
+  if (!recovery) recovery = make_recovery_client(vars, env.local_rank);
   auto base = connect_store(env, options, server);
   auto store = std::make_shared<rendezvous::PrefixStore>(env.store_prefix, base);
 

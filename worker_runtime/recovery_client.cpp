@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/parse_int.hpp"
@@ -217,6 +218,31 @@ std::unique_ptr<RecoveryClient> make_recovery_client(const EnvMap& env, int loca
   }
   auto client = std::make_unique<RecoveryClient>(Fd(static_cast<int>(*fd)), local_rank);
   client->set_change_wait(std::chrono::seconds(*wait_s));
+  return client;
+}
+
+std::unique_ptr<RecoveryClient> await_admission(EnvMap& env) {
+  const auto spare = env.find(recovery::kEnvSpare);
+  if (spare == env.end() || spare->second != "1") return nullptr;
+  const auto local = env.find(env::kLocalRank);
+  const auto local_rank =
+      try_parse_int(local == env.end() ? std::string() : local->second, 0, INT32_MAX);
+  if (!local_rank) {
+    throw ConfigError(std::string(env::kLocalRank) +
+                      " is not set to a rank >= 0 (a spare's worker, " + recovery::kEnvSpare +
+                      "=1, needs it)");
+  }
+  auto client = make_recovery_client(env, static_cast<int>(*local_rank));
+  if (!client) {
+    throw ConfigError(std::string(recovery::kEnvSpare) + "=1 without " + recovery::kEnvFd +
+                      ": a spare's worker waits for its place on the agent's recovery channel");
+  }
+  // A spare stands by as long as the job runs: no deadline of its own (the agent closes the
+  // channel when it leaves).
+  const recovery::RoundNotice notice = client->wait_round(std::chrono::hours(24 * 365));
+  for (auto& [name, value] : recovery::place_variables(notice)) env[name] = value;
+  env[env::kLocalWorldSize] = std::to_string(notice.local_world_size);
+  env.erase(recovery::kEnvSpare);
   return client;
 }
 

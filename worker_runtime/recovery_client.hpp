@@ -93,4 +93,12 @@ class RecoveryClient {
 // DDPLAUNCH_RECOVERY_CHANGE_WAIT is not a whole number of seconds from 1 to 86400.
 std::unique_ptr<RecoveryClient> make_recovery_client(const EnvMap& env, int local_rank);
 
+// For a spare's worker ($DDPLAUNCH_SPARE=1, started before its node was admitted): makes the
+// client (local rank from LOCAL_RANK), waits on it for the round notice that admits the node
+// (as long as the node stands by), and sets the notice's values in env, the env contract of a
+// worker started in that round. Null, env untouched, for any other worker. ConfigError when
+// the variable is set without a recovery channel; RecoveryError when the agent closes the
+// channel first (the job ended without needing this node).
+std::unique_ptr<RecoveryClient> await_admission(EnvMap& env);
+
 }  // namespace ddp::worker_runtime

@@ -7,7 +7,7 @@ import os
 import re
 import statistics
 
-TORCH_STEP = re.compile(r"step=(\d+) samples=(\d+) world=(\d+)")
+TORCH_STEP = re.compile(r"step=(\d+) samples=(\d+) world=(\d+)(?: round=(\d+))?")
 TRAIN_STEP = re.compile(r"\[train\] epoch (\d+) step (\d+) ")
 
 
@@ -26,6 +26,12 @@ def read_jsonl(path):
     return out
 
 
+def spare_way(variant):
+    """pt_spare_hot, pt_spare_cold: a fixed-size group of n nodes and one spare (node n) that
+    takes the lost node's place: the world stays n, the round tells the steps after the loss."""
+    return variant.startswith("pt_spare_")
+
+
 def torch_lines(variant):
     """Whether the variant's step lines are torch_ddp_recovery.py's ("step= samples= world="):
     the PyTorch ways (torch, and pt_* running examples/pytorch_in_place/train.py)."""
@@ -41,7 +47,8 @@ def step_of(variant, line):
 
 
 def step_records(args, variant, n, run_dir, seen):
-    """(arrival, node, step, samples, world or None) for every step line, in arrival order."""
+    """(arrival, node, step, samples, world or None, round or None) for every step line, in
+    arrival order."""
     out = []
     counts = {}
     metrics = {}
@@ -49,7 +56,8 @@ def step_records(args, variant, n, run_dir, seen):
         if torch_lines(variant):
             m = TORCH_STEP.search(text)
             if m:
-                out.append((t, idx, int(m.group(1)), int(m.group(2)), int(m.group(3))))
+                rnd = int(m.group(4)) if m.group(4) is not None else None
+                out.append((t, idx, int(m.group(1)), int(m.group(2)), int(m.group(3)), rnd))
             continue
         if not TRAIN_STEP.search(text):
             continue
@@ -68,7 +76,7 @@ def step_records(args, variant, n, run_dir, seen):
             delta = rec["samples_seen"] - recs[j - 1]["samples_seen"]
             if delta > 0 and delta % args.batch_size == 0:
                 world = delta // args.batch_size
-        out.append((t, idx, int(rec["step"]), int(rec["samples_seen"]), world))
+        out.append((t, idx, int(rec["step"]), int(rec["samples_seen"]), world, None))
     return out
 
 
@@ -80,11 +88,15 @@ def analyse(args, variant, n, run_dir, seen, t_kill, victim):
         gaps = [b[0] - a[0] for a, b in zip(before[-6:], before[-5:])]
         res["step_ms"] = round(1e3 * statistics.median(gaps), 3)
     first, pre = None, []
+    # A spare keeps the world at n: a step after the loss is one of a later round.
+    killed_in = max((r[5] for r in before if r[5] is not None), default=0)
     for r in recs:
-        t, idx, _, _, world = r
+        t, idx, _, _, world, rnd = r
         post = t > t_kill and idx != victim and (world is None or world != n)
         if torch_lines(variant):
             post = t > t_kill and world == n - 1
+        if spare_way(variant):
+            post = t > t_kill and world == n and rnd is not None and rnd > killed_in
         if post:
             first = r
             break
@@ -94,11 +106,11 @@ def analyse(args, variant, n, run_dir, seen, t_kill, victim):
         return res
     res["lost_ms"] = round(1e3 * (first[0] - t_kill), 1)
     if variant not in ("torch", "pt_torchrun"):
-        res.update(agent_events(run_dir, n, victim, t_kill))
+        res.update(agent_events(run_dir, n + (1 if spare_way(variant) else 0), victim, t_kill))
     res["first_step_after"] = first[2]
     res["in_flight_steps"] = sum(1 for r in pre if r[0] > t_kill)
     last_pre = max(r[3] for r in pre) if pre else 0
-    started_at = first[3] - args.batch_size * (n - 1)
+    started_at = first[3] - args.batch_size * (n if spare_way(variant) else n - 1)
     res["steps_redone"] = round((last_pre - started_at) / (args.batch_size * n), 2)
     # The whole cost: until the survivors are back where the job was when the node died.
     caught = [r for r in recs[recs.index(first):] if r[1] != victim and r[3] >= last_pre]
@@ -156,7 +168,9 @@ def table(results, variants, node_counts):
               "pt_torchrun": "(d) PyTorch 2.x script, torchrun 2.x restart + checkpoint",
               "pt_restart": "(e) PyTorch 2.x script, ddplaunch process restart + checkpoint",
               "pt_inplace": "(f) PyTorch 2.x script, ddplaunch --in_place_recovery "
-                            "(ddplaunch_recovery)"}
+                            "(ddplaunch_recovery)",
+              "pt_spare_hot": "(g) as (f), --nnodes n:n and a hot spare takes the lost place",
+              "pt_spare_cold": "(h) as (g), --spare_workers cold (started at admission)"}
     rows = ["| way | nodes | runs ok | time lost, ms: median (min to max) | steps redone (median) "
             "| back at the pre-loss position, ms | in-flight steps (median) | step ms before "
             "| survivors told, ms | new workers started, ms | (b) or (e) / this "

@@ -14,6 +14,11 @@ the venv of --torch_python):
   pt_torchrun  the venv's torchrun, worker restart (--max_restarts) + checkpoint resume
   pt_restart   ddplaunch, process restart + checkpoint reload
   pt_inplace   ddplaunch --in_place_recovery: ddplaunch_recovery re-forms the group in place
+  pt_spare_hot   as pt_inplace with --nnodes N:N and one node more (node N), started once the
+                 group trains: a spare, standing by with its worker started and parked; the
+                 kill waits until it is ready (its spare_ready event); it takes the lost place
+  pt_spare_cold  the same with --spare_workers cold: the spare's worker starts at admission
+                 (the kill waits for its spare event)
 Both trainers checkpoint every --checkpoint_every steps (default 1) and print one line per
 step on rank 0.
 
@@ -58,7 +63,8 @@ import time
 import urllib.request
 from typing import NamedTuple
 
-from recovery_analysis import analyse, sample_check, step_of, store_loss_table, table
+from recovery_analysis import (analyse, read_jsonl, sample_check, spare_way, step_of,
+                               store_loss_table, table)
 
 PY = "/usr/bin/python3"
 VICTIMS = ("member", "store_host")
@@ -193,7 +199,7 @@ def commands(args, case, n, i, port, run_dir):
     """The agent command line of node i of n."""
     variant = case.variant
     ckpt = os.path.join(run_dir, "ckpt")
-    nnodes = f"{n - 1}:{n}"
+    nnodes = f"{n}:{n}" if spare_way(variant) else f"{n - 1}:{n}"
     rdzv = rdzv_flags(args, case, port, os.path.basename(run_dir))
     if variant.startswith("pt_"):
         script = [args.pt_script, "--rows", str(args.rows), "--batch_size", str(args.batch_size),
@@ -208,9 +214,11 @@ def commands(args, case, n, i, port, run_dir):
                "--local_addr", f"127.0.0.{i + 1}", "--nproc_per_node", "1",
                "--max_restarts", str(args.max_restarts),
                "--events_file", os.path.join(run_dir, f"events.{i}")]
-        if variant == "pt_inplace":
+        if variant == "pt_inplace" or spare_way(variant):
             cmd.append("--in_place_recovery")
             script += ["--sample_log", os.path.join(run_dir, "samples")]
+        if spare_way(variant):
+            cmd += ["--spare_workers", variant.rsplit("_", 1)[1]]
         return cmd + script
     if variant == "torch":
         return [PY, "-m", "torch.distributed.run", "-r", "1", "-t", "1",
@@ -243,6 +251,13 @@ def choose_victim(case, n, printer):
     return 0 if case.backend == "c10d" else printer
 
 
+def spare_standing_by(variant, run_dir, n):
+    """Whether the spare (node n) stands by, with its worker parked where it is hot."""
+    wanted = "spare_ready" if variant.endswith("_hot") else "spare"
+    return any(e.get("event") == wanted
+               for e in read_jsonl(os.path.join(run_dir, f"events.{n}")))
+
+
 def one_run(args, case, n, rep, work):
     variant = case.variant
     run_dir = os.path.join(work, f"{variant}_{case.victim}_{case.backend}_{n}_{rep}")
@@ -273,6 +288,7 @@ def one_run(args, case, n, rep, work):
             nodes.append(Node(i, commands(args, case, n, i, port, run_dir),
                               os.path.join(run_dir, f"log.{i}"), lines, env))
 
+        spare = spare_way(variant)  # node n joins once the group trains, and stands by
         t_kill, victim, after = None, None, 0
         # Enough survivors' steps to redo what the checkpoint lacked and pass it (the redone
         # old-world steps take n / (n - 1) new ones each).
@@ -302,7 +318,11 @@ def one_run(args, case, n, rep, work):
                     break
                 if step is None:
                     continue
-                if step >= args.kill_step:
+                if spare and len(nodes) == n:
+                    nodes.append(Node(n, commands(args, case, n, n, port, run_dir),
+                                      os.path.join(run_dir, f"log.{n}"), lines, env))
+                if step >= args.kill_step and (not spare or
+                                               spare_standing_by(variant, run_dir, n)):
                     # Its processes are listed before the clock starts.
                     victim = choose_victim(case, n, idx)
                     victim_pids = descendants(nodes[victim].proc.pid)
@@ -343,7 +363,7 @@ def one_run(args, case, n, rep, work):
         return result
     if not result.get("job_lost"):
         result.update(analyse(args, variant, n, run_dir, seen, t_kill, victim))
-    if variant == "pt_inplace":
+    if variant == "pt_inplace" or spare_way(variant):
         result.update(sample_check(args, run_dir, seen, victim_pids))
     return result
 

@@ -60,8 +60,8 @@ def parse_args():
     p.add_argument("--out", default="", help="rank 0 writes the final parameters here (text)")
     p.add_argument("--sample_log", default="", help="folder: the indices each step trained")
     p.add_argument("--step_lines", action="store_true",
-                   help="rank 0 prints step=S samples=N world=W to stderr after every step "
-                        "(bench/recovery)")
+                   help="rank 0 prints step=S samples=N world=W round=R to stderr after "
+                        "every step (bench/recovery)")
     p.add_argument("--chaos_fields", action="store_true",
                    help="--sample_log lines also carry t= (wall time) world= pos= (the epoch's "
                         "position before the step) params= (a checksum of the parameters after "
@@ -70,6 +70,10 @@ def parse_args():
     p.add_argument("--fault_kill_node_at_step", type=int, default=0)
     p.add_argument("--fault_hang_at_step", type=int, default=0)
     p.add_argument("--fault_rank", type=int, default=-1, help="default: the last rank")
+    p.add_argument("--hold_at_step", type=int, default=0,
+                   help="after this step every rank waits until --hold_file exists (a test "
+                        "does something to the job meanwhile)")
+    p.add_argument("--hold_file", default="")
     p.add_argument("--no_recovery", action="store_true",
                    help="never open ddplaunch's recovery channel (as a script without the "
                         "module: restarted at a change)")
@@ -143,8 +147,9 @@ def main():
                 continue
             step = elastic.global_step
             if args.step_lines and elastic.rank == 0:
-                print("step=%d samples=%d world=%d" % (step, elastic.epoch * args.rows +
-                      elastic.position, elastic.world_size), file=sys.stderr, flush=True)
+                print("step=%d samples=%d world=%d round=%d" % (
+                      step, elastic.epoch * args.rows + elastic.position, elastic.world_size,
+                      elastic.round), file=sys.stderr, flush=True)
             if elastic.rank == 0 and step % 5 == 0:
                 print("epoch %d step %d loss %.4f world %d" % (epoch, step, loss.item(),
                       elastic.world_size), flush=True)
@@ -152,6 +157,9 @@ def main():
                     and elastic.rank == 0:
                 save_checkpoint(elastic, args.checkpoint_dir)
             fault(args, elastic, ckpt)
+            if args.hold_at_step and step == args.hold_at_step:
+                while not os.path.exists(args.hold_file):
+                    time.sleep(0.01)
             if args.slow_step_ms:
                 time.sleep(args.slow_step_ms / 1000)
             if args.max_steps and step >= args.max_steps:

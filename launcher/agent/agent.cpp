@@ -16,13 +16,6 @@
 namespace ddp::launcher {
 namespace asio = boost::asio;
 
-namespace {
-
-// How long after SIGKILL a worker that is still there is called unkillable (at least).
-constexpr std::chrono::milliseconds kUnkillableGrace{2000};
-
-}  // namespace
-
 Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
              rendezvous::RendezvousHandler& rendezvous, LogRouter& logs, EventLog& events)
     : io_(io),
@@ -31,9 +24,9 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
       calls_(io, rendezvous),
       logs_(logs),
       events_(events),
-      group_(
-          io, spawner,
-          WorkerGroupOptions{options_.config.stop_timeout, kUnkillableGrace, options_.read_proc}),
+      group_(io, spawner,
+             WorkerGroupOptions{.stop_timeout = options_.config.stop_timeout,
+                                .read_proc = options_.read_proc}),
       failures_(io, events),
       job_(
           io, options_.config.local_addr.value_or(options_.host), options_.config.peer_tolerance,
@@ -59,6 +52,7 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
                     [this] { return attempt_info(); }, [this] { return hangs_.worker_env(); },
                     [this](size_t index, ExitStatus status) { on_worker_exit(index, status); },
                     [this](const WorkerSlot& slot, const std::string& error) {
+                      if (recovery_.parked()) return;  // a spare's: started at admission
                       job_.publish(spawn_failure_record(slot, error));
                       note_failure("spawn", slot.rank);
                       ending_.exit_after_stop = 127;
@@ -82,11 +76,7 @@ int Agent::run() {
   if (options_.handle_signals) {
     signals_.start(options_.config.signals_to_handle, [this](int sig) { handle_signal(sig); });
   }
-  if (sets_default_omp_threads(options_.config, options_.env)) {
-    DDP_LOG_INFO(
-        "setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); "
-        "set it yourself to tune performance");
-  }
+  if (sets_default_omp_threads(options_.config, options_.env)) report_default_omp_threads();
   // Keeps run() going while the only pending work is off the loop; departure_ stops it.
   const auto busy = asio::make_work_guard(io_);
   asio::post(io_, [this] { start_round(); });
@@ -96,11 +86,9 @@ int Agent::run() {
 }
 
 void Agent::handle_signal(int sig) {
-  events_.record(event::kSignal, {{"signal", sig}, {"name", signal_name(sig)}});
   const std::string name = signal_name(sig);
   const bool again = signals_.first().has_value() && state_ != State::kExiting;
-  const std::string line = signal_notice(state_, again, name, group_.running_pids());
-  if (!line.empty()) DDP_LOG_INFO(line);
+  report_signal(events_, state_, again, sig, group_.running_pids());
   if (state_ == State::kExiting) {
     // The workers are gone; only the exit barrier (or closing the rendezvous) is left.
     if (signals_.note(sig)) departure_.signalled(sig);
@@ -140,6 +128,7 @@ void Agent::start_round() {
   state_ = State::kRendezvous;
   calls_.watch_spare([this](const rendezvous::SpareNotice& notice) {
     report_spare(events_, rendezvous_.run_id(), notice);
+    if (notice.kind == rendezvous::SpareNotice::Kind::kStandingBy) park_workers();
   });
   calls_.join([this](const rendezvous::RendezvousInfo& info,
                      JobConnections connections) { on_round(info, std::move(connections)); },
@@ -183,12 +172,18 @@ void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections conn
   if (launcher_.start_all()) watch_hangs();
 }
 
-void Agent::on_round_error(const RendezvousCalls::RoundError& error) {
-  if (const auto sig = signals_.first()) {
-    stop_then_finish(128 + *sig);
+void Agent::park_workers() {
+  if (!recovery_.enabled() || !options_.config.hot_spares || state_ != State::kRendezvous ||
+      group_.running_count() > 0 || signals_.first()) {
     return;
   }
-  stop_then_finish(report_round_error(events_, error.message, error.not_needed));
+  ++round_.generation;
+  launcher_.park(static_cast<size_t>(options_.config.nproc_per_node));
+}
+
+void Agent::on_round_error(const RendezvousCalls::RoundError& error) {
+  const auto sig = signals_.first();
+  stop_then_finish(sig ? 128 + *sig : report_round_error(events_, error.message, error.not_needed));
 }
 
 void Agent::begin_round(const rendezvous::RendezvousInfo& info, JobConnections connections) {
@@ -197,16 +192,7 @@ void Agent::begin_round(const rendezvous::RendezvousInfo& info, JobConnections c
   failures_.reset();
   // Watching (and able to publish) before any worker runs: a start failure is a failure too.
   job_.begin(info, std::move(connections), !rendezvous_.kind().elastic);
-  // The attempt number workers see is the round, not restarts spent: every node of a round
-  // agrees on it, so /worker/attempt_<n> keys are never shared by two different groups.
-  if (options_.set_worker_namespace) {
-    try {
-      options_.set_worker_namespace(env::kWorkerPrefixBase + std::to_string(round_.attempt) + "/");
-    } catch (const Error& e) {
-      // The workers' PyTorch clients will be refused; they fail and the job restarts.
-      DDP_LOG_WARN(std::string("could not declare the workers' store namespace: ") + e.what());
-    }
-  }
+  launcher_.declare_namespace();
   logs_.begin_attempt(options_.config.nproc_per_node, info.rank_offset,
                       options_.write_log_files ? std::optional(round_.attempt_dir(options_.run_dir))
                                                : std::nullopt);
@@ -231,7 +217,8 @@ void Agent::on_worker_exit(size_t index, ExitStatus status) {
     case InPlaceRecovery::ExitMeaning::kReplacedLater:
       return;
     case InPlaceRecovery::ExitMeaning::kReplacedNow:
-      if (launcher_.start(index)) watch_hangs();
+      if (recovery_.parked() && signals_.first()) return;  // leaving: not started again
+      if (launcher_.start(index) && !recovery_.parked()) watch_hangs();
       return;
     case InPlaceRecovery::ExitMeaning::kNone:
       break;
@@ -354,12 +341,14 @@ void Agent::on_job_failure(const rendezvous::FailureRecord& record) {
 
 void Agent::on_store_lost(const std::string& message, PeerLoss loss) {
   const auto kind = rendezvous_.kind();
-  StoreLossFacts facts{loss, kind.store_moves, kind.elastic};
-  facts.leaving = state_ == State::kExiting || state_ == State::kDone;
-  facts.healthy = state_ == State::kHealthy;
-  facts.stopping = state_ == State::kStopping;
-  facts.ending = ending_.cause;
-  facts.awaiting_record = job_.awaiting_record();
+  const StoreLossFacts facts{.loss = loss,
+                             .store_moves = kind.store_moves,
+                             .elastic = kind.elastic,
+                             .leaving = state_ == State::kExiting || state_ == State::kDone,
+                             .healthy = state_ == State::kHealthy,
+                             .stopping = state_ == State::kStopping,
+                             .ending = ending_.cause,
+                             .awaiting_record = job_.awaiting_record()};
   const std::string store = store_loss_text(loss, options_.config.peer_tolerance);
   switch (store_loss_step(facts)) {
     case StoreLossStep::kIgnore:
@@ -569,7 +558,8 @@ void Agent::finish(int exit_status) {
 }
 
 AttemptInfo Agent::attempt_info() const {
-  return {round_.info, round_.attempt, rendezvous_.run_id(), options_.use_agent_store};
+  return {round_.info, round_.attempt, rendezvous_.run_id(), options_.use_agent_store,
+          recovery_.parked()};
 }
 
 }  // namespace ddp::launcher

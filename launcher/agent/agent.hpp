@@ -70,6 +70,8 @@ class Agent {
   void start_round();
   void on_round(const rendezvous::RendezvousInfo& info, JobConnections connections);
   void on_round_error(const RendezvousCalls::RoundError& error);
+  // A spare's workers start while it stands by and wait, parked, for the round admitting it.
+  void park_workers();
   // What every round's workers start with, fresh or kept: the failure record watch, the
   // store namespace, the attempt's log files; HEALTHY.
   void begin_round(const rendezvous::RendezvousInfo& info, JobConnections connections);

@@ -109,6 +109,20 @@ std::string signal_notice(AgentState state, bool again, const std::string& name,
   return "";
 }
 
+void report_signal(EventLog& events, AgentState state, bool again, int sig,
+                   const std::string& pids) {
+  const std::string name = signal_name(sig);
+  events.record(event::kSignal, {{"signal", sig}, {"name", name}});
+  const std::string line = signal_notice(state, again, name, pids);
+  if (!line.empty()) DDP_LOG_INFO(line);
+}
+
+void report_default_omp_threads() {
+  DDP_LOG_INFO(
+      "setting OMP_NUM_THREADS=1 for each worker (it was unset and nproc_per_node > 1); "
+      "set it yourself to tune performance");
+}
+
 void report_stepped_down(EventLog& events, const std::string& why) {
   DDP_LOG_WARN(why + "; joining the job again through the store's successor once it is heard");
   events.record(event::kStoreSilent, {{"message", why}});

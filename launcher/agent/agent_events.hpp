@@ -46,6 +46,11 @@ void report_recovery_started(EventLog& events, const std::string& reason, int at
 // the workers' pids; "" when it says nothing.
 std::string signal_notice(AgentState state, bool again, const std::string& name,
                           const std::string& pids);
+// The signal event, and signal_notice's line when there is one.
+void report_signal(EventLog& events, AgentState state, bool again, int sig,
+                   const std::string& pids);
+// OMP_NUM_THREADS=1 is set for the workers (sets_default_omp_threads): said once.
+void report_default_omp_threads();
 // This node served the store and lost its majority (why: the rendezvous's reason).
 void report_stepped_down(EventLog& events, const std::string& why);
 // The store lost this node's own connection: to the other nodes this node is gone.

@@ -19,6 +19,13 @@ int64_t ms_between(Clock::time_point from, const std::optional<Clock::time_point
 }  // namespace
 
 std::string describe_recovery(const RecoveryRecord& r) {
+  if (r.from_round < 0) {  // a spare's admission: its workers were parked, or started then
+    return "admitted as a spare in round " + std::to_string(r.round) + ": state received " +
+           std::to_string(ms_between(r.noticed, r.state_sent)) + " ms, first step " +
+           std::to_string(ms_between(r.noticed, r.first_step)) + " ms after admission; " +
+           std::to_string(r.kept) + " worker(s) ready before, " + std::to_string(r.restarted) +
+           " started then, resumed at step " + std::to_string(r.step);
+  }
   return "round " + std::to_string(r.from_round) + " -> " + std::to_string(r.round) + " (" +
          r.reason + "): aborted " + std::to_string(ms_between(r.noticed, r.aborted)) +
          " ms, re-formed " + std::to_string(ms_between(r.noticed, r.reformed)) +
@@ -43,7 +50,7 @@ InPlaceRecovery::InPlaceRecovery(boost::asio::io_context& io, bool enabled,
 
 void InPlaceRecovery::reset(size_t count) {
   timer_.cancel();
-  under_way_ = false;
+  under_way_ = parked_ = false;
   slots_.clear();
   slots_.resize(count);
 }
@@ -62,7 +69,16 @@ void InPlaceRecovery::worker_started(size_t index) {
   if (auto& link = slots_.at(index).link) link->close_child_end();
 }
 
+void InPlaceRecovery::park() {
+  current_ = RecoveryRecord{};
+  current_.reason = "spare_admitted";
+  current_.from_round = -1;
+  under_way_ = parked_ = true;
+  timer_.cancel();
+}
+
 void InPlaceRecovery::begin(const std::string& reason, int64_t from_round) {
+  for (auto& slot : slots_) slot.notice_on_hello = false;
   current_ = RecoveryRecord{};
   current_.reason = reason;
   current_.from_round = from_round;
@@ -78,16 +94,22 @@ void InPlaceRecovery::begin(const std::string& reason, int64_t from_round) {
 }
 
 InPlaceRecovery::Resumed InPlaceRecovery::resume(int64_t round) {
-  under_way_ = false;
+  const bool parked = parked_;
+  under_way_ = parked_ = false;
   round_ = round;
   current_.round = round;
   current_.reformed = Clock::now();
+  if (parked) current_.noticed = *current_.reformed;  // the spare's admission
   for (size_t index = 0; index < slots_.size(); ++index) {
     auto& slot = slots_[index];
     if (!group_.running(index) && slot.finished) continue;
     if (!group_.running(index)) {
       slot.replaced_round = round;
       if (!hooks_.start_worker(index)) return Resumed::kStartFailed;
+      continue;
+    }
+    if (parked && !slot.hello) {
+      slot.notice_on_hello = true;  // still starting: --recovery_timeout bounds it
       continue;
     }
     // One that never opened its end of the channel cannot be told; a stopped one (SIGSTOP)
@@ -126,6 +148,9 @@ void InPlaceRecovery::on_message(size_t index, const recovery::Message& message)
       slot.hello = true;
       events_.record(event::kWorkerChannel,
                      {{"rank", hooks_.rank_of(index)}, {"pid", group_.pid(index)}});
+      if (slot.notice_on_hello && !under_way_) slot.link->send(hooks_.notice(index));
+      slot.notice_on_hello = false;
+      if (parked_) report_ready();
       return;
     }
     if (message.type == recovery::kAborted) {
@@ -174,6 +199,14 @@ InPlaceRecovery::ExitMeaning InPlaceRecovery::on_exit(size_t index, ExitStatus s
                                                       bool group_running, int64_t round) {
   if (!enabled_) return ExitMeaning::kNone;
   auto& slot = slots_.at(index);
+  if (parked_) {
+    group_.release(index);
+    const bool again = slot.parked_restarts++ == 0;
+    DDP_LOG_WARN("local rank " + std::to_string(index) + " of this spare exited (" +
+                 status.describe() + ") while standing by; " +
+                 (again ? "starting it again" : "it starts again when this node is admitted"));
+    return again ? ExitMeaning::kReplacedNow : ExitMeaning::kReplacedLater;
+  }
   if (under_way_) {
     if (status.success()) {
       // It finished its training while the group re-formed: done, not to be started again.
@@ -213,6 +246,15 @@ void InPlaceRecovery::on_timeout() {
     slot.respawn_on_exit = true;
     group_.signal(index, SIGKILL);
   }
+}
+
+void InPlaceRecovery::report_ready() {
+  for (size_t index = 0; index < slots_.size(); ++index) {
+    if (!group_.running(index) || !slots_[index].hello) return;
+  }
+  DDP_LOG_INFO("this spare's " + std::to_string(slots_.size()) +
+               " worker(s) are ready, parked before their first collective");
+  events_.record(event::kSpareReady, {{"count", slots_.size()}});
 }
 
 void InPlaceRecovery::report() {

@@ -83,7 +83,13 @@ class InPlaceRecovery {
   // told to abort their collectives.
   void begin(const std::string& reason, int64_t from_round);
   // Gives up a recovery under way (a signal, a failure): nothing to resume.
-  void abandon() { under_way_ = false; }
+  void abandon() { under_way_ = parked_ = false; }
+  // A spare's workers are about to start before its node is admitted: they wait, parked, for
+  // the round notice resume() sends (one still starting gets it once it says hello). One that
+  // dies meanwhile is started again once, then left to a fresh start at admission.
+  void park();
+  // The workers of this node are a spare's, parked (their environment says so).
+  [[nodiscard]] bool parked() const { return parked_; }
   // The group re-formed into round: kept workers get their notice, dead ones are replaced,
   // silent ones killed (and replaced once they exit).
   enum class Resumed {
@@ -112,6 +118,8 @@ class InPlaceRecovery {
     bool hello = false;            // the worker's runtime listens on its channel
     bool respawn_on_exit = false;  // killed for the new round: start a fresh one
     bool finished = false;         // exited 0 while the group re-formed: done
+    bool notice_on_hello = false;  // a parked worker still starting: its notice on hello
+    int parked_restarts = 0;       // started again after dying while parked
     int64_t aborted_round = -1;    // the last round it aborted collectives of
     int64_t built_round = -1;      // the last round it built its group in ("built")
     int64_t replaced_round = -1;   // the round a fresh worker last replaced it in
@@ -120,6 +128,8 @@ class InPlaceRecovery {
   };
   void on_timeout();
   void report();
+  // Says once every parked worker is listening (a spare's workers ready).
+  void report_ready();
   // True when every worker still to take part (not finished) reached round in field.
   [[nodiscard]] bool all_reached(int64_t Progress::*field, int64_t round) const;
   // Workers of the current round kept in place, and those started afresh for it.
@@ -133,6 +143,7 @@ class InPlaceRecovery {
   Hooks hooks_;
   std::vector<Progress> slots_;
   bool under_way_ = false;
+  bool parked_ = false;
   int64_t round_ = -1;  // the round workers run in (what their messages must name)
   RecoveryRecord current_;
   std::vector<RecoveryRecord> completed_;

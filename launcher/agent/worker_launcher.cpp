@@ -1,6 +1,8 @@
 #include "launcher/agent/worker_launcher.hpp"
 
+#include "common/env_names.hpp"
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "common/recovery_protocol.hpp"
 #include "launcher/agent/agent_events.hpp"
 #include "launcher/output/event_names.hpp"
@@ -17,6 +19,15 @@ WorkerLauncher::WorkerLauncher(const AgentOptions& options, const RoundHistory& 
       logs_(logs),
       events_(events),
       hooks_(std::move(hooks)) {}
+
+void WorkerLauncher::declare_namespace() {
+  if (!options_.set_worker_namespace) return;
+  try {
+    options_.set_worker_namespace(env::kWorkerPrefixBase + std::to_string(round_.attempt) + "/");
+  } catch (const Error& e) {
+    DDP_LOG_WARN(std::string("could not declare the workers' store namespace: ") + e.what());
+  }
+}
 
 void WorkerLauncher::reset(size_t count) {
   slots_.assign(count, WorkerSlot{});
@@ -71,6 +82,14 @@ bool WorkerLauncher::start_all() {
       event::kWorkersStarted,
       {{"count", slots_.size()}, {"restart_count", round_.attempt}, {"round", round_.info.round}});
   return true;
+}
+
+void WorkerLauncher::park(size_t count) {
+  reset(count);
+  recovery_.park();
+  // Their lines carry the local ranks until the node is admitted (the rank offset is 0).
+  logs_.begin_attempt(static_cast<int>(count), 0, std::nullopt);
+  start_all();
 }
 
 }  // namespace ddp::launcher

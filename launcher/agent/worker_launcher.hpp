@@ -35,6 +35,11 @@ class WorkerLauncher {
   WorkerLauncher(const AgentOptions& options, const RoundHistory& round, WorkerGroup& group,
                  InPlaceRecovery& recovery, LogRouter& logs, EventLog& events, Hooks hooks);
 
+  // Declares the store namespace of the round's workers' PyTorch clients
+  // (AgentOptions::set_worker_namespace), by the round: every node of a round agrees on it, so
+  // two different groups never share /worker/attempt_<n> keys. A failure is warned about
+  // (those clients are refused: they fail and the job restarts).
+  void declare_namespace();
   // A fresh group of count workers: slots (slot index == local rank), processes and
   // recovery channels forgotten.
   void reset(size_t count);
@@ -45,6 +50,9 @@ class WorkerLauncher {
   bool start(size_t index);
   // Starts every slot's worker and records workers_started; false at the first that could not.
   bool start_all();
+  // A spare's count workers, started while its node stands by: reset(), parked (recovery's
+  // park()) until the round that admits the node; a slot that could not start is started then.
+  void park(size_t count);
 
   [[nodiscard]] WorkerSlot& slot(size_t index) { return slots_.at(index); }
   [[nodiscard]] std::vector<WorkerSlot>& slots() { return slots_; }

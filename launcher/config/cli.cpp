@@ -166,6 +166,7 @@ struct RawOptions {
   double hang_timeout = 0.0;
   bool in_place_recovery = false;
   double recovery_timeout = 60.0;
+  std::string spare_workers = "hot";
   std::string prefix_template = "[${role_name}${local_rank}]:";
   std::string pass_local_rank_arg;
   bool use_env = false;
@@ -260,6 +261,11 @@ void add_options(CLI::App& app, RawOptions& raw) {
   app.add_option("--recovery_timeout,--recovery-timeout", raw.recovery_timeout,
                  "Seconds a kept worker has to re-form after a change before it is restarted "
                  "(default 60)");
+  app.add_option("--spare_workers,--spare-workers", raw.spare_workers,
+                 "With --in_place_recovery, a spare node (one that finds the group full) starts "
+                 "its workers at once and parks them before their first collective (hot, the "
+                 "default), or only once it is admitted (cold: for scripts that read RANK or "
+                 "MASTER_ADDR before ddplaunch_recovery.Elastic; docs/recovery.md, Spares)");
   app.add_option(
       "--log_line_prefix_template,--log-line-prefix-template", raw.prefix_template,
       "Console line prefix; ${role_name}, ${rank}, ${local_rank}, ${hostname} are replaced");
@@ -436,6 +442,10 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   config.recovery_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(raw.recovery_timeout * 1000));
   config.in_place_recovery = raw.in_place_recovery;
+  if (raw.spare_workers != "hot" && raw.spare_workers != "cold") {
+    throw ConfigError("--spare_workers=" + raw.spare_workers + ": expected hot or cold");
+  }
+  config.hot_spares = raw.spare_workers == "hot";
   config.log_line_prefix_template = raw.prefix_template;
   // torchrun 2.x has no flag, only this variable; as there, an empty value means the default.
   if (auto it = env.find(env::kLogLinePrefixTemplate);

@@ -58,6 +58,9 @@ struct LaunchConfig {
   // How long a worker has to answer the new round (build its group and agree on the state)
   // before it is restarted as without in-place recovery (--recovery_timeout).
   std::chrono::milliseconds recovery_timeout{60000};
+  // --spare_workers hot: with in-place recovery, a spare node's workers start while it stands
+  // by and wait, parked, for the round that admits it (docs/recovery.md, Spares).
+  bool hot_spares = true;
 
   // --- rendezvous (nullopt = not given; the factory applies defaults) ---
   std::optional<std::string> nnodes;  // "N" or "MIN:MAX"

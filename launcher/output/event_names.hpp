@@ -38,6 +38,8 @@ inline constexpr char kRestart[] = "restart";
 inline constexpr char kSignal[] = "signal";
 // this node found the group full and stands by as a spare (run_id, round, group_full_at)
 inline constexpr char kSpare[] = "spare";
+// every worker of this spare is parked, ready for admission (count)
+inline constexpr char kSpareReady[] = "spare_ready";
 // this spare was admitted into a round (round, group_rank)
 inline constexpr char kSpareAdmitted[] = "spare_admitted";
 // a worker could not be started

@@ -104,7 +104,19 @@ Environment worker_environment(const LaunchConfig& config, const Environment& en
   Environment worker = env;
   const WorkerIdentity id = worker_identity(config, attempt, local_rank);
   auto set = [&](const char* name, const std::string& value) { worker[name] = value; };
-  set(env::kRank, std::to_string(id.rank));
+  // A spare's worker gets its place with the notice that admits its node.
+  for (auto& [name, value] : recovery::place_variables(id)) {
+    if (attempt.spare) {
+      worker.erase(name);
+    } else {
+      worker[name] = value;
+    }
+  }
+  if (attempt.spare) {
+    set(recovery::kEnvSpare, "1");
+  } else {
+    worker.erase(recovery::kEnvSpare);
+  }
   if (config.virtual_local_rank) {
     // torchrun 2.x: each worker sees only its own GPU, as device 0.
     set(env::kLocalRank, "0");
@@ -112,16 +124,8 @@ Environment worker_environment(const LaunchConfig& config, const Environment& en
   } else {
     set(env::kLocalRank, std::to_string(id.local_rank));
   }
-  set(env::kWorldSize, std::to_string(id.world_size));
   set(env::kLocalWorldSize, std::to_string(id.local_world_size));
-  set(env::kGroupRank, std::to_string(id.group_rank));
-  set(env::kGroupWorldSize, std::to_string(id.group_world_size));
   set(env::kRoleName, config.role);
-  set(env::kRoleRank, std::to_string(id.role_rank));
-  set(env::kRoleWorldSize, std::to_string(id.role_world_size));
-  set(env::kMasterAddr, id.master_addr);
-  set(env::kMasterPort, std::to_string(id.master_port));
-  set(env::kRestartCount, std::to_string(id.restart_count));
   set(env::kMaxRestarts, std::to_string(config.max_restarts));
   set(env::kRunId, attempt.run_id);
   set(env::kUseAgentStore, attempt.use_agent_store ? "True" : "False");

@@ -17,6 +17,9 @@ struct AttemptInfo {
   int restart_count = 0;
   std::string run_id = "none";
   bool use_agent_store = true;
+  // The workers of a spare standing by: started before their node is admitted, they wait for
+  // their place (recovery_protocol.hpp's kEnvSpare).
+  bool spare = false;
 };
 
 // Who one worker is in an attempt: its place in the round (the numbers and the address the

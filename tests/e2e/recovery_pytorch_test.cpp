@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "agent_process.hpp"
 #include "rendezvous/store/server/store_server.hpp"
@@ -106,6 +107,16 @@ struct Nodes {
   [[nodiscard]] std::vector<nlohmann::json> events(const std::string& tag,
                                                    const std::string& name) const {
     return ddp::test::events_named(dir + "/" + tag + ".events", name);
+  }
+  // Waits (up to the guard) until tag's events file holds count events named name.
+  [[nodiscard]] bool wait_for_event(const std::string& tag, const std::string& name,
+                                    size_t count = 1) const {
+    const auto deadline = std::chrono::steady_clock::now() + kGuard;
+    while (events(tag, name).size() < count) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
   }
   [[nodiscard]] bool wait_for_any_log(const std::string& text) const {
     const auto deadline = std::chrono::steady_clock::now() + kGuard;
@@ -259,6 +270,80 @@ TEST_CASE(
   }
   std::cout << "in place vs restarted from the checkpoint: worst |difference| " << worst << " over "
             << in_place.size() << " parameters" << std::endl;
+  CHECK(worst <= 1e-6);
+}
+
+TEST_CASE(
+    "recovery pytorch: a hot spare takes a SIGKILLed member's place: world size, survivor pid "
+    "and every sample kept, the result equal to an undisturbed run",
+    "[e2e][recovery][pytorch][spare]") {
+  // --nnodes 2:2: a and b train, hold after step 5 until the test says; c finds the group full
+  // and stands by with its worker started, parked before its first collective (spare_ready).
+  // b is SIGKILLed, then the hold ends. Expected: a exits 0 with its one worker process
+  // (node_lost, kept 1); c is admitted (world size 2), its parked worker (started before the
+  // admission) receives the state (spare_admitted, kept 1, nothing started then) and exits 0;
+  // b 137; every sample of each epoch trained once at world 2; the parameters equal those of
+  // the same job undisturbed (a and b alone).
+  const Torch* torch = newest_torch();
+  if (torch == nullptr) return;
+  auto run = [&](bool with_spare) {
+    Nodes nodes(*torch);
+    const std::string hold = nodes.dir + "/hold";
+    std::vector<std::string> flags{"--epochs", "2", "--out", nodes.dir + "/final.txt"};
+    if (with_spare) {
+      for (const std::string flag : {"--hold_at_step", "5", "--hold_file"}) flags.push_back(flag);
+      flags.push_back(hold);
+    }
+    nodes.start("a", "2:2", {"--in_place_recovery"}, flags);
+    nodes.start("b", "2:2", {"--in_place_recovery"}, flags);
+    if (!with_spare) {
+      CHECK(nodes.survivors().size() == 2);
+      return read_params(nodes.dir + "/final.txt");
+    }
+    REQUIRE(nodes.wait_for_any_log("epoch 0 step 5 "));
+    nodes.start("c", "2:2", {"--in_place_recovery"}, flags);
+    REQUIRE(nodes.wait_for_event("c", "spare_ready"));
+    nodes.agents[1]->kill(SIGKILL);
+    std::ofstream(hold).put('\n');
+    const auto survivors = nodes.survivors();
+    INFO(nodes.logs());
+    REQUIRE(survivors == std::vector<size_t>{0, 2});
+    CHECK(nodes.events("a", "worker_start").size() == 1);
+    const auto kept = nodes.events("a", "in_place_recovery");
+    REQUIRE(kept.size() == 1);
+    CHECK(kept[0]["reason"] == "node_lost");
+    CHECK(kept[0]["kept"] == 1);
+    const auto started = nodes.events("c", "worker_start");
+    const auto admitted = nodes.events("c", "spare_admitted");
+    REQUIRE(started.size() == 1);
+    REQUIRE(admitted.size() == 1);
+    CHECK(started[0]["time"].get<double>() < admitted[0]["time"].get<double>());
+    const auto joined = nodes.events("c", "in_place_recovery");
+    REQUIRE(joined.size() == 1);
+    CHECK(joined[0]["reason"] == "spare_admitted");
+    CHECK(joined[0]["kept"] == 1);
+    CHECK(joined[0]["restarted"] == 0);
+    CHECK(joined[0]["state_bytes"].get<int64_t>() > 0);
+    const auto rounds = nodes.events("c", "rendezvous");
+    REQUIRE(rounds.size() == 1);
+    CHECK(rounds[0]["world_size"] == 2);
+    CHECK_THAT(nodes.logs(), Contains("params in sync on 2 ranks"));
+    const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
+    REQUIRE(per_epoch.size() == 2);
+    CHECK(per_epoch.at(0).size() == samples_after(0, 2));
+    CHECK(per_epoch.at(1).size() == samples_after(0, 2));
+    return read_params(nodes.dir + "/final.txt");
+  };
+  const auto replaced = run(true);
+  const auto undisturbed = run(false);
+  REQUIRE_FALSE(replaced.empty());
+  REQUIRE(replaced.size() == undisturbed.size());
+  double worst = 0;
+  for (size_t i = 0; i < replaced.size(); ++i) {
+    worst = std::max(worst, std::abs(replaced[i] - undisturbed[i]));
+  }
+  std::cout << "a spare in a lost member's place vs undisturbed: worst |difference| " << worst
+            << " over " << replaced.size() << " parameters" << std::endl;
   CHECK(worst <= 1e-6);
 }
 

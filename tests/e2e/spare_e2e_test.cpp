@@ -72,6 +72,15 @@ struct Job {
     }
     return all;
   }
+  // Waits (up to the guard) until agent i's events file holds count events named name.
+  [[nodiscard]] bool wait_for_event(size_t i, const std::string& name, size_t count = 1) const {
+    const auto deadline = std::chrono::steady_clock::now() + kGuard;
+    while (events(i, name).size() < count) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return true;
+  }
   std::vector<int> codes(const std::vector<size_t>& which) {
     std::vector<int> out;
     for (size_t i : which) {
@@ -157,49 +166,80 @@ TEST_CASE("spare e2e: a job that finishes while a spare stands by ends with exit
   CHECK(finish[0]["exit_code"] == 0);
 }
 
+namespace {
+
+// The native trainer, 100 ms a step (about 4 s an epoch at 2 ranks), its result in dir.
+std::vector<std::string> slow_train(const std::string& dir, int epochs) {
+  return {kTrain,
+          "--data",
+          "synthetic",
+          "--synthetic_rows",
+          "1200",
+          "--synthetic_features",
+          "16",
+          "--synthetic_classes",
+          "4",
+          "--hidden",
+          "32",
+          "--batch_size",
+          "16",
+          "--epochs",
+          std::to_string(epochs),
+          "--seed",
+          "5",
+          "--log_every",
+          "1",
+          "--fault_slow_step_ms",
+          "100",
+          "--out",
+          dir + "/final.safetensors"};
+}
+
+// Waits until a member's rank 0 printed its first step (either member may hold it).
+bool first_step(const Job& job) {
+  const auto until = std::chrono::steady_clock::now() + kGuard;
+  while (std::chrono::steady_clock::now() < until) {
+    for (size_t i : {0U, 1U}) {
+      if (job.agents[i]->wait_for_log("epoch 0 step 1 ", 50ms)) return true;
+    }
+  }
+  return false;
+}
+
+// The spare's one worker was started while it stood by and kept through its admission.
+void check_hot_admission(const Job& job, size_t spare, size_t starts = 1) {
+  const auto started = job.events(spare, "worker_start");
+  const auto admitted = job.events(spare, "spare_admitted");
+  REQUIRE(started.size() == starts);
+  REQUIRE(admitted.size() == 1);
+  CHECK(started.back()["time"].get<double>() < admitted[0]["time"].get<double>());
+  const auto joined = job.events(spare, "in_place_recovery");
+  REQUIRE(joined.size() == 1);
+  CHECK(joined[0]["reason"] == "spare_admitted");
+  CHECK(joined[0]["kept"] == 1);
+  CHECK(joined[0]["restarted"] == 0);
+  const auto rounds = job.events(spare, "rendezvous");
+  REQUIRE(rounds.size() == 1);
+  CHECK(rounds[0]["world_size"] == 2);
+}
+
+}  // namespace
+
 TEST_CASE("spare e2e: in place, the native trainer's survivor keeps its process, the spare joins",
           "[e2e][spare]") {
   // --in_place_recovery, one trainer rank per node: agent 1 SIGKILLed mid-epoch with a spare
-  // standing by. Expected: agent 0 keeps its one worker process (an in_place_recovery event,
-  // reason node_lost), the spare is admitted with world size 2 and its fresh rank receives
-  // the state; agents 0 and 2 exit 0.
+  // standing by, its worker started and parked (spare_ready). Expected: agent 0 keeps its one
+  // worker process (an in_place_recovery event, reason node_lost), the spare is admitted with
+  // world size 2 and its parked worker receives the state; agents 0 and 2 exit 0.
   Job job;
-  const std::vector<std::string> train{kTrain,
-                                       "--data",
-                                       "synthetic",
-                                       "--synthetic_rows",
-                                       "1200",
-                                       "--synthetic_features",
-                                       "16",
-                                       "--synthetic_classes",
-                                       "4",
-                                       "--hidden",
-                                       "32",
-                                       "--batch_size",
-                                       "16",
-                                       "--epochs",
-                                       "2",
-                                       "--seed",
-                                       "5",
-                                       "--log_every",
-                                       "1",
-                                       "--fault_slow_step_ms",
-                                       "100",
-                                       "--out",
-                                       job.dir + "/final.safetensors"};
+  const auto train = slow_train(job.dir, 2);
   const std::vector<std::string> flags{"--in_place_recovery"};
   job.start({}, flags, train);
   job.start({}, flags, train);
-  // Rank 0 prints the steps: either member may hold it.
-  const auto until = std::chrono::steady_clock::now() + kGuard;
-  bool stepping = false;
-  while (!stepping && std::chrono::steady_clock::now() < until) {
-    for (size_t i : {0U, 1U})
-      stepping = stepping || job.agents[i]->wait_for_log("epoch 0 step 1 ", 50ms);
-  }
-  REQUIRE(stepping);
+  REQUIRE(first_step(job));
   auto& spare = job.start({}, flags, train);
   REQUIRE(spare.wait_for_log(kSpareLine, kGuard));
+  REQUIRE(job.wait_for_event(2, "spare_ready"));
   job.agents[1]->kill(SIGKILL);
   const auto codes = job.codes({0, 1, 2});
   INFO(job.logs());
@@ -209,11 +249,69 @@ TEST_CASE("spare e2e: in place, the native trainer's survivor keeps its process,
   REQUIRE(recovered.size() == 1);
   CHECK(recovered[0]["reason"] == "node_lost");
   CHECK(recovered[0]["kept"] == 1);
-  CHECK(job.events(2, "spare_admitted").size() == 1);
-  const auto rounds = job.events(2, "rendezvous");
-  REQUIRE(rounds.size() == 1);
-  CHECK(rounds[0]["world_size"] == 2);
-  CHECK(job.events(2, "worker_start").size() == 1);
+  check_hot_admission(job, 2);
+}
+
+TEST_CASE("spare e2e: a spare's worker killed while standing by is started again, then admitted",
+          "[e2e][spare]") {
+  // Expected: the spare says its worker exited while standing by and starts it again (a
+  // second worker_start, a second spare_ready); admitted when agent 1 is SIGKILLed, that
+  // worker is kept; agents 0 and 2 exit 0.
+  Job job;
+  const auto train = slow_train(job.dir, 2);
+  const std::vector<std::string> flags{"--in_place_recovery"};
+  job.start({}, flags, train);
+  job.start({}, flags, train);
+  REQUIRE(first_step(job));
+  auto& spare = job.start({}, flags, train);
+  REQUIRE(job.wait_for_event(2, "spare_ready"));
+  const int parked = job.events(2, "worker_start").at(0)["pid"].get<int>();
+  REQUIRE(::kill(parked, SIGKILL) == 0);
+  REQUIRE(spare.wait_for_log("exited (signal 9 (SIGKILL)) while standing by; starting it again",
+                             kGuard));
+  REQUIRE(job.wait_for_event(2, "spare_ready", 2));
+  job.agents[1]->kill(SIGKILL);
+  const auto codes = job.codes({0, 1, 2});
+  INFO(job.logs());
+  CHECK(codes == std::vector<int>{0, 128 + SIGKILL, 0});
+  check_hot_admission(job, 2, 2);
+}
+
+TEST_CASE("spare e2e: two spares take two lost members' places in turn, world size 2 throughout",
+          "[e2e][spare]") {
+  // Agents 0 and 1 train; 2 and 3 stand by, both ready. Agent 1 is SIGKILLed: one spare is
+  // admitted; once it stepped, it is SIGKILLed in turn and the other spare is admitted.
+  // Expected: agent 0 keeps its one worker through two in-place recoveries (node_lost, kept
+  // 1); each spare's parked worker was kept at its admission; agents 0 and the last spare
+  // exit 0, the two killed 137.
+  Job job;
+  const auto train = slow_train(job.dir, 4);
+  const std::vector<std::string> flags{"--in_place_recovery"};
+  job.start({}, flags, train);
+  job.start({}, flags, train);
+  REQUIRE(first_step(job));
+  job.start({}, flags, train);
+  job.start({}, flags, train);
+  REQUIRE(job.wait_for_event(2, "spare_ready"));
+  REQUIRE(job.wait_for_event(3, "spare_ready"));
+  job.agents[1]->kill(SIGKILL);
+  if (!job.wait_for_event(0, "in_place_recovery")) FAIL(job.logs());
+  const size_t first = job.events(2, "spare_admitted").empty() ? 3 : 2;
+  const size_t second = first == 2 ? 3 : 2;
+  if (!job.wait_for_event(first, "in_place_recovery")) FAIL(job.logs());
+  job.agents[first]->kill(SIGKILL);
+  const auto codes = job.codes({0, 1, first, second});
+  INFO(job.logs());
+  CHECK(codes == std::vector<int>{0, 128 + SIGKILL, 128 + SIGKILL, 0});
+  CHECK(job.events(0, "worker_start").size() == 1);
+  const auto recovered = job.events(0, "in_place_recovery");
+  REQUIRE(recovered.size() == 2);
+  for (const auto& r : recovered) {
+    CHECK(r["reason"] == "node_lost");
+    CHECK(r["kept"] == 1);
+  }
+  check_hot_admission(job, second);
+  CHECK(job.events(first, "spare_admitted").size() == 1);
 }
 
 TEST_CASE("spare e2e: a spare told to stop leaves at once, and the job goes on without it",

@@ -433,11 +433,54 @@ TEST_CASE("dynamic: a spare the job ends without leaves with NotNeeded, naming w
   }
 }
 
-TEST_CASE("dynamic: a member slower to re-join than a spare stands by as a spare itself",
+TEST_CASE("dynamic: a spare lets the members re-join first: they keep their places",
           "[rdzv][dynamic][spare]") {
-  // Round 1 opens because b re-joins (its workers failed); the spare gets there before a and
-  // the round closes full with b and the spare. a then finds the group full: it is a spare
-  // now, and leaves as one (NotNeeded) when the job ends.
+  // Round 1 opens because b re-joins (its workers failed); the spare is let in at once but
+  // waits until a, the other member, re-joined too (a long last_call_timeout: no time-out
+  // decides here). Expected: round 1 is a and b with their group ranks; the spare stands by
+  // again, and leaves with NotNeeded when the job ends.
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.last_call_timeout = 20s;
+  auto a = c.node(o), b = c.node(o);
+  const auto first = join_all({a.get(), b.get()});
+  std::atomic<int> spare_notices{0};
+  auto spare = c.node(o);
+  spare->watch_spare([&](const SpareNotice&) { ++spare_notices; });
+  auto spare_join = join_async(*spare);
+  const auto guard = std::chrono::steady_clock::now() + kGuard;
+  while (spare_notices == 0 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(5ms);  // until it stands by
+  }
+  REQUIRE(spare_notices == 1);
+  auto jb = join_async(*b);
+  // b is in round 1 (its ticket taken) and a is still out: the spare must wait for a. Its
+  // yield is bounded by the 20 s last call; a arriving now ends it.
+  while (c.store->add("/ddp_rdzv/job/r1/arrived", 0) < 1 &&
+         std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(spare_join.wait_for(100ms) == std::future_status::timeout);
+  auto ja = join_async(*a);
+  // (Before the fix the spare took a's place here, and a stood by: this wait failed.)
+  REQUIRE(ja.wait_for(kGuard) == std::future_status::ready);
+  const std::vector<RendezvousInfo> round1{ja.get(), jb.get()};
+  check_consistent(round1, {1, 1});
+  CHECK(round1[0].round == 1);
+  CHECK(round1[0].group_rank == first[0].group_rank);
+  CHECK(round1[1].group_rank == first[1].group_rank);
+  CHECK(spare_join.wait_for(100ms) == std::future_status::timeout);
+  b->shutdown();
+  a->shutdown();
+  REQUIRE_THROWS_AS(spare_join.get(), NotNeeded);
+}
+
+TEST_CASE("dynamic: a member slower to re-join than the last call stands by as a spare itself",
+          "[rdzv][dynamic][spare]") {
+  // Round 1 opens because b re-joins (its workers failed); a does not re-join within the
+  // last call (300 ms here), so the spare takes the place and the round closes full with b
+  // and the spare. a then finds the group full: it is a spare now, and leaves as one
+  // (NotNeeded) when the job ends.
   Cluster c;
   auto o = Cluster::options(2, 2);
   auto a = c.node(o), b = c.node(o);

@@ -49,10 +49,13 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-__all__ = ["Elastic", "ResumableSampler", "RecoveryError", "Channel", "ENV_FD"]
+__all__ = ["Elastic", "ResumableSampler", "RecoveryError", "Channel", "ENV_FD", "ENV_SPARE"]
 
 ENV_FD = "DDPLAUNCH_RECOVERY_FD"
 ENV_CHANGE_WAIT = "DDPLAUNCH_RECOVERY_CHANGE_WAIT"
+# 1 for the workers of a spare node: started before the node is admitted, without RANK,
+# WORLD_SIZE, MASTER_ADDR and the rest of the round's variables; Elastic() waits for them.
+ENV_SPARE = "DDPLAUNCH_SPARE"
 _MAX_LINE = 4096
 # After a change was announced, how long a worker waits for its round notice (the agent's
 # re-join is bounded by its join_timeout).
@@ -199,14 +202,15 @@ class Channel:
             return False
 
     def wait_round(self, timeout):
-        """The round notice not yet taken (a dict of the `round` line's fields)."""
+        """The round notice not yet taken (a dict of the `round` line's fields); timeout None:
+        as long as the channel is open."""
         with self._cv:
             ready = self._cv.wait_for(lambda: self._pending or self._eof, timeout)
             if self._pending:
                 notice, self._pending = self._pending, None
                 self._taken = self._notice_changes
                 return notice
-            if not ready:
+            if not ready and timeout is not None:
                 raise RecoveryError("no round notice from the agent within %.0f s" % timeout)
             raise RecoveryError("the agent closed the recovery channel while this worker "
                                 "waited for the round notice (%s)" % self._eof)
@@ -351,6 +355,8 @@ class Elastic:
         local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
         # hello before the group is built (building waits for every rank).
         self.channel = Channel(fd, local_rank, self._abort) if fd is not None else None
+        if os.environ.get(ENV_SPARE) == "1":
+            self._await_admission()
         self._build()
         if self.channel:
             self.channel.send("built", round=self.round)
@@ -386,6 +392,19 @@ class Elastic:
                 self._group_fds = _tcp_sockets() - self._fds_before
                 if self._aborted:  # a change came while it was built: it is over already
                     _shutdown_sockets(self._group_fds)
+
+    def _await_admission(self):
+        """A spare's worker: the model and optimizer are built (torch imported, the script's
+        set-up done); the round that admits this node brings the rest of the environment."""
+        if self.channel is None:
+            raise ValueError("%s=1 without %s: a spare's worker waits for its place on the "
+                             "agent's recovery channel" % (ENV_SPARE, ENV_FD))
+        notice = self.channel.wait_round(None)
+        for key, var in _ROUND_FIELDS.items():
+            os.environ[var] = notice[key]
+        del os.environ[ENV_SPARE]  # the DataLoader's processes are no spares
+        self.round = int(notice["round"])
+        self._report_stepped = True  # the agent times the admission to the first step
 
     def _abort(self, why):
         """On the reader thread: make the collective in flight fail now."""

@@ -508,3 +508,109 @@ TEST_CASE("in-place recovery: a recovery is described by its phase times", "[in_
         "round 2 -> 3 (node_lost): aborted 5 ms, re-formed 1200 ms, state sent -1 ms, first step "
         "2000 ms after it was noticed; 3 kept, 1 restarted, resumed at step 40");
 }
+
+TEST_CASE("in-place recovery: a spare's admission is described from the admission on",
+          "[in_place_recovery][spare]") {
+  RecoveryRecord r;
+  r.reason = "spare_admitted";
+  r.from_round = -1;
+  r.round = 4;
+  r.noticed = std::chrono::steady_clock::time_point(std::chrono::seconds(100));
+  r.state_sent = r.noticed + 60ms;
+  r.first_step = r.noticed + 130ms;
+  r.kept = 2;
+  r.step = 80;
+  CHECK(describe_recovery(r) ==
+        "admitted as a spare in round 4: state received 60 ms, first step 130 ms after "
+        "admission; 2 worker(s) ready before, 0 started then, resumed at step 80");
+}
+
+TEST_CASE(
+    "in-place recovery: a spare's parked workers are ready once all said hello, and each gets "
+    "its notice at admission, one still starting once it says hello",
+    "[in_place_recovery][spare]") {
+  Bench b(3);
+  b.recovery.park();
+  CHECK(b.recovery.parked());
+  CHECK(b.recovery.under_way());
+  b.hello(0);
+  b.hello(1);
+  CHECK(b.named("spare_ready").empty());      // slot 2 still starts (imports torch, say)
+  b.spawner.exit(2, ExitStatus{0, SIGKILL});  // it died: started again once, parked
+  REQUIRE(b.exits.size() == 1);
+  CHECK(b.exits[0].second == Meaning::kReplacedNow);
+  CHECK(b.starts == std::vector<int>{1, 1, 2});
+  CHECK(
+      b.logged("local rank 2 of this spare exited (signal 9 (SIGKILL)) while standing by; "
+               "starting it again"));
+  b.hello(2);
+  const auto ready = b.named("spare_ready");
+  REQUIRE(ready.size() == 1);
+  CHECK(ready[0]["count"] == 3);
+  CHECK(b.logged("this spare's 3 worker(s) are ready, parked before their first collective"));
+
+  // Admission: every parked worker gets the round, none is killed or started again.
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
+  CHECK_FALSE(b.recovery.parked());
+  CHECK_FALSE(b.recovery.under_way());
+  for (size_t i = 0; i < 3; ++i) {
+    b.await_received(i, 1);
+    CHECK(b.received[i][0].type == "round");
+    CHECK(b.received[i][0].integer("round") == 1);
+  }
+  for (const auto& worker : b.spawner.workers) CHECK(worker.signals.empty());
+  const auto resumed = b.named("workers_resumed");
+  REQUIRE(resumed.size() == 1);
+  CHECK(resumed[0]["kept"] == 3);
+  CHECK(resumed[0]["restarted"] == 0);
+}
+
+TEST_CASE("in-place recovery: a parked worker still starting at admission gets its notice on hello",
+          "[in_place_recovery][spare]") {
+  Bench b(2);
+  b.recovery.park();
+  b.hello(0);
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
+  b.await_received(0, 1);
+  run_for(b.io, 20ms);
+  CHECK(b.received[1].empty());
+  CHECK(b.spawner.workers[1].signals.empty());  // not killed for its silence: it starts
+  b.hello(1);
+  b.await_received(1, 1);
+  CHECK(b.received[1][0].type == "round");
+  CHECK(b.received[1][0].integer("rank") == 11);
+  CHECK(b.named("spare_ready").empty());  // admitted already: nothing parked is left
+}
+
+TEST_CASE(
+    "in-place recovery: a parked worker that dies twice is started at admission, not in a loop",
+    "[in_place_recovery][spare]") {
+  Bench b(1);
+  b.recovery.park();
+  b.spawner.exit(0, ExitStatus{1, 0});
+  b.spawner.exit(1, ExitStatus{1, 0});
+  REQUIRE(b.exits.size() == 2);
+  CHECK(b.exits[0].second == Meaning::kReplacedNow);
+  CHECK(b.exits[1].second == Meaning::kReplacedLater);
+  CHECK(b.starts == std::vector<int>{2});
+  CHECK(
+      b.logged("local rank 0 of this spare exited (exit code 1) while standing by; it starts "
+               "again when this node is admitted"));
+  CHECK_FALSE(b.group.running(0));
+  REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
+  CHECK(b.starts == std::vector<int>{3});  // a fresh one, for the round
+  CHECK_FALSE(b.recovery.parked());
+}
+
+TEST_CASE("in-place recovery: abandoning a spare's parking leaves its workers' exits to the agent",
+          "[in_place_recovery][spare]") {
+  Bench b(1);
+  b.recovery.park();
+  b.recovery.abandon();  // the agent leaves (a signal, the job ended)
+  CHECK_FALSE(b.recovery.parked());
+  b.healthy = false;
+  b.spawner.exit(0, ExitStatus{0, SIGTERM});
+  REQUIRE(b.exits.size() == 1);
+  CHECK(b.exits[0].second == Meaning::kNone);
+  CHECK(b.starts == std::vector<int>{1});
+}

@@ -149,6 +149,15 @@ TEST_CASE("in-place recovery: off by default, --recovery_timeout seconds, python
   CHECK(parse({"--in_place_recovery", "-m", "trainer.main"}).in_place_recovery);
 }
 
+TEST_CASE("spares: --spare_workers hot by default, cold on request, nothing else accepted",
+          "[cli][recovery][spare]") {
+  CHECK(parse({"/bin/true"}).hot_spares);
+  CHECK(parse({"--in_place_recovery", "--spare_workers", "hot", "/bin/true"}).hot_spares);
+  CHECK_FALSE(parse({"--in_place_recovery", "--spare-workers=cold", "/bin/true"}).hot_spares);
+  CHECK_THAT(error_of({"--spare_workers=warm", "/bin/true"}),
+             Contains("--spare_workers=warm") && Contains("expected hot or cold"));
+}
+
 TEST_CASE("redirects and tee take torchrun's values and per-rank maps", "[cli]") {
   auto config = parse({"-r", "3", "--tee=0:1,1:2", "/bin/true"});
   CHECK(config.redirects.mode_for(5) == 3);

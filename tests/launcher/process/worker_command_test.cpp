@@ -93,6 +93,36 @@ TEST_CASE("a kept worker's round notice says what a fresh worker's env says", "[
   }
 }
 
+TEST_CASE("a spare's worker starts without its place, and a member's never inherits the mark",
+          "[env][spare]") {
+  LaunchConfig config;
+  config.nproc_per_node = 2;
+  AttemptInfo attempt;
+  attempt.run_id = "job";
+  attempt.spare = true;
+  // Stale values from the agent's own environment (an srun step, say) must not leak through.
+  const Environment env = {{"PATH", "/bin"}, {"RANK", "3"}, {"MASTER_ADDR", "old"}};
+  auto worker = as_map(build_worker_env(config, env, attempt, 1, "/tmp/e.json"));
+  CHECK(worker["DDPLAUNCH_SPARE"] == "1");
+  for (const char* name :
+       {"RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+        "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT"}) {
+    INFO(name);
+    CHECK(worker.count(name) == 0);
+  }
+  // What the node knows before admission is there.
+  CHECK(worker["LOCAL_RANK"] == "1");
+  CHECK(worker["LOCAL_WORLD_SIZE"] == "2");
+  CHECK(worker["TORCHELASTIC_RUN_ID"] == "job");
+  CHECK(worker["TORCHELASTIC_ERROR_FILE"] == "/tmp/e.json");
+
+  attempt.spare = false;
+  const Environment marked = {{"PATH", "/bin"}, {"DDPLAUNCH_SPARE", "1"}};
+  auto member = as_map(build_worker_env(config, marked, attempt, 1, "/tmp/e.json"));
+  CHECK(member.count("DDPLAUNCH_SPARE") == 0);
+  CHECK(member["RANK"] == "1");
+}
+
 TEST_CASE("virtual_local_rank: LOCAL_RANK 0 and only the worker's own GPU visible", "[env]") {
   LaunchConfig config;
   config.nproc_per_node = 2;

@@ -89,6 +89,49 @@ def test_channel():
         check("closed" in str(e), "RecoveryError says the channel closed: %s" % e)
 
 
+def test_spare_admission():
+    """A spare's worker (DDPLAUNCH_SPARE=1) waits in Elastic() for the round that admits its
+    node, then has that round's environment; without a channel it is refused."""
+    agent, worker = socket.socketpair()
+    elastic = dr.Elastic.__new__(dr.Elastic)  # the parts _await_admission uses
+    elastic.channel = dr.Channel(os.dup(worker.fileno()), 0, lambda why: None)
+    worker.close()
+    elastic.round = 0
+    elastic._report_stepped = False
+    recv_line(agent)  # hello
+    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT"):
+        os.environ.pop(var, None)
+    os.environ[dr.ENV_SPARE] = "1"
+    waiter = threading.Thread(target=elastic._await_admission)
+    waiter.start()
+    waiter.join(0.2)
+    check(waiter.is_alive(), "a spare's worker waits while its node stands by")
+    agent.sendall(b"round round=3 rank=1 world_size=2 group_rank=1 group_world_size=2 "
+                  b"local_world_size=1 role_rank=1 role_world_size=2 master_addr=10.0.0.1 "
+                  b"master_port=29400 restart_count=3\n")
+    waiter.join(10)
+    check(not waiter.is_alive(), "admission ends the wait")
+    check(os.environ.get("RANK") == "1" and os.environ.get("WORLD_SIZE") == "2" and
+          os.environ.get("MASTER_ADDR") == "10.0.0.1" and
+          os.environ.get("TORCHELASTIC_RESTART_COUNT") == "3",
+          "the round's values are the environment now")
+    check(dr.ENV_SPARE not in os.environ, "its DataLoader processes are no spares")
+    check(elastic.round == 3, "the round is the admitting one: %r" % elastic.round)
+    check(elastic._report_stepped, "the first step after admission is reported to the agent")
+    agent.close()
+    for var in ("RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+                "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT"):
+        os.environ.pop(var, None)
+    alone = dr.Elastic.__new__(dr.Elastic)
+    alone.channel = None
+    try:
+        alone._await_admission()
+        check(False, "a spare without a channel must be refused")
+    except ValueError as e:
+        check("DDPLAUNCH_SPARE=1 without DDPLAUNCH_RECOVERY_FD" in str(e),
+              "the error names both variables: %s" % e)
+
+
 def test_sampler_resplit():
     class Fake:
         batch_size = None
@@ -161,6 +204,7 @@ test_lines()
 test_state_agreement()
 test_env_errors()
 test_channel()
+test_spare_admission()
 test_sampler_resplit()
 if failures:
     sys.exit("%d check(s) failed" % len(failures))
