@@ -120,6 +120,29 @@ TEST_CASE("slurm: srun and sbatch job steps run ddplaunch with 2 workers per nod
     CHECK_THAT(r.output, Catch::Contains("the job finished without needing this node"));
   }
 
+  SECTION(
+      "srun: --nnodes 2:2 in place, the third node a hot spare whose parked worker ends "
+      "with the job, every task exits 0") {
+    // The native trainer with --in_place_recovery: the spare starts its worker at once and
+    // parks it (the ready line); the job finishes without needing it, the parked worker is
+    // stopped, and the spare exits 0 like the members (3 s of training: the spare stands by
+    // well before the end).
+    const std::string train = std::string(DDP_BINARY_DIR) +
+                              "/train --data synthetic --synthetic_rows 600 --batch_size 16 "
+                              "--epochs 2 --fault_slow_step_ms 100";
+    const auto r = run("srun -N3 --ntasks-per-node=1 --kill-on-bad-exit=1 " + ddplaunch +
+                       " --nnodes 2:2 --nproc_per_node 1 --rdzv_backend c10d --in_place_recovery" +
+                       " --rdzv_endpoint 127.0.0.1:" + port + " " + train);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(count(r.output, "standing by as a spare for job ") == 1);
+    CHECK(count(r.output,
+                "this spare's 1 worker(s) are ready, parked before their first "
+                "collective") == 1);
+    CHECK(count(r.output, "[train] done:") == 1);  // rank 0 of the two members
+    CHECK_THAT(r.output, Catch::Contains("the job finished without needing this node"));
+  }
+
   SECTION("sbatch: the example script, with flags from PET_* variables") {
     const std::string out = slurm.dir() + "/job.out";
     const auto r = run("env PROGRAM=" + kWorker + " PROGRAM_ARGS= NPROC=2 DDPLAUNCH=" + ddplaunch +
