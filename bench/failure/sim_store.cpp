@@ -31,63 +31,63 @@ rendezvous::DynamicRendezvousOptions elastic_options(const std::string& run_id, 
 
 void SimStore::set(const std::string& key, const std::string& value) {
   ++requests_;
-  base_->set(key, value);
+  base().set(key, value);
 }
 
 std::string SimStore::get(const std::string& key) {
   ++requests_;
-  return base_->get(key);
+  return base().get(key);
 }
 
 int64_t SimStore::add(const std::string& key, int64_t delta) {
   ++requests_;
-  return base_->add(key, delta);
+  return base().add(key, delta);
 }
 
 std::string SimStore::compare_set(const std::string& key, const std::string& expected,
                                   const std::string& desired) {
   ++requests_;
-  return base_->compare_set(key, expected, desired);
+  return base().compare_set(key, expected, desired);
 }
 
 bool SimStore::check(const std::vector<std::string>& keys) {
   ++requests_;
-  return base_->check(keys);
+  return base().check(keys);
 }
 
 void SimStore::wait(const std::vector<std::string>& keys, rendezvous::Duration timeout) {
   ++requests_;
-  base_->wait(keys, timeout);
+  base().wait(keys, timeout);
 }
 
 bool SimStore::delete_key(const std::string& key) {
   ++requests_;
-  return base_->delete_key(key);
+  return base().delete_key(key);
 }
 
 int64_t SimStore::num_keys() {
   ++requests_;
-  return base_->num_keys();
+  return base().num_keys();
 }
 
 void SimStore::append(const std::string& key, const std::string& value) {
   ++requests_;
-  base_->append(key, value);
+  base().append(key, value);
 }
 
 std::vector<std::string> SimStore::multi_get(const std::vector<std::string>& keys) {
   ++requests_;
-  return base_->multi_get(keys);
+  return base().multi_get(keys);
 }
 
 void SimStore::multi_set(const std::vector<std::string>& keys,
                          const std::vector<std::string>& values) {
   ++requests_;
-  base_->multi_set(keys, values);
+  base().multi_set(keys, values);
 }
 
 std::unique_ptr<rendezvous::Presence> SimStore::open_presence() {
-  return presence_ ? base_->open_presence() : nullptr;
+  return presence_ ? base().open_presence() : nullptr;
 }
 
 void Arrivals::mark(size_t i) {

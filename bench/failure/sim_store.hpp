@@ -15,7 +15,7 @@
 
 #include "rendezvous/dynamic_rendezvous.hpp"
 #include "rendezvous/store/server/fd_limit.hpp"
-#include "rendezvous/store/store.hpp"
+#include "rendezvous/store/forwarding_store.hpp"
 
 namespace ddp::bench {
 
@@ -29,13 +29,14 @@ std::shared_ptr<rendezvous::Store> connect_store(uint16_t port);
 rendezvous::DynamicRendezvousOptions elastic_options(const std::string& run_id, int min_nodes,
                                                      int max_nodes);
 
-// A simulated agent's connection: forwards everything to base and counts the requests (a
-// multi_get of k keys is one). With presence false, open_presence() returns nullptr as a
+// A simulated agent's connection: forwards everything to base (rendezvous::ForwardingStore)
+// and counts the requests (a multi_get of k keys is one; take_ticket and tickets count as the
+// add the plain Store makes them). With presence false, open_presence() returns nullptr as a
 // PyTorch TCPStore server would: a node using it is only ever found lost by its lease.
-class SimStore final : public rendezvous::Store {
+class SimStore final : public rendezvous::ForwardingStore {
  public:
   explicit SimStore(std::shared_ptr<rendezvous::Store> base, bool presence = true)
-      : Store(base->timeout()), base_(std::move(base)), presence_(presence) {}
+      : ForwardingStore(std::move(base)), presence_(presence) {}
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
@@ -51,7 +52,8 @@ class SimStore final : public rendezvous::Store {
   std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
-  [[nodiscard]] std::string describe() const override { return base_->describe(); }
+  int64_t take_ticket(const std::string& key) override { return add(key, 1); }
+  int64_t tickets(const std::string& key) override { return add(key, 0); }
   std::unique_ptr<rendezvous::Presence> open_presence() override;
 
   // Requests so far, and back to zero.
@@ -59,7 +61,6 @@ class SimStore final : public rendezvous::Store {
   void reset() { requests_ = 0; }
 
  private:
-  std::shared_ptr<rendezvous::Store> base_;
   bool presence_;
   std::atomic<int64_t> requests_{0};
 };

@@ -14,49 +14,49 @@ CountingStore::Timed::~Timed() {
 
 void CountingStore::set(const std::string& key, const std::string& value) {
   const Timed timed(*this, "set");
-  base_->set(key, value);
+  base().set(key, value);
 }
 std::string CountingStore::get(const std::string& key) {
   const Timed timed(*this, "get");
-  return base_->get(key);
+  return base().get(key);
 }
 int64_t CountingStore::add(const std::string& key, int64_t delta) {
   const Timed timed(*this, "add");
-  return base_->add(key, delta);
+  return base().add(key, delta);
 }
 std::string CountingStore::compare_set(const std::string& key, const std::string& expected,
                                        const std::string& desired) {
   const Timed timed(*this, "compare_set");
-  return base_->compare_set(key, expected, desired);
+  return base().compare_set(key, expected, desired);
 }
 bool CountingStore::check(const std::vector<std::string>& keys) {
   const Timed timed(*this, "check");
-  return base_->check(keys);
+  return base().check(keys);
 }
 void CountingStore::wait(const std::vector<std::string>& keys, rendezvous::Duration timeout) {
   const Timed timed(*this, "wait");
-  base_->wait(keys, timeout);
+  base().wait(keys, timeout);
 }
 bool CountingStore::delete_key(const std::string& key) {
   const Timed timed(*this, "delete_key");
-  return base_->delete_key(key);
+  return base().delete_key(key);
 }
 int64_t CountingStore::num_keys() {
   const Timed timed(*this, "num_keys");
-  return base_->num_keys();
+  return base().num_keys();
 }
 void CountingStore::append(const std::string& key, const std::string& value) {
   const Timed timed(*this, "append");
-  base_->append(key, value);
+  base().append(key, value);
 }
 std::vector<std::string> CountingStore::multi_get(const std::vector<std::string>& keys) {
   const Timed timed(*this, "multi_get");
-  return base_->multi_get(keys);
+  return base().multi_get(keys);
 }
 void CountingStore::multi_set(const std::vector<std::string>& keys,
                               const std::vector<std::string>& values) {
   const Timed timed(*this, "multi_set");
-  base_->multi_set(keys, values);
+  base().multi_set(keys, values);
 }
 
 }  // namespace ddp::bench

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "rendezvous/store/store.hpp"
+#include "rendezvous/store/forwarding_store.hpp"
 
 namespace ddp::bench {
 
@@ -17,10 +17,12 @@ struct TimedOp {
   std::chrono::steady_clock::time_point end;
 };
 
-class CountingStore final : public rendezvous::Store {
+// Forwards to its base (rendezvous::ForwardingStore) and counts every request, take_ticket and
+// tickets included (as add, which the plain Store makes them); presence stays off, as on a
+// Store without it (the benchmark's rounds use heartbeats).
+class CountingStore final : public rendezvous::ForwardingStore {
  public:
-  explicit CountingStore(std::shared_ptr<rendezvous::Store> base)
-      : Store(base->timeout()), base_(std::move(base)) {}
+  using ForwardingStore::ForwardingStore;
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
@@ -36,7 +38,9 @@ class CountingStore final : public rendezvous::Store {
   std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
   void multi_set(const std::vector<std::string>& keys,
                  const std::vector<std::string>& values) override;
-  [[nodiscard]] std::string describe() const override { return base_->describe(); }
+  int64_t take_ticket(const std::string& key) override { return add(key, 1); }
+  int64_t tickets(const std::string& key) override { return add(key, 0); }
+  std::unique_ptr<rendezvous::Presence> open_presence() override { return nullptr; }
 
   // Operations so far (a multi_get of k keys counts once: it is one request).
   [[nodiscard]] int64_t ops() const { return ops_.load(); }
@@ -61,7 +65,6 @@ class CountingStore final : public rendezvous::Store {
     TimedOp op_;
   };
 
-  std::shared_ptr<rendezvous::Store> base_;
   std::atomic<int64_t> ops_{0};
   std::vector<TimedOp> timeline_;
 };

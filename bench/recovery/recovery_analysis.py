@@ -122,8 +122,8 @@ def analyse(args, variant, n, run_dir, seen, t_kill, victim):
 def agent_events(run_dir, n, victim, t_kill):
     """Where the survivors' time went, from their agents' --events_file (ms after the kill):
     told_ms, the last survivor told of the loss (membership_change, failure or store_lost,
-    whichever comes first); respawn_ms,
-    the last survivor's new worker started (absent when the workers were kept)."""
+    whichever comes first; a spare: its admission); respawn_ms, the last new worker started
+    after the loss (absent when every worker was kept, a hot spare's included)."""
     told, respawn = [], []
     for i in range(n):
         if i == victim:
@@ -134,7 +134,7 @@ def agent_events(run_dir, n, victim, t_kill):
             if t <= t_kill:
                 continue
             if t_told is None and e.get("event") in ("membership_change", "failure",
-                                                     "store_lost"):
+                                                     "store_lost", "spare_admitted"):
                 t_told = t
             if t_start is None and e.get("event") == "worker_start":
                 t_start = t
@@ -143,8 +143,9 @@ def agent_events(run_dir, n, victim, t_kill):
     out = {}
     if told and None not in told:
         out["told_ms"] = round(1e3 * (max(told) - t_kill), 1)
-    if respawn and None not in respawn:
-        out["respawn_ms"] = round(1e3 * (max(respawn) - t_kill), 1)
+    started = [t for t in respawn if t is not None]
+    if started:  # a cold spare's worker is the only one started after the loss
+        out["respawn_ms"] = round(1e3 * (max(started) - t_kill), 1)
     return out
 
 

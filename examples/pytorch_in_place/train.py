@@ -102,6 +102,11 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=args.lr_step_size, gamma=0.9)
 
+    # Everything that does not depend on the rank comes before Elastic(): a hot spare's worker
+    # (docs/recovery.md, "Spares") has it done while it waits to be admitted.
+    dataset = Synthetic(args.rows, args.features, args.classes, args.seed)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
     if args.no_recovery:
         os.environ.pop(dr.ENV_FD, None)
     # 1. The process group, the recovery channel and the state, in one object.
@@ -117,13 +122,11 @@ def main():
     print("rank %d/%d pid %d starts at epoch %d step %d" % (elastic.rank, elastic.world_size,
           os.getpid(), elastic.epoch, elastic.global_step), flush=True)
 
-    dataset = Synthetic(args.rows, args.features, args.classes, args.seed)
     # 3. Sharding that follows the world and the position in the epoch.
     sampler = dr.ResumableSampler(len(dataset), args.batch_size, elastic, seed=args.seed)
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
                         num_workers=args.workers, drop_last=True,
                         persistent_workers=args.workers > 0)  # kept through recoveries
-    loss_fn = torch.nn.CrossEntropyLoss()
     log = None
     if args.sample_log:
         os.makedirs(args.sample_log, exist_ok=True)

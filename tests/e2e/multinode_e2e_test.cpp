@@ -233,11 +233,7 @@ TEST_CASE("e2e elastic: a SIGKILLed node is noticed, survivors re-form smaller",
     std::ifstream pid_file(job.dir + "/" + worker + ".pid");
     pid_t pid = 0;
     REQUIRE(pid_file >> pid);
-    const auto deadline = std::chrono::steady_clock::now() + kGuard;
-    while (ddp::test::process_alive(pid) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(20ms);
-    }
-    CHECK_FALSE(ddp::test::process_alive(pid));
+    CHECK(ddp::test::all_gone({pid}, kGuard));
   }
 }
 

@@ -290,10 +290,7 @@ std::vector<pid_t> recorded_pids(const std::string& dir) {
 void check_no_worker_left(const std::string& pid_dir) {
   const auto pids = recorded_pids(pid_dir);
   CHECK_FALSE(pids.empty());
-  for (const pid_t pid : pids) {
-    INFO("worker pid " << pid);
-    CHECK(ddp::test::wait_until([&] { return !ddp::test::process_alive(pid); }, 5s));
-  }
+  CHECK(ddp::test::all_gone(pids, 5s));
 }
 
 std::vector<std::string> elastic_2_3(const NetnsCluster& cluster, std::size_t i,

@@ -211,18 +211,7 @@ TEST_CASE("SIGKILL of the agent leaves no orphan, not even a wrapper's child", "
   for (const auto& file : pid_files) pids.push_back(read_pid(file));
   ::kill(agent.pid(), SIGKILL);
   REQUIRE(agent.wait_for(kRunTimeout) == 128 + SIGKILL);
-  bool all_gone = wait_until(
-      [&] {
-        for (pid_t pid : pids) {
-          if (process_alive(pid)) return false;
-        }
-        return true;
-      },
-      10s);
-  for (pid_t pid : pids) {
-    if (process_alive(pid)) ::kill(pid, SIGKILL);  // clean up before failing
-  }
-  CHECK(all_gone);
+  CHECK(all_gone(pids, 10s));
 }
 
 TEST_CASE("a normal stop also kills what the workers spawned", "[process]") {
@@ -233,18 +222,7 @@ TEST_CASE("a normal stop also kills what the workers spawned", "[process]") {
   CHECK(agent.wait_for(kRunTimeout) == 1);
   std::vector<pid_t> pids = {read_pid(dir.path() / "child_0"), read_pid(dir.path() / "child_1"),
                              read_pid(dir.path() / "wrapper_0")};
-  bool all_gone = wait_until(
-      [&] {
-        for (pid_t pid : pids) {
-          if (pid > 0 && process_alive(pid)) return false;
-        }
-        return true;
-      },
-      10s);
-  for (pid_t pid : pids) {
-    if (pid > 0 && process_alive(pid)) ::kill(pid, SIGKILL);
-  }
-  CHECK(all_gone);
+  CHECK(all_gone(pids, 10s));
 }
 
 TEST_CASE("heavy output: every line whole, prefixed, in order, never mixed", "[process]") {

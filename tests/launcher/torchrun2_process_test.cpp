@@ -94,11 +94,7 @@ TEST_CASE("a signal not listed keeps its default action: the agent dies, its wor
   CHECK(agent.wait_for(kRunTimeout) == 128 + SIGHUP);
   // Not handled: nothing forwarded, no grace period; the guardian and PDEATHSIG end the workers.
   CHECK_FALSE(agent.err().find("received SIGHUP") != std::string::npos);
-  bool gone = wait_until([&] { return !process_alive(pids[0]) && !process_alive(pids[1]); }, 10s);
-  for (pid_t pid : pids) {
-    if (process_alive(pid)) ::kill(pid, SIGKILL);
-  }
-  CHECK(gone);
+  CHECK(all_gone(pids, 10s));
   CHECK_FALSE(std::filesystem::exists(dir.path() / "signal_0"));
   CHECK_FALSE(std::filesystem::exists(dir.path() / "signal_1"));
 }
@@ -129,18 +125,7 @@ TEST_CASE("a signal not listed, sent to the agent's process group, leaves no orp
       30s));
   agent.signal(SIGALRM);
   CHECK(agent.wait_for(kRunTimeout) == 128 + SIGALRM);
-  bool gone = wait_until(
-      [&] {
-        for (pid_t pid : pids) {
-          if (process_alive(pid)) return false;
-        }
-        return true;
-      },
-      10s);
-  for (pid_t pid : pids) {
-    if (process_alive(pid)) ::kill(pid, SIGKILL);  // clean up before failing
-  }
-  CHECK(gone);
+  CHECK(all_gone(pids, 10s));
 }
 
 TEST_CASE("under nohup, SIGHUP stays ignored even when --signals_to_handle lists it", "[process]") {

@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "rendezvous/failure_watch.hpp"
+#include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "rendezvous/store/server/store_server.hpp"
@@ -214,35 +215,17 @@ TEST_CASE("failure watch: a store host that leaves right after announcing it is 
 namespace {
 
 // A store whose first WAIT answers only after a stall (a store behind a network blip).
-class StallingStore final : public Store {
+class StallingStore final : public ForwardingStore {
  public:
-  explicit StallingStore(std::chrono::milliseconds stall) : stall_(stall) {}
-  void set(const std::string& k, const std::string& v) override { base_.set(k, v); }
-  std::string get(const std::string& k) override { return base_.get(k); }
-  int64_t add(const std::string& k, int64_t d) override { return base_.add(k, d); }
-  std::string compare_set(const std::string& k, const std::string& e,
-                          const std::string& d) override {
-    return base_.compare_set(k, e, d);
-  }
-  bool check(const std::vector<std::string>& k) override { return base_.check(k); }
+  explicit StallingStore(std::chrono::milliseconds stall)
+      : ForwardingStore(std::make_shared<MemoryStore>()), stall_(stall) {}
   using Store::wait;
   void wait(const std::vector<std::string>& k, Duration timeout) override {
     if (!stalled_.exchange(true)) std::this_thread::sleep_for(stall_);
-    base_.wait(k, timeout);
+    base().wait(k, timeout);
   }
-  bool delete_key(const std::string& k) override { return base_.delete_key(k); }
-  int64_t num_keys() override { return base_.num_keys(); }
-  void append(const std::string& k, const std::string& v) override { base_.append(k, v); }
-  std::vector<std::string> multi_get(const std::vector<std::string>& k) override {
-    return base_.multi_get(k);
-  }
-  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
-    base_.multi_set(k, v);
-  }
-  [[nodiscard]] std::string describe() const override { return base_.describe(); }
 
  private:
-  MemoryStore base_;
   std::chrono::milliseconds stall_;
   std::atomic<bool> stalled_{false};
 };

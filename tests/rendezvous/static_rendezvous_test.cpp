@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "rendezvous/failure_record.hpp"
+#include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
 
 using namespace ddp::rendezvous;
@@ -32,36 +33,17 @@ StaticRendezvousOptions options(int nnodes, int node_rank, int nproc) {
 
 // A node's view of a shared store whose wait() returns only once the test opens a gate:
 // the node is slow to wake (a loaded machine) while the others go on.
-class SlowWakeStore final : public Store {
+class SlowWakeStore final : public ForwardingStore {
  public:
   SlowWakeStore(std::shared_ptr<Store> base, std::shared_future<void> gate)
-      : base_(std::move(base)), gate_(std::move(gate)) {}
-  void set(const std::string& k, const std::string& v) override { base_->set(k, v); }
-  std::string get(const std::string& k) override { return base_->get(k); }
-  int64_t add(const std::string& k, int64_t d) override { return base_->add(k, d); }
-  std::string compare_set(const std::string& k, const std::string& e,
-                          const std::string& d) override {
-    return base_->compare_set(k, e, d);
-  }
-  bool check(const std::vector<std::string>& k) override { return base_->check(k); }
+      : ForwardingStore(std::move(base)), gate_(std::move(gate)) {}
   using Store::wait;
   void wait(const std::vector<std::string>& k, Duration timeout) override {
-    base_->wait(k, timeout);
+    base().wait(k, timeout);
     gate_.wait();
   }
-  bool delete_key(const std::string& k) override { return base_->delete_key(k); }
-  int64_t num_keys() override { return base_->num_keys(); }
-  void append(const std::string& k, const std::string& v) override { base_->append(k, v); }
-  std::vector<std::string> multi_get(const std::vector<std::string>& k) override {
-    return base_->multi_get(k);
-  }
-  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
-    base_->multi_set(k, v);
-  }
-  [[nodiscard]] std::string describe() const override { return base_->describe(); }
 
  private:
-  std::shared_ptr<Store> base_;
   std::shared_future<void> gate_;
 };
 

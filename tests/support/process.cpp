@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "tests/support/files.hpp"
+#include "tests/support/wait_until.hpp"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -194,6 +196,18 @@ bool process_alive(pid_t pid) {
   if (close == std::string::npos || close + 2 >= line.size()) return false;
   const char state = line[close + 2];
   return state != 'Z' && state != 'X';
+}
+
+bool all_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout) {
+  const auto alive = [&] {
+    return std::any_of(pids.begin(), pids.end(),
+                       [](pid_t pid) { return pid > 0 && process_alive(pid); });
+  };
+  const bool gone = wait_until([&] { return !alive(); }, timeout);
+  for (const pid_t pid : pids) {
+    if (pid > 0 && process_alive(pid)) ::kill(pid, SIGKILL);
+  }
+  return gone;
 }
 
 }  // namespace ddp::test

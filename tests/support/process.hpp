@@ -81,5 +81,8 @@ ProcessResult run_process(std::vector<std::string> argv, std::chrono::millisecon
 
 // True until pid has exited (a zombie counts as exited).
 bool process_alive(pid_t pid);
+// Waits up to timeout until every pid (those > 0) has exited; then SIGKILLs any still there,
+// so a failing check leaves nothing running. True when all had gone by themselves.
+bool all_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout);
 
 }  // namespace ddp::test
