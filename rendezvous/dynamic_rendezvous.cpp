@@ -210,7 +210,14 @@ RendezvousInfo DynamicRendezvous::join_round(const Deadline& join_deadline) {
       // wait for the next round.
       const bool room = idx <= options_.max_nodes && closing.count < options_.max_nodes;
       const bool finishing = room && store_->check({keys::finished(round)});
-      if (room && !finishing) post_change(*store_, round, "waiting");
+      if (room && !finishing) {
+        // A newcomer's workers start first: the running ones re-form once they are ready.
+        if (!last_round_) {
+          waited_outside_ = true;
+          await_workers(round, deadline);
+        }
+        post_change(*store_, round, "waiting");
+      }
       // A node arriving after the job ended was never waiting in it: RendezvousClosed.
       throw_if_closed();
       if (!last_round_) waited_outside_ = true;
@@ -330,6 +337,33 @@ void DynamicRendezvous::notify_spare(const SpareNotice& notice) {
 void DynamicRendezvous::watch_spare(const std::function<void(const SpareNotice&)>& on_spare) {
   std::lock_guard<std::mutex> lock(mu_);
   on_spare_ = on_spare;
+}
+
+void DynamicRendezvous::workers_ready() {
+  std::lock_guard<std::mutex> lock(mu_);
+  workers_ready_ = true;
+  ready_cv_.notify_all();
+}
+
+void DynamicRendezvous::await_workers(uint64_t round, const Deadline& deadline) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!on_spare_) return;  // nobody to start workers ahead (a bare rendezvous)
+    workers_ready_ = false;
+  }
+  notify_spare(SpareNotice{SpareNotice::Kind::kJoining, round + 1, options_.max_nodes, -1});
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!workers_ready_ && !deadline.expired()) {
+    // Sliced, so that a shutdown from another thread (the agent told to stop) ends it.
+    ready_cv_.wait_for(lock, std::min(kSpareLeaveCheck, deadline.remaining()));
+    lock.unlock();
+    throw_if_closed();
+    if (spare_left_) {
+      throw RendezvousClosed("rendezvous '" + options_.run_id +
+                             "': this node left before it joined the running group");
+    }
+    lock.lock();
+  }
 }
 
 void DynamicRendezvous::wait_admitted(uint64_t round, const Deadline& deadline, bool spare) const {

@@ -9,6 +9,7 @@
 // member of the running round re-joins; if the running round has room they ask it to
 // re-form (MembershipChange::kNodeWaiting on every member). See docs/multinode.md.
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -95,6 +96,7 @@ class DynamicRendezvous final : public RendezvousHandler {
   // A node that finds the group full stands by as a spare: it waits (without join_timeout)
   // for a round with room, and leaves with NotNeeded when the job ends without it.
   void watch_spare(const std::function<void(const SpareNotice&)>& on_spare) override;
+  void workers_ready() override;
   // This node finished: counts it out of its round; the last member out closes the
   // rendezvous. When this node never completed a round (a signal during rendezvous) it
   // closes the rendezvous at once (a spare standing by leaves it open: the job goes on
@@ -170,6 +172,10 @@ class DynamicRendezvous final : public RendezvousHandler {
   // or until last_call_timeout passes (a member that has not noticed the change yet). The
   // survivors keep their places, and with them the training state.
   void yield_to_members(uint64_t round);
+  // A newcomer about to ask the running group of round to re-form: with a spare watcher (an
+  // agent that can start its workers first), says kJoining and waits for workers_ready(),
+  // until deadline or a shutdown.
+  void await_workers(uint64_t round, const Deadline& deadline);
   // The group is full: this node stands by for round (said once, reported to on_spare_).
   void stand_by(uint64_t round);
   void notify_spare(const SpareNotice& notice);
@@ -266,6 +272,9 @@ class DynamicRendezvous final : public RendezvousHandler {
   mutable std::mutex mu_;  // guards the callbacks and the pending change
   std::function<void(MembershipChange)> on_change_;
   std::function<void(const SpareNotice&)> on_spare_;
+  // workers_ready() since the last kJoining notice (guarded by mu_, waited on with ready_cv_).
+  bool workers_ready_ = false;
+  std::condition_variable ready_cv_;
   std::optional<MembershipChange> pending_;
   ChangeReason last_reason_;
 };

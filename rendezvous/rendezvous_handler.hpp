@@ -63,8 +63,11 @@ class NotNeeded : public RendezvousClosed {
 
 // A node that arrived when the group was full stands by as a spare until a member leaves
 // (the dynamic rendezvous): reported once when it starts standing by, once when admitted.
+// A node that found a running group with room is about to ask it to re-form (kJoining): the
+// rendezvous waits for workers_ready() (bounded by join_timeout) before it asks, so that the
+// agent can start its workers first and the running ones do not wait for their start-up.
 struct SpareNotice {
-  enum class Kind { kStandingBy, kAdmitted };
+  enum class Kind { kStandingBy, kAdmitted, kJoining };
   Kind kind = Kind::kStandingBy;
   uint64_t round = 0;     // the round it waits to enter, or entered
   int group_full_at = 0;  // max nodes: the group's size when full
@@ -123,6 +126,9 @@ class RendezvousHandler {
   // Registers a callback for SpareNotice (called on the thread in next_rendezvous()).
   // Handlers whose groups are never full of spares (static, single node) never call it.
   virtual void watch_spare(const std::function<void(const SpareNotice&)>& /*on_spare*/) {}
+  // This node's workers are started and ready for a round (after a kJoining notice: the
+  // rendezvous may now ask the running group to re-form). Any thread.
+  virtual void workers_ready() {}
 
   // Why the last membership change was reported, with the store's own error for kStoreLost
   // ("... receive failed: Connection timed out") and what it means: the agent tells silence

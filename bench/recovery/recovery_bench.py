@@ -16,7 +16,7 @@ the venv of --torch_python):
   pt_inplace   ddplaunch --in_place_recovery: ddplaunch_recovery re-forms the group in place
   pt_spare_hot   as pt_inplace with --nnodes N:N and one node more (node N), started once the
                  group trains: a spare, standing by with its worker started and parked; the
-                 kill waits until it is ready (its spare_ready event); it takes the lost place
+                 kill waits until it is ready (its workers_parked event); it takes the lost place
   pt_spare_cold  the same with --spare_workers cold: the spare's worker starts at admission
                  (the kill waits for its spare event)
 Both trainers checkpoint every --checkpoint_every steps (default 1) and print one line per
@@ -253,7 +253,7 @@ def choose_victim(case, n, printer):
 
 def spare_standing_by(variant, run_dir, n):
     """Whether the spare (node n) stands by, with its worker parked where it is hot."""
-    wanted = "spare_ready" if variant.endswith("_hot") else "spare"
+    wanted = "workers_parked" if variant.endswith("_hot") else "spare"
     return any(e.get("event") == wanted
                for e in read_jsonl(os.path.join(run_dir, f"events.{n}")))
 

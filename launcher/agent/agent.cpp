@@ -46,7 +46,8 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
                                    return round_notice(identity, round_.attempt).to_message();
                                  },
                                  [this](size_t index) { return launcher_.slot(index).rank; },
-                                 [this] { return state_ == State::kHealthy; }, options_.read_proc}),
+                                 [this] { return state_ == State::kHealthy; }, options_.read_proc,
+                                 [this] { rendezvous_.workers_ready(); }}),
       launcher_(options_, round_, group_, recovery_, logs_, events_,
                 WorkerLauncher::Hooks{
                     [this] { return attempt_info(); }, [this] { return hangs_.worker_env(); },
@@ -128,7 +129,10 @@ void Agent::start_round() {
   state_ = State::kRendezvous;
   calls_.watch_spare([this](const rendezvous::SpareNotice& notice) {
     report_spare(events_, rendezvous_.run_id(), notice);
-    if (notice.kind == rendezvous::SpareNotice::Kind::kStandingBy) park_workers();
+    using Kind = rendezvous::SpareNotice::Kind;
+    if (notice.kind == Kind::kStandingBy) park_workers("spare_admitted");
+    // A node joining a running group asks it to re-form once its workers are ready.
+    if (notice.kind == Kind::kJoining && !park_workers("joined")) rendezvous_.workers_ready();
   });
   calls_.join([this](const rendezvous::RendezvousInfo& info,
                      JobConnections connections) { on_round(info, std::move(connections)); },
@@ -172,13 +176,14 @@ void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections conn
   if (launcher_.start_all()) watch_hangs();
 }
 
-void Agent::park_workers() {
+bool Agent::park_workers(const std::string& reason) {
   if (!recovery_.enabled() || !options_.config.hot_spares || state_ != State::kRendezvous ||
       group_.running_count() > 0 || signals_.first()) {
-    return;
+    return false;
   }
   ++round_.generation;
-  launcher_.park(static_cast<size_t>(options_.config.nproc_per_node));
+  launcher_.park(static_cast<size_t>(options_.config.nproc_per_node), reason);
+  return true;
 }
 
 void Agent::on_round_error(const RendezvousCalls::RoundError& error) {

@@ -70,8 +70,10 @@ class Agent {
   void start_round();
   void on_round(const rendezvous::RendezvousInfo& info, JobConnections connections);
   void on_round_error(const RendezvousCalls::RoundError& error);
-  // A spare's workers start while it stands by and wait, parked, for the round admitting it.
-  void park_workers();
+  // Workers started before this node is admitted (a spare, a node joining a running group), so
+  // that its admission does not wait for their start-up: parked until the round admits it.
+  // False when they start at admission instead (not in place, --spare_workers cold, ...).
+  bool park_workers(const std::string& reason);
   // What every round's workers start with, fresh or kept: the failure record watch, the
   // store namespace, the attempt's log files; HEALTHY.
   void begin_round(const rendezvous::RendezvousInfo& info, JobConnections connections);

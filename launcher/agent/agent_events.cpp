@@ -148,6 +148,7 @@ void report_failed_after_finish(const rendezvous::FailureRecord& record, int exi
 
 void report_spare(EventLog& events, const std::string& run_id,
                   const rendezvous::SpareNotice& notice) {
+  if (notice.kind == rendezvous::SpareNotice::Kind::kJoining) return;  // said by the round
   if (notice.kind == rendezvous::SpareNotice::Kind::kStandingBy) {
     events.record(
         event::kSpare,

@@ -19,8 +19,9 @@ int64_t ms_between(Clock::time_point from, const std::optional<Clock::time_point
 }  // namespace
 
 std::string describe_recovery(const RecoveryRecord& r) {
-  if (r.from_round < 0) {  // a spare's admission: its workers were parked, or started then
-    return "admitted as a spare in round " + std::to_string(r.round) + ": state received " +
+  if (r.from_round < 0) {  // an admission: its workers were parked, or started then
+    return "admitted into round " + std::to_string(r.round) + " (" + r.reason +
+           "): state received " +
            std::to_string(ms_between(r.noticed, r.state_sent)) + " ms, first step " +
            std::to_string(ms_between(r.noticed, r.first_step)) + " ms after admission; " +
            std::to_string(r.kept) + " worker(s) ready before, " + std::to_string(r.restarted) +
@@ -69,9 +70,9 @@ void InPlaceRecovery::worker_started(size_t index) {
   if (auto& link = slots_.at(index).link) link->close_child_end();
 }
 
-void InPlaceRecovery::park() {
+void InPlaceRecovery::park(const std::string& reason) {
   current_ = RecoveryRecord{};
-  current_.reason = "spare_admitted";
+  current_.reason = reason;
   current_.from_round = -1;
   under_way_ = parked_ = true;
   timer_.cancel();
@@ -202,8 +203,8 @@ InPlaceRecovery::ExitMeaning InPlaceRecovery::on_exit(size_t index, ExitStatus s
   if (parked_) {
     group_.release(index);
     const bool again = slot.parked_restarts++ == 0;
-    DDP_LOG_WARN("local rank " + std::to_string(index) + " of this spare exited (" +
-                 status.describe() + ") while standing by; " +
+    DDP_LOG_WARN("local rank " + std::to_string(index) + " exited (" + status.describe() +
+                 ") while parked, before this node was admitted; " +
                  (again ? "starting it again" : "it starts again when this node is admitted"));
     return again ? ExitMeaning::kReplacedNow : ExitMeaning::kReplacedLater;
   }
@@ -252,9 +253,10 @@ void InPlaceRecovery::report_ready() {
   for (size_t index = 0; index < slots_.size(); ++index) {
     if (!group_.running(index) || !slots_[index].hello) return;
   }
-  DDP_LOG_INFO("this spare's " + std::to_string(slots_.size()) +
+  DDP_LOG_INFO("this node's " + std::to_string(slots_.size()) +
                " worker(s) are ready, parked before their first collective");
-  events_.record(event::kSpareReady, {{"count", slots_.size()}});
+  events_.record(event::kWorkersParked, {{"count", slots_.size()}});
+  if (hooks_.parked_ready) hooks_.parked_ready();
 }
 
 void InPlaceRecovery::report() {

@@ -57,6 +57,8 @@ class InPlaceRecovery {
     std::function<bool()> healthy;
     // A worker's /proc state (the agent's reader, as hang detection uses); null: the real /proc.
     std::function<std::optional<ProcStatus>(int pid)> read_proc;
+    // Every parked worker listens on its channel (null: nobody to tell).
+    std::function<void()> parked_ready;
   };
 
   // enabled: --in_place_recovery; timeout: --recovery_timeout.
@@ -84,11 +86,12 @@ class InPlaceRecovery {
   void begin(const std::string& reason, int64_t from_round);
   // Gives up a recovery under way (a signal, a failure): nothing to resume.
   void abandon() { under_way_ = parked_ = false; }
-  // A spare's workers are about to start before its node is admitted: they wait, parked, for
-  // the round notice resume() sends (one still starting gets it once it says hello). One that
+  // This node's workers are about to start before it is admitted into a round (a spare, or a
+  // node joining a running group: reason spare_admitted or joined): they wait, parked, for the
+  // round notice resume() sends (one still starting gets it once it says hello). One that
   // dies meanwhile is started again once, then left to a fresh start at admission.
-  void park();
-  // The workers of this node are a spare's, parked (their environment says so).
+  void park(const std::string& reason);
+  // This node's workers are parked (their environment says so: DDPLAUNCH_SPARE).
   [[nodiscard]] bool parked() const { return parked_; }
   // The group re-formed into round: kept workers get their notice, dead ones are replaced,
   // silent ones killed (and replaced once they exit).
@@ -128,7 +131,7 @@ class InPlaceRecovery {
   };
   void on_timeout();
   void report();
-  // Says once every parked worker is listening (a spare's workers ready).
+  // Says once every parked worker is listening (hooks' parked_ready).
   void report_ready();
   // True when every worker still to take part (not finished) reached round in field.
   [[nodiscard]] bool all_reached(int64_t Progress::*field, int64_t round) const;

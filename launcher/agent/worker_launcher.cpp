@@ -84,9 +84,9 @@ bool WorkerLauncher::start_all() {
   return true;
 }
 
-void WorkerLauncher::park(size_t count) {
+void WorkerLauncher::park(size_t count, const std::string& reason) {
   reset(count);
-  recovery_.park();
+  recovery_.park(reason);
   // Their lines carry the local ranks until the node is admitted (the rank offset is 0).
   logs_.begin_attempt(static_cast<int>(count), 0, std::nullopt);
   start_all();

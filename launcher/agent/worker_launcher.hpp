@@ -50,9 +50,10 @@ class WorkerLauncher {
   bool start(size_t index);
   // Starts every slot's worker and records workers_started; false at the first that could not.
   bool start_all();
-  // A spare's count workers, started while its node stands by: reset(), parked (recovery's
-  // park()) until the round that admits the node; a slot that could not start is started then.
-  void park(size_t count);
+  // count workers started before this node is admitted into a round (a spare, or a node
+  // joining: reason as InPlaceRecovery::park's): reset(), parked until the round that admits
+  // the node; a slot that could not start is started then.
+  void park(size_t count, const std::string& reason);
 
   [[nodiscard]] WorkerSlot& slot(size_t index) { return slots_.at(index); }
   [[nodiscard]] std::vector<WorkerSlot>& slots() { return slots_; }

@@ -38,8 +38,6 @@ inline constexpr char kRestart[] = "restart";
 inline constexpr char kSignal[] = "signal";
 // this node found the group full and stands by as a spare (run_id, round, group_full_at)
 inline constexpr char kSpare[] = "spare";
-// every worker of this spare is parked, ready for admission (count)
-inline constexpr char kSpareReady[] = "spare_ready";
 // this spare was admitted into a round (round, group_rank)
 inline constexpr char kSpareAdmitted[] = "spare_admitted";
 // a worker could not be started
@@ -60,6 +58,8 @@ inline constexpr char kWorkerChannel[] = "worker_channel";
 inline constexpr char kWorkerExit[] = "worker_exit";
 // a worker process started (rank, local_rank, pid)
 inline constexpr char kWorkerStart[] = "worker_start";
+// every worker of this node is parked before its admission into a round (count)
+inline constexpr char kWorkersParked[] = "workers_parked";
 // kept workers re-formed in place (no restart)
 inline constexpr char kWorkersResumed[] = "workers_resumed";
 // every worker of the round started

@@ -33,7 +33,20 @@ bind() {  # bind SOURCE TARGET: recursive, and slave so that nothing unmounted i
 }
 
 scripts/fresh_debian_root.sh "$root"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
+# What a machine of this kind has besides its packages: name resolution (localhost among it),
+# and the network's trust (a custom CA under /usr/local/share/ca-certificates, which the
+# ca-certificates package adds to the bundle when setup installs it; pip's config).
+cp /etc/resolv.conf /etc/hosts "$root/etc/"
+[ ! -e /etc/pip.conf ] || cp /etc/pip.conf "$root/etc/"
+if [ -d /usr/local/share/ca-certificates ]; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+fi
+# The variables the machine's own shells carry for it (certificate bundles, pip's timeout).
+passed=()
+for var in SSL_CERT_FILE SSL_CERT_DIR PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE PIP_DEFAULT_TIMEOUT; do
+  [ -z "${!var:-}" ] || passed+=("$var=${!var}")
+done
 mount -t proc proc "$root/proc" && mounted+=("$root/proc")
 bind /sys "$root/sys"
 bind /dev "$root/dev"
@@ -48,7 +61,7 @@ start=$(date +%s)
 status=0
 /usr/bin/time -f '%e s wall, %U s user, %S s system' -o "$logs/time" \
   chroot "$root" env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  LANG=C.UTF-8 TERM=dumb CCACHE_DISABLE=1 bash -c 'cd /root/ddplaunch && scripts/test.sh' \
+  LANG=C.UTF-8 TERM=dumb CCACHE_DISABLE=1 "${passed[@]}" bash -c 'cd /root/ddplaunch && scripts/test.sh' \
   >"$logs/output" 2>&1 || status=$?
 end=$(date +%s)
 kill "$sampler" 2>/dev/null

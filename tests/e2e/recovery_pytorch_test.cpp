@@ -278,7 +278,7 @@ TEST_CASE(
     "and every sample kept, the result equal to an undisturbed run",
     "[e2e][recovery][pytorch][spare]") {
   // --nnodes 2:2: a and b train, hold after step 5 until the test says; c finds the group full
-  // and stands by with its worker started, parked before its first collective (spare_ready).
+  // and stands by with its worker started, parked before its first collective (workers_parked).
   // b is SIGKILLed, then the hold ends. Expected: a exits 0 with its one worker process
   // (node_lost, kept 1); c is admitted (world size 2), its parked worker (started before the
   // admission) receives the state (spare_admitted, kept 1, nothing started then) and exits 0;
@@ -302,7 +302,7 @@ TEST_CASE(
     }
     REQUIRE(nodes.wait_for_any_log("epoch 0 step 5 "));
     nodes.start("c", "2:2", {"--in_place_recovery"}, flags);
-    REQUIRE(nodes.wait_for_event("c", "spare_ready"));
+    REQUIRE(nodes.wait_for_event("c", "workers_parked"));
     nodes.agents[1]->kill(SIGKILL);
     std::ofstream(hold).put('\n');
     const auto survivors = nodes.survivors();
@@ -433,6 +433,9 @@ TEST_CASE("recovery pytorch: a node joining mid-epoch gets the state, nobody is 
   for (const char* tag : {"a", "b"}) {
     const auto done = nodes.events(tag, "in_place_recovery");
     REQUIRE(done.size() == 1);
+    std::cout << "node " << tag << " kept its worker through the join: state sent "
+              << done[0]["state_sent_ms"] << " ms, first step " << done[0]["first_step_ms"]
+              << " ms after it was asked" << std::endl;
     CHECK(done[0]["reason"] == "node_waiting");
     CHECK(done[0]["kept"] == 1);
     CHECK(done[0]["source"].get<int>() >= 0);  // the new rank had no state: it was sent
@@ -440,6 +443,17 @@ TEST_CASE("recovery pytorch: a node joining mid-epoch gets the state, nobody is 
     step = done[0]["step"].get<int64_t>();
   }
   CHECK_THAT(nodes.logs(), Contains("in-place recovery: round 1, world 3"));
+  // c's worker was started and parked before a and b were asked to re-form: they trained on
+  // meanwhile instead of waiting in the new round for its start-up (PyTorch's import).
+  const auto parked = nodes.events("c", "workers_parked");
+  const auto asked = nodes.events("a", "membership_change");
+  REQUIRE(parked.size() == 1);
+  REQUIRE_FALSE(asked.empty());
+  CHECK(parked[0]["time"].get<double>() < asked[0]["time"].get<double>());
+  const auto joined = nodes.events("c", "in_place_recovery");
+  REQUIRE(joined.size() == 1);
+  CHECK(joined[0]["reason"] == "joined");
+  CHECK(joined[0]["kept"] == 1);
   // The new rank trained from the survivors' state: the parameters agree to the bit.
   CHECK_THAT(nodes.logs(), Contains("params in sync on 3 ranks"));
   const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");

@@ -137,7 +137,7 @@ TEST_CASE("slurm: srun and sbatch job steps run ddplaunch with 2 workers per nod
     REQUIRE(r.status == 0);
     CHECK(count(r.output, "standing by as a spare for job ") == 1);
     CHECK(count(r.output,
-                "this spare's 1 worker(s) are ready, parked before their first "
+                "this node's 1 worker(s) are ready, parked before their first "
                 "collective") == 1);
     CHECK(count(r.output, "[train] done:") == 1);  // rank 0 of the two members
     CHECK_THAT(r.output, Catch::Contains("the job finished without needing this node"));

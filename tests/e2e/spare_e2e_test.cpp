@@ -228,7 +228,7 @@ void check_hot_admission(const Job& job, size_t spare, size_t starts = 1) {
 TEST_CASE("spare e2e: in place, the native trainer's survivor keeps its process, the spare joins",
           "[e2e][spare]") {
   // --in_place_recovery, one trainer rank per node: agent 1 SIGKILLed mid-epoch with a spare
-  // standing by, its worker started and parked (spare_ready). Expected: agent 0 keeps its one
+  // standing by, its worker started and parked (workers_parked). Expected: agent 0 keeps its one
   // worker process (an in_place_recovery event, reason node_lost), the spare is admitted with
   // world size 2 and its parked worker receives the state; agents 0 and 2 exit 0.
   Job job;
@@ -239,7 +239,7 @@ TEST_CASE("spare e2e: in place, the native trainer's survivor keeps its process,
   REQUIRE(first_step(job));
   auto& spare = job.start({}, flags, train);
   REQUIRE(spare.wait_for_log(kSpareLine, kGuard));
-  REQUIRE(job.wait_for_event(2, "spare_ready"));
+  REQUIRE(job.wait_for_event(2, "workers_parked"));
   job.agents[1]->kill(SIGKILL);
   const auto codes = job.codes({0, 1, 2});
   INFO(job.logs());
@@ -255,7 +255,7 @@ TEST_CASE("spare e2e: in place, the native trainer's survivor keeps its process,
 TEST_CASE("spare e2e: a spare's worker killed while standing by is started again, then admitted",
           "[e2e][spare]") {
   // Expected: the spare says its worker exited while standing by and starts it again (a
-  // second worker_start, a second spare_ready); admitted when agent 1 is SIGKILLed, that
+  // second worker_start, a second workers_parked); admitted when agent 1 is SIGKILLed, that
   // worker is kept; agents 0 and 2 exit 0.
   Job job;
   const auto train = slow_train(job.dir, 2);
@@ -264,12 +264,13 @@ TEST_CASE("spare e2e: a spare's worker killed while standing by is started again
   job.start({}, flags, train);
   REQUIRE(first_step(job));
   auto& spare = job.start({}, flags, train);
-  REQUIRE(job.wait_for_event(2, "spare_ready"));
+  REQUIRE(job.wait_for_event(2, "workers_parked"));
   const int parked = job.events(2, "worker_start").at(0)["pid"].get<int>();
   REQUIRE(::kill(parked, SIGKILL) == 0);
-  REQUIRE(spare.wait_for_log("exited (signal 9 (SIGKILL)) while standing by; starting it again",
+  REQUIRE(spare.wait_for_log("exited (signal 9 (SIGKILL)) while parked, before this node was "
+                             "admitted; starting it again",
                              kGuard));
-  REQUIRE(job.wait_for_event(2, "spare_ready", 2));
+  REQUIRE(job.wait_for_event(2, "workers_parked", 2));
   job.agents[1]->kill(SIGKILL);
   const auto codes = job.codes({0, 1, 2});
   INFO(job.logs());
@@ -292,8 +293,8 @@ TEST_CASE("spare e2e: two spares take two lost members' places in turn, world si
   REQUIRE(first_step(job));
   job.start({}, flags, train);
   job.start({}, flags, train);
-  REQUIRE(job.wait_for_event(2, "spare_ready"));
-  REQUIRE(job.wait_for_event(3, "spare_ready"));
+  REQUIRE(job.wait_for_event(2, "workers_parked"));
+  REQUIRE(job.wait_for_event(3, "workers_parked"));
   job.agents[1]->kill(SIGKILL);
   if (!job.wait_for_event(0, "in_place_recovery")) FAIL(job.logs());
   const size_t first = job.events(2, "spare_admitted").empty() ? 3 : 2;

@@ -195,6 +195,44 @@ TEST_CASE("dynamic: a late node makes the running nodes re-form with it", "[rdzv
   CHECK(second[2].group_rank == 2);
 }
 
+TEST_CASE("dynamic: a late node whose agent starts workers first asks the group once they are ready",
+          "[rdzv][dynamic][spare]") {
+  // With a watcher (an agent that parks its workers before it is admitted), the late node says
+  // kJoining and asks the running nodes to re-form only after workers_ready(): they go on
+  // training meanwhile instead of waiting for its workers' start-up in the new round.
+  Cluster c;
+  auto o = Cluster::options(2, 3);
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_a;
+  a->watch(std::ref(log_a));
+  auto late = c.node(o);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<SpareNotice> notices;
+  late->watch_spare([&](const SpareNotice& notice) {
+    std::lock_guard<std::mutex> lock(mu);
+    notices.push_back(notice);
+    cv.notify_all();
+  });
+  auto late_join = join_async(*late);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, kGuard, [&] { return !notices.empty(); }));
+    CHECK(notices[0].kind == SpareNotice::Kind::kJoining);
+    CHECK(notices[0].round == 1);
+  }
+  std::this_thread::sleep_for(300ms);  // (a claim would reach a's watcher within ms)
+  CHECK(log_a.count() == 0);           // not asked yet: the workers are not ready
+  late->workers_ready();
+  REQUIRE(log_a.first() == MembershipChange::kNodeWaiting);
+  auto ja = join_async(*a);
+  auto jb = join_async(*b);
+  const std::vector<RendezvousInfo> second{ja.get(), jb.get(), late_join.get()};
+  check_consistent(second, {1, 1, 1});
+  CHECK(second[2].round == 1);
+}
+
 TEST_CASE("dynamic: a node that stops heartbeating is reported lost, survivors re-form",
           "[rdzv][dynamic]") {
   Cluster c;

@@ -521,7 +521,7 @@ TEST_CASE("in-place recovery: a spare's admission is described from the admissio
   r.kept = 2;
   r.step = 80;
   CHECK(describe_recovery(r) ==
-        "admitted as a spare in round 4: state received 60 ms, first step 130 ms after "
+        "admitted into round 4 (spare_admitted): state received 60 ms, first step 130 ms after "
         "admission; 2 worker(s) ready before, 0 started then, resumed at step 80");
 }
 
@@ -530,24 +530,24 @@ TEST_CASE(
     "its notice at admission, one still starting once it says hello",
     "[in_place_recovery][spare]") {
   Bench b(3);
-  b.recovery.park();
+  b.recovery.park("spare_admitted");
   CHECK(b.recovery.parked());
   CHECK(b.recovery.under_way());
   b.hello(0);
   b.hello(1);
-  CHECK(b.named("spare_ready").empty());      // slot 2 still starts (imports torch, say)
+  CHECK(b.named("workers_parked").empty());      // slot 2 still starts (imports torch, say)
   b.spawner.exit(2, ExitStatus{0, SIGKILL});  // it died: started again once, parked
   REQUIRE(b.exits.size() == 1);
   CHECK(b.exits[0].second == Meaning::kReplacedNow);
   CHECK(b.starts == std::vector<int>{1, 1, 2});
   CHECK(
-      b.logged("local rank 2 of this spare exited (signal 9 (SIGKILL)) while standing by; "
-               "starting it again"));
+      b.logged("local rank 2 exited (signal 9 (SIGKILL)) while parked, before this node was "
+               "admitted; starting it again"));
   b.hello(2);
-  const auto ready = b.named("spare_ready");
+  const auto ready = b.named("workers_parked");
   REQUIRE(ready.size() == 1);
   CHECK(ready[0]["count"] == 3);
-  CHECK(b.logged("this spare's 3 worker(s) are ready, parked before their first collective"));
+  CHECK(b.logged("this node's 3 worker(s) are ready, parked before their first collective"));
 
   // Admission: every parked worker gets the round, none is killed or started again.
   REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
@@ -568,7 +568,7 @@ TEST_CASE(
 TEST_CASE("in-place recovery: a parked worker still starting at admission gets its notice on hello",
           "[in_place_recovery][spare]") {
   Bench b(2);
-  b.recovery.park();
+  b.recovery.park("spare_admitted");
   b.hello(0);
   REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   b.await_received(0, 1);
@@ -579,14 +579,14 @@ TEST_CASE("in-place recovery: a parked worker still starting at admission gets i
   b.await_received(1, 1);
   CHECK(b.received[1][0].type == "round");
   CHECK(b.received[1][0].integer("rank") == 11);
-  CHECK(b.named("spare_ready").empty());  // admitted already: nothing parked is left
+  CHECK(b.named("workers_parked").empty());  // admitted already: nothing parked is left
 }
 
 TEST_CASE(
     "in-place recovery: a parked worker that dies twice is started at admission, not in a loop",
     "[in_place_recovery][spare]") {
   Bench b(1);
-  b.recovery.park();
+  b.recovery.park("spare_admitted");
   b.spawner.exit(0, ExitStatus{1, 0});
   b.spawner.exit(1, ExitStatus{1, 0});
   REQUIRE(b.exits.size() == 2);
@@ -594,8 +594,8 @@ TEST_CASE(
   CHECK(b.exits[1].second == Meaning::kReplacedLater);
   CHECK(b.starts == std::vector<int>{2});
   CHECK(
-      b.logged("local rank 0 of this spare exited (exit code 1) while standing by; it starts "
-               "again when this node is admitted"));
+      b.logged("local rank 0 exited (exit code 1) while parked, before this node was admitted; "
+               "it starts again when this node is admitted"));
   CHECK_FALSE(b.group.running(0));
   REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   CHECK(b.starts == std::vector<int>{3});  // a fresh one, for the round
@@ -605,7 +605,7 @@ TEST_CASE(
 TEST_CASE("in-place recovery: abandoning a spare's parking leaves its workers' exits to the agent",
           "[in_place_recovery][spare]") {
   Bench b(1);
-  b.recovery.park();
+  b.recovery.park("spare_admitted");
   b.recovery.abandon();  // the agent leaves (a signal, the job ended)
   CHECK_FALSE(b.recovery.parked());
   b.healthy = false;
