@@ -279,6 +279,7 @@ RendezvousInfo DynamicRendezvous::join_round(const Deadline& join_deadline) {
     if (options_.watch_membership) start_watcher(info);
     if (standing_by_) {
       standing_by_ = false;
+      mark_spare_place(*store_, "admitted");
       DDP_LOG_INFO("rendezvous '" + options_.run_id + "': admitted as a spare in round " +
                    std::to_string(round) + " (group rank " + std::to_string(info.group_rank) +
                    " of " + std::to_string(info.group_world_size) + ")");
@@ -319,6 +320,10 @@ void DynamicRendezvous::advance_current_round(uint64_t round, Store& store) {
 void DynamicRendezvous::stand_by(uint64_t round) {
   if (standing_by_) return;  // said once per standing by
   standing_by_ = true;
+  if (spare_place_ == 0) {
+    spare_place_ = store_->take_ticket(keys::kSpareQueue);
+  }
+  store_->set(keys::spare(spare_place_), "waiting");
   DDP_LOG_INFO("rendezvous '" + options_.run_id + "': standing by as a spare for job " +
                options_.run_id + " (group full at " + std::to_string(options_.max_nodes) +
                " nodes); it is admitted when a member leaves");
@@ -337,6 +342,25 @@ void DynamicRendezvous::notify_spare(const SpareNotice& notice) {
 void DynamicRendezvous::watch_spare(const std::function<void(const SpareNotice&)>& on_spare) {
   std::lock_guard<std::mutex> lock(mu_);
   on_spare_ = on_spare;
+}
+
+int64_t DynamicRendezvous::spares_ahead() const {
+  if (spare_place_ <= 1) return 0;
+  std::vector<std::string> ahead;
+  for (int64_t place = 1; place < spare_place_; ++place) ahead.push_back(keys::spare(place));
+  const auto states = store_->multi_get(ahead);
+  return std::count(states.begin(), states.end(), std::string("waiting"));
+}
+
+void DynamicRendezvous::mark_spare_place(Store& store, const std::string& what) const {
+  if (spare_place_ == 0) return;
+  try {
+    store.set(keys::spare(spare_place_), what);
+  } catch (const std::exception& e) {
+    // The spares after it wait for it at most last_call_timeout per round.
+    DDP_LOG_WARN("rendezvous '" + options_.run_id + "': could not mark spare place " +
+                 std::to_string(spare_place_) + " " + what + ": " + e.what());
+  }
 }
 
 void DynamicRendezvous::workers_ready() {
@@ -407,11 +431,12 @@ void DynamicRendezvous::yield_to_members(uint64_t round) {
     const Closing previous = read_closing(round - 1, 1);
     if (previous.count <= 0) return;  // shut down (the next check says so), or never closed
     const ExitBarrier barrier{*store_, keys::departed(round - 1), static_cast<int>(previous.count)};
-    // Every member out, and those re-joining (neither gone nor found silent) arrived.
+    // Every member out, and those re-joining (neither gone nor found silent) arrived, and
+    // so did the spares before this one that still wait.
     const int64_t out = store_->add(barrier.key, 0);
-    if (out >= previous.count &&
-        store_->tickets(keys::arrived(round)) >= out - barrier.gone() - barrier.lost()) {
-      return;
+    if (out >= previous.count) {
+      const int64_t members_back = out - barrier.gone() - barrier.lost();
+      if (store_->tickets(keys::arrived(round)) >= members_back + spares_ahead()) return;
     }
     throw_if_closed();
     if (spare_left_) {
@@ -1040,8 +1065,15 @@ void DynamicRendezvous::leave(bool succeeded) {
   if (shut_down_) return;
   shut_down_ = true;
   if (standing_by_ && !last_info_) {
-    // A spare leaving ends nothing: the rendezvous stays open for the job's members.
+    // A spare leaving ends nothing: the rendezvous stays open for the job's members. The
+    // spares after it in the queue stop waiting for it.
     spare_left_ = true;
+    try {
+      if (!control_store_) control_store_ = side_connection();
+      mark_spare_place(*control_store_, "left");
+    } catch (const std::exception&) {
+      // The store is unreachable: they wait for it at most last_call_timeout per round.
+    }
     return;
   }
   // An orderly leave: this node is not lost. The presence goes after this node is counted

@@ -169,9 +169,13 @@ class DynamicRendezvous final : public RendezvousHandler {
   void wait_admitted(uint64_t round, const Deadline& deadline, bool spare) const;
   // A spare let into round waits for the members of round - 1 first: until each of them is
   // out (re-joined, gone for good, or found silent) and every re-joining one took its place,
-  // or until last_call_timeout passes (a member that has not noticed the change yet). The
-  // survivors keep their places, and with them the training state.
+  // and then for the spares before it in the queue that still wait; or until last_call_timeout
+  // passes (a member that has not noticed the change yet, a spare that died while waiting).
+  // The survivors keep their places, and with them the training state; spares enter in the
+  // order they came.
   void yield_to_members(uint64_t round);
+  // Spares before this one in the queue that still wait (0 for the first, or a non-spare).
+  [[nodiscard]] int64_t spares_ahead() const;
   // A newcomer about to ask the running group of round to re-form: with a spare watcher (an
   // agent that can start its workers first), says kJoining and waits for workers_ready(),
   // until deadline or a shutdown.
@@ -244,6 +248,10 @@ class DynamicRendezvous final : public RendezvousHandler {
   // leave()); it left while standing by (shutdown() from another thread: the job goes on).
   std::atomic<bool> standing_by_{false};
   std::atomic<bool> spare_left_{false};
+  // This node's place in the queue of spares (0: it never stood by).
+  int64_t spare_place_ = 0;
+  // Says what became of this node's place in the queue ("admitted", "left"); best effort.
+  void mark_spare_place(Store& store, const std::string& what) const;
   // It waited to be admitted at least once without being a member before (that thread only).
   bool waited_outside_ = false;
 

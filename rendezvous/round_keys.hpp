@@ -20,6 +20,13 @@ inline std::string takeover(uint64_t round, const std::string& name) {
 }
 // Highest round opened so far (decimal); fresh nodes start there.
 inline const std::string kCurrentRound = "current_round";
+// ADD counter: each spare's place in the queue of spares (1-based, in the order they first
+// stood by); "spare/<n>" says whether spare n still waits ("waiting"), got in ("admitted") or
+// left ("left"). Spares enter re-opened rounds in that order.
+inline const std::string kSpareQueue = "spare_queue";
+inline std::string spare(int64_t place) {
+  return "spare/" + std::to_string(place);
+}
 
 inline std::string round_key(uint64_t round, const std::string& name) {
   return "r" + std::to_string(round) + "/" + name;

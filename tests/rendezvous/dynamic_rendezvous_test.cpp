@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "rendezvous/exit_barrier.hpp"
+#include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
 
 using namespace ddp::rendezvous;
@@ -447,6 +448,89 @@ TEST_CASE("dynamic: a node that finds the group full stands by as a spare until 
   CHECK(notices[1].group_rank == second[1].group_rank);
   CHECK(log.lines_with("admitted as a spare in round 1") == 1);
   CHECK(log.lines_with("standing by as a spare") == 1);
+}
+
+namespace {
+
+// A spare's connection that wakes from its wait for a round to open only once the test opens
+// a gate: the spare is slow (a loaded machine), so a later spare reaches the round first.
+class SlowToOpenStore final : public ForwardingStore {
+ public:
+  SlowToOpenStore(std::shared_ptr<Store> base, std::shared_future<void> gate)
+      : ForwardingStore(std::move(base)), gate_(std::move(gate)) {}
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override {
+    base().wait(keys, timeout);
+    const bool opening = std::any_of(keys.begin(), keys.end(), [](const std::string& k) {
+      return k.size() >= 5 && k.compare(k.size() - 5, 5, "/open") == 0;
+    });
+    if (opening) gate_.wait();
+  }
+
+ private:
+  std::shared_future<void> gate_;
+};
+
+}  // namespace
+
+TEST_CASE("dynamic: spares enter in the order they came, even when a later one is quicker",
+          "[rdzv][dynamic][spare]") {
+  // s1 stands by first, then s2. b dies: a re-joins and round 1 opens with one place left.
+  // s1 is slow to wake; s2 is let in first but waits for s1, which takes the place. Expected:
+  // round 1 is a and s1; s2 stands by again and ends with NotNeeded.
+  Cluster c;
+  auto o = Cluster::options(2, 2);
+  o.last_call_timeout = 20s;  // no time-out decides here
+  auto a = c.node(o), b = c.node(o);
+  join_all({a.get(), b.get()});
+  ChangeLog log_a;
+  a->watch(std::ref(log_a));
+  std::promise<void> wake;
+  auto slow = std::make_shared<SlowToOpenStore>(c.store, wake.get_future().share());
+  auto s1 = std::make_unique<DynamicRendezvous>(o, slow, [slow] { return slow; });
+  std::atomic<int> standing{0};
+  s1->watch_spare([&](const SpareNotice& n) {
+    if (n.kind == SpareNotice::Kind::kStandingBy) ++standing;
+  });
+  auto s1_join = join_async(*s1);
+  const auto guard = std::chrono::steady_clock::now() + kGuard;
+  while (standing == 0 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(5ms);
+  }
+  auto s2 = c.node(o);
+  s2->watch_spare([&](const SpareNotice& n) {
+    if (n.kind == SpareNotice::Kind::kStandingBy) ++standing;
+  });
+  auto s2_join = join_async(*s2);
+  while (standing < 2 && std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(standing == 2);
+  CHECK(c.store->get("/ddp_rdzv/job/spare/1") == "waiting");
+  CHECK(c.store->get("/ddp_rdzv/job/spare/2") == "waiting");
+
+  b.reset();  // dies: a re-joins
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  auto ja = join_async(*a);
+  // a is in round 1; s2 (awake) must not take the place while s1 still waits.
+  while (c.store->add("/ddp_rdzv/job/r1/arrived", 0) < 1 &&
+         std::chrono::steady_clock::now() < guard) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(ja.wait_for(300ms) == std::future_status::timeout);
+  CHECK(s2_join.wait_for(1ms) == std::future_status::timeout);
+  wake.set_value();  // s1 wakes and takes the place
+  REQUIRE(ja.wait_for(kGuard) == std::future_status::ready);
+  REQUIRE(s1_join.wait_for(kGuard) == std::future_status::ready);
+  const std::vector<RendezvousInfo> round1{ja.get(), s1_join.get()};
+  check_consistent(round1, {1, 1});
+  CHECK(round1[0].round == 1);
+  CHECK(c.store->get("/ddp_rdzv/job/spare/1") == "admitted");
+  CHECK(c.store->get("/ddp_rdzv/job/spare/2") == "waiting");
+  CHECK(s2_join.wait_for(100ms) == std::future_status::timeout);
+  s1->shutdown();
+  a->shutdown();
+  REQUIRE_THROWS_AS(s2_join.get(), NotNeeded);
 }
 
 TEST_CASE("dynamic: a spare the job ends without leaves with NotNeeded, naming why",
