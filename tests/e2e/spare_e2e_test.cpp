@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent_process.hpp"
+#include "tests/support/process.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
@@ -276,6 +277,30 @@ TEST_CASE("spare e2e: a spare's worker killed while standing by is started again
   INFO(job.logs());
   CHECK(codes == std::vector<int>{0, 128 + SIGKILL, 0});
   check_hot_admission(job, 2, 2);
+}
+
+TEST_CASE("spare e2e: a hot spare SIGKILLed while standing by disturbs nothing and leaves no orphan",
+          "[e2e][spare]") {
+  // Expected: the members never re-form (no membership_change) and exit 0; the spare's agent
+  // 137; its parked worker does not outlive it.
+  Job job;
+  const auto train = slow_train(job.dir, 2);
+  const std::vector<std::string> flags{"--in_place_recovery"};
+  job.start({}, flags, train);
+  job.start({}, flags, train);
+  REQUIRE(first_step(job));
+  job.start({}, flags, train);
+  REQUIRE(job.wait_for_event(2, "workers_parked"));
+  const int parked = job.events(2, "worker_start").at(0)["pid"].get<int>();
+  job.agents[2]->kill(SIGKILL);
+  const auto codes = job.codes({0, 1, 2});
+  INFO(job.logs());
+  CHECK(codes == std::vector<int>{0, 0, 128 + SIGKILL});
+  CHECK(ddp::test::all_gone({parked}, 10s));
+  for (size_t i : {0U, 1U}) {
+    CHECK(job.events(i, "membership_change").empty());
+    CHECK(job.events(i, "worker_start").size() == 1);
+  }
 }
 
 TEST_CASE("spare e2e: two spares take two lost members' places in turn, world size 2 throughout",
