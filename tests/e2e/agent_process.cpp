@@ -157,4 +157,31 @@ std::vector<nlohmann::json> events_named(const std::string& path, const std::str
   return out;
 }
 
+std::vector<std::string> synthetic_train(int epochs, int slow_ms,
+                                         const std::vector<std::string>& more) {
+  std::vector<std::string> args{std::string(DDP_BINARY_DIR) + "/train",
+                                "--data",
+                                "synthetic",
+                                "--synthetic_rows",
+                                "1200",
+                                "--synthetic_features",
+                                "16",
+                                "--synthetic_classes",
+                                "4",
+                                "--hidden",
+                                "32",
+                                "--batch_size",
+                                "16",
+                                "--epochs",
+                                std::to_string(epochs),
+                                "--seed",
+                                "5",
+                                "--log_every",
+                                "1",
+                                "--fault_slow_step_ms",
+                                std::to_string(slow_ms)};
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
 }  // namespace ddp::test

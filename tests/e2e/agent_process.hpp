@@ -55,6 +55,12 @@ ProcessResult run_ddplaunch(const std::vector<std::string>& args,
 // not parse, one being written, is skipped).
 std::vector<nlohmann::json> events_named(const std::string& path, const std::string& name);
 
+// build/train on the e2e tests' synthetic data (1,200 rows of 16 features, 4 classes, hidden
+// 32, batch 16 per rank, seed 5, a line every step) for epochs, each step slow_ms longer
+// (--fault_slow_step_ms), then more flags.
+std::vector<std::string> synthetic_train(int epochs, int slow_ms,
+                                         const std::vector<std::string>& more = {});
+
 // A port nobody listens on right now (the kernel picks it).
 int free_port();
 // A fresh private directory under TMPDIR for one test's logs.

@@ -23,7 +23,6 @@ namespace {
 
 constexpr auto kGuard = 120s;  // hang guard; nothing asserts on speed
 const std::string kWorker = std::string(DDP_SOURCE_DIR) + "/tests/e2e/scripts/job_worker.sh";
-const std::string kTrain = std::string(DDP_BINARY_DIR) + "/train";
 const std::string kFastConf =
     "last_call_timeout=0.5,join_timeout=60,heartbeat_interval=0.2,lease_timeout=1";
 const std::string kSpareLine = "standing by as a spare for job spare-job (group full at 2 nodes)";
@@ -171,29 +170,7 @@ namespace {
 
 // The native trainer, 100 ms a step (about 4 s an epoch at 2 ranks), its result in dir.
 std::vector<std::string> slow_train(const std::string& dir, int epochs) {
-  return {kTrain,
-          "--data",
-          "synthetic",
-          "--synthetic_rows",
-          "1200",
-          "--synthetic_features",
-          "16",
-          "--synthetic_classes",
-          "4",
-          "--hidden",
-          "32",
-          "--batch_size",
-          "16",
-          "--epochs",
-          std::to_string(epochs),
-          "--seed",
-          "5",
-          "--log_every",
-          "1",
-          "--fault_slow_step_ms",
-          "100",
-          "--out",
-          dir + "/final.safetensors"};
+  return ddp::test::synthetic_train(epochs, 100, {"--out", dir + "/final.safetensors"});
 }
 
 // Waits until a member's rank 0 printed its first step (either member may hold it).
@@ -268,9 +245,10 @@ TEST_CASE("spare e2e: a spare's worker killed while standing by is started again
   REQUIRE(job.wait_for_event(2, "workers_parked"));
   const int parked = job.events(2, "worker_start").at(0)["pid"].get<int>();
   REQUIRE(::kill(parked, SIGKILL) == 0);
-  REQUIRE(spare.wait_for_log("exited (signal 9 (SIGKILL)) while parked, before this node was "
-                             "admitted; starting it again",
-                             kGuard));
+  REQUIRE(
+      spare.wait_for_log("exited (signal 9 (SIGKILL)) while parked, before this node was "
+                         "admitted; starting it again",
+                         kGuard));
   REQUIRE(job.wait_for_event(2, "workers_parked", 2));
   job.agents[1]->kill(SIGKILL);
   const auto codes = job.codes({0, 1, 2});
@@ -279,8 +257,9 @@ TEST_CASE("spare e2e: a spare's worker killed while standing by is started again
   check_hot_admission(job, 2, 2);
 }
 
-TEST_CASE("spare e2e: a hot spare SIGKILLed while standing by disturbs nothing and leaves no orphan",
-          "[e2e][spare]") {
+TEST_CASE(
+    "spare e2e: a hot spare SIGKILLed while standing by disturbs nothing and leaves no orphan",
+    "[e2e][spare]") {
   // Expected: the members never re-form (no membership_change) and exit 0; the spare's agent
   // 137; its parked worker does not outlive it.
   Job job;

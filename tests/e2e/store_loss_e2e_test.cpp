@@ -25,7 +25,6 @@ using ddp::test::AgentProcess;
 namespace {
 
 constexpr auto kGuard = 120s;  // hang guard; nothing asserts on speed
-const std::string kTrain = std::string(DDP_BINARY_DIR) + "/train";
 const std::string kWorker = std::string(DDP_SOURCE_DIR) + "/tests/e2e/scripts/job_worker.sh";
 const std::string kFastConf =
     "last_call_timeout=0.5,join_timeout=60,heartbeat_interval=0.2,lease_timeout=1";
@@ -108,31 +107,8 @@ struct Job {
 };
 
 std::vector<std::string> train(const std::string& dir, int epochs, int slow_ms) {
-  return {kTrain,
-          "--data",
-          "synthetic",
-          "--synthetic_rows",
-          "1200",
-          "--synthetic_features",
-          "16",
-          "--synthetic_classes",
-          "4",
-          "--hidden",
-          "32",
-          "--batch_size",
-          "16",
-          "--epochs",
-          std::to_string(epochs),
-          "--seed",
-          "5",
-          "--log_every",
-          "1",
-          "--fault_slow_step_ms",
-          std::to_string(slow_ms),
-          "--sample_log",
-          dir + "/samples",
-          "--out",
-          dir + "/final.safetensors"};
+  return ddp::test::synthetic_train(
+      epochs, slow_ms, {"--sample_log", dir + "/samples", "--out", dir + "/final.safetensors"});
 }
 
 // Per (epoch, step) the indices of the highest round (a step redone after a re-form replaces
