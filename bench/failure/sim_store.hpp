@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "rendezvous/dynamic_rendezvous.hpp"
-#include "rendezvous/store/server/fd_limit.hpp"
 #include "rendezvous/store/forwarding_store.hpp"
+#include "rendezvous/store/server/fd_limit.hpp"
 
 namespace ddp::bench {
 

@@ -21,11 +21,10 @@ int64_t ms_between(Clock::time_point from, const std::optional<Clock::time_point
 std::string describe_recovery(const RecoveryRecord& r) {
   if (r.from_round < 0) {  // an admission: its workers were parked, or started then
     return "admitted into round " + std::to_string(r.round) + " (" + r.reason +
-           "): state received " +
-           std::to_string(ms_between(r.noticed, r.state_sent)) + " ms, first step " +
-           std::to_string(ms_between(r.noticed, r.first_step)) + " ms after admission; " +
-           std::to_string(r.kept) + " worker(s) ready before, " + std::to_string(r.restarted) +
-           " started then, resumed at step " + std::to_string(r.step);
+           "): state received " + std::to_string(ms_between(r.noticed, r.state_sent)) +
+           " ms, first step " + std::to_string(ms_between(r.noticed, r.first_step)) +
+           " ms after admission; " + std::to_string(r.kept) + " worker(s) ready before, " +
+           std::to_string(r.restarted) + " started then, resumed at step " + std::to_string(r.step);
   }
   return "round " + std::to_string(r.from_round) + " -> " + std::to_string(r.round) + " (" +
          r.reason + "): aborted " + std::to_string(ms_between(r.noticed, r.aborted)) +

@@ -196,8 +196,9 @@ TEST_CASE("dynamic: a late node makes the running nodes re-form with it", "[rdzv
   CHECK(second[2].group_rank == 2);
 }
 
-TEST_CASE("dynamic: a late node whose agent starts workers first asks the group once they are ready",
-          "[rdzv][dynamic][spare]") {
+TEST_CASE(
+    "dynamic: a late node whose agent starts workers first asks the group once they are ready",
+    "[rdzv][dynamic][spare]") {
   // With a watcher (an agent that parks its workers before it is admitted), the late node says
   // kJoining and asks the running nodes to re-form only after workers_ready(): they go on
   // training meanwhile instead of waiting for its workers' start-up in the new round.

@@ -71,7 +71,7 @@ struct Bench : RecordedEvents, LoggedLines {
 
 }  // namespace
 
-TEST_CASE("departure: a success leaves through the exit barrier; finish has the status and count",
+TEST_CASE("departure: a success leaves through the exit barrier, finish has the status and count",
           "[departure]") {
   Bench b;
   REQUIRE(b.leave(0, 2));

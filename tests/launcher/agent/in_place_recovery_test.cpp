@@ -535,7 +535,7 @@ TEST_CASE(
   CHECK(b.recovery.under_way());
   b.hello(0);
   b.hello(1);
-  CHECK(b.named("workers_parked").empty());      // slot 2 still starts (imports torch, say)
+  CHECK(b.named("workers_parked").empty());   // slot 2 still starts (imports torch, say)
   b.spawner.exit(2, ExitStatus{0, SIGKILL});  // it died: started again once, parked
   REQUIRE(b.exits.size() == 1);
   CHECK(b.exits[0].second == Meaning::kReplacedNow);
