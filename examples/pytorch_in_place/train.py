@@ -70,9 +70,9 @@ def parse_args():
     p.add_argument("--fault_kill_node_at_step", type=int, default=0)
     p.add_argument("--fault_hang_at_step", type=int, default=0)
     p.add_argument("--fault_rank", type=int, default=-1, help="default: the last rank")
-    p.add_argument("--hold_at_step", type=int, default=0,
-                   help="after this step every rank waits until --hold_file exists (a test "
-                        "does something to the job meanwhile)")
+    p.add_argument("--hold_at_step", type=int, action="append", default=[],
+                   help="after this step every rank waits until <--hold_file>.<step> exists (a "
+                        "test does something to the job meanwhile); may be given again")
     p.add_argument("--hold_file", default="")
     p.add_argument("--no_recovery", action="store_true",
                    help="never open ddplaunch's recovery channel (as a script without the "
@@ -160,8 +160,8 @@ def main():
                     and elastic.rank == 0:
                 save_checkpoint(elastic, args.checkpoint_dir)
             fault(args, elastic, ckpt)
-            if args.hold_at_step and step == args.hold_at_step:
-                while not os.path.exists(args.hold_file):
+            if step in args.hold_at_step:
+                while not os.path.exists("%s.%d" % (args.hold_file, step)):
                     time.sleep(0.01)
             if args.slow_step_ms:
                 time.sleep(args.slow_step_ms / 1000)

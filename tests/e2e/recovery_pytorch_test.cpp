@@ -304,7 +304,7 @@ TEST_CASE(
     nodes.start("c", "2:2", {"--in_place_recovery"}, flags);
     REQUIRE(nodes.wait_for_event("c", "workers_parked"));
     nodes.agents[1]->kill(SIGKILL);
-    std::ofstream(hold).put('\n');
+    std::ofstream(hold + ".5").put('\n');
     const auto survivors = nodes.survivors();
     INFO(nodes.logs());
     REQUIRE(survivors == std::vector<size_t>{0, 2});
@@ -345,6 +345,59 @@ TEST_CASE(
   std::cout << "a spare in a lost member's place vs undisturbed: worst |difference| " << worst
             << " over " << replaced.size() << " parameters" << std::endl;
   CHECK(worst <= 1e-6);
+}
+
+TEST_CASE("recovery pytorch: two hot spares take two lost members' places in turn, in their order",
+          "[e2e][recovery][pytorch][spare]") {
+  // --nnodes 2:2, a and b train and hold after steps 5 and 20 until the test says; c, then d
+  // stand by with their workers parked. b is SIGKILLed during the first hold, c (first in the
+  // spares' queue) during the second. Expected: a exits 0 with its one worker through two
+  // in-place recoveries (node_lost, kept 1 each); c, then d admitted, each keeping its parked
+  // worker; b and c 137, d 0; every sample of each epoch trained once at world 2; the ranks'
+  // parameters in sync at the end.
+  const Torch* torch = newest_torch();
+  if (torch == nullptr) return;
+  Nodes nodes(*torch);
+  const std::string hold = nodes.dir + "/hold";
+  const std::vector<std::string> flags{"--epochs",       "2",  "--hold_at_step", "5",
+                                       "--hold_at_step", "20", "--hold_file",    hold};
+  nodes.start("a", "2:2", {"--in_place_recovery"}, flags);
+  nodes.start("b", "2:2", {"--in_place_recovery"}, flags);
+  REQUIRE(nodes.wait_for_any_log("epoch 0 step 5 "));
+  nodes.start("c", "2:2", {"--in_place_recovery"}, flags);
+  REQUIRE(nodes.wait_for_event("c", "workers_parked"));
+  nodes.start("d", "2:2", {"--in_place_recovery"}, flags);
+  REQUIRE(nodes.wait_for_event("d", "workers_parked"));
+  nodes.agents[1]->kill(SIGKILL);
+  std::ofstream(hold + ".5").put('\n');
+  REQUIRE(nodes.wait_for_event("c", "in_place_recovery"));  // admitted, and it stepped
+  REQUIRE(nodes.wait_for_any_log("epoch 0 step 20 "));
+  nodes.agents[2]->kill(SIGKILL);
+  std::ofstream(hold + ".20").put('\n');
+  const auto survivors = nodes.survivors();
+  INFO(nodes.logs());
+  REQUIRE(survivors == std::vector<size_t>{0, 3});
+  CHECK(nodes.events("a", "worker_start").size() == 1);
+  const auto kept = nodes.events("a", "in_place_recovery");
+  REQUIRE(kept.size() == 2);
+  for (const auto& k : kept) {
+    CHECK(k["reason"] == "node_lost");
+    CHECK(k["kept"] == 1);
+  }
+  for (const char* spare : {"c", "d"}) {
+    const auto joined = nodes.events(spare, "in_place_recovery");
+    REQUIRE(joined.size() == 1);
+    CHECK(joined[0]["reason"] == "spare_admitted");
+    CHECK(joined[0]["kept"] == 1);
+    CHECK(nodes.events(spare, "worker_start").size() == 1);
+  }
+  CHECK(nodes.events("c", "rendezvous").at(0)["round"] == 1);  // c first: it came first
+  CHECK(nodes.events("d", "rendezvous").at(0)["round"] == 2);
+  CHECK_THAT(nodes.logs(), Contains("params in sync on 2 ranks"));
+  const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
+  REQUIRE(per_epoch.size() == 2);
+  CHECK(per_epoch.at(0).size() == samples_after(0, 2));
+  CHECK(per_epoch.at(1).size() == samples_after(0, 2));
 }
 
 TEST_CASE("recovery pytorch: the node hosting the store SIGKILLed, the survivors go on in place",
