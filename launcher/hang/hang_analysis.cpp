@@ -103,9 +103,13 @@ std::string rank_ranges(std::vector<int> ranks) {
 HangReport analyze_hang(std::vector<RankSnapshot> ranks) {
   std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
   HangReport report;
-  // 1. A stopped rank (SIGSTOP, a detached debugger) cannot progress: it is the cause.
+  // 1. A stopped rank (SIGSTOP, a detached debugger) cannot progress: it is the cause. One in
+  // state T is, even before its own clock says hung: its node's clock may have started later
+  // (a re-form resets it), and a peer that waits on it would otherwise find nobody behind and
+  // blame its own healthy rank. A traced one ('t': a debugger or py-spy holding it for a
+  // moment) only once hung.
   for (const auto& r : ranks) {
-    if (r.hung && stopped(r)) report.culprits.push_back(r.rank);
+    if ((r.hung && stopped(r)) || r.state == 'T') report.culprits.push_back(r.rank);
   }
   // 2. The rank that entered the fewest collectives, 3. else the one at the lowest step. A
   // rank behind that still progresses is slow, not hung: named, never acted on.
