@@ -88,15 +88,15 @@ TEST_CASE("hang report: a rank in state T is the culprit before its own clock sa
   // younger; the node of ranks 0 and 1 found nobody behind and blamed its own healthy rank.
   RankSnapshot stopped = at(2, 4114, "", -1, Phase::kNone, 12, /*hung=*/false);
   stopped.state = 'T';
-  auto report = analyze_hang({at(0, 4114, "", -1, Phase::kNone, 30),
-                              at(1, 4114, "", -1, Phase::kNone, 30), stopped});
+  auto report = analyze_hang(
+      {at(0, 4114, "", -1, Phase::kNone, 30), at(1, 4114, "", -1, Phase::kNone, 30), stopped});
   CHECK(report.culprits == std::vector<int>{2});
   CHECK(report.victims == std::vector<int>{0, 1});
   CHECK_THAT(report.text, Catch::StartsWith("rank 2: stopped (state T), no progress for 12 s"));
   // A traced rank ('t': py-spy, a debugger) is not blamed until its own clock says hung.
   stopped.state = 't';
-  report = analyze_hang({at(0, 4114, "", -1, Phase::kNone, 30),
-                         at(1, 4114, "", -1, Phase::kNone, 30), stopped});
+  report = analyze_hang(
+      {at(0, 4114, "", -1, Phase::kNone, 30), at(1, 4114, "", -1, Phase::kNone, 30), stopped});
   CHECK(report.culprits.empty());
 }
 
