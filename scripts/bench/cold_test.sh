@@ -42,6 +42,11 @@ if [ -d /usr/local/share/ca-certificates ]; then
   mkdir -p "$root/usr/local/share/ca-certificates"
   cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
 fi
+# The root may hold ca-certificates already (its bundle made without them): the machine's.
+if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+  mkdir -p "$root/etc/ssl/certs"
+  cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
+fi
 # The variables the machine's own shells carry for it (certificate bundles, pip's timeout).
 passed=()
 for var in SSL_CERT_FILE SSL_CERT_DIR PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE PIP_DEFAULT_TIMEOUT; do
