@@ -74,7 +74,18 @@ void InPlaceRecovery::park(const std::string& reason) {
   current_.reason = reason;
   current_.from_round = -1;
   under_way_ = parked_ = true;
-  timer_.cancel();
+  // Workers that do not listen within --recovery_timeout (a script without the module, one
+  // stuck in its set-up) must not keep a joining node out: it asks to join anyway, and they
+  // are dealt with at admission as any worker that never spoke (restarted).
+  timer_.expires_after(timeout_);
+  timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec || !parked_) return;
+    DDP_LOG_WARN(
+        "not every parked worker spoke on its recovery channel within "
+        "--recovery_timeout (" +
+        std::to_string(timeout_.count()) + " ms); asking to be admitted anyway");
+    if (hooks_.parked_ready) hooks_.parked_ready();
+  });
 }
 
 void InPlaceRecovery::begin(const std::string& reason, int64_t from_round) {
@@ -205,6 +216,8 @@ InPlaceRecovery::ExitMeaning InPlaceRecovery::on_exit(size_t index, ExitStatus s
     DDP_LOG_WARN("local rank " + std::to_string(index) + " exited (" + status.describe() +
                  ") while parked, before this node was admitted; " +
                  (again ? "starting it again" : "it starts again when this node is admitted"));
+    // Given up on until admission: a joining node waits for it no longer.
+    if (!again && hooks_.parked_ready) hooks_.parked_ready();
     return again ? ExitMeaning::kReplacedNow : ExitMeaning::kReplacedLater;
   }
   if (under_way_) {

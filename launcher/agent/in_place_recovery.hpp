@@ -57,7 +57,8 @@ class InPlaceRecovery {
     std::function<bool()> healthy;
     // A worker's /proc state (the agent's reader, as hang detection uses); null: the real /proc.
     std::function<std::optional<ProcStatus>(int pid)> read_proc;
-    // Every parked worker listens on its channel (null: nobody to tell).
+    // The parked workers are as ready as they will be before admission: every one listens on
+    // its channel, or --recovery_timeout passed, or one was given up on (null: nobody to tell).
     std::function<void()> parked_ready;
   };
 

@@ -68,6 +68,7 @@ struct Bench : RecordedEvents, LoggedLines {
       return std::optional<ddp::launcher::ProcStatus>(
           ddp::launcher::ProcStatus{pid, stopped_pids.count(pid) != 0 ? 'T' : 'S', {}});
     };
+    h.parked_ready = [this] { ++parked_ready; };
     return h;
   }
 
@@ -134,6 +135,7 @@ struct Bench : RecordedEvents, LoggedLines {
   int64_t round = 0;    // the agent's current round
   bool start_fails = false;
   std::set<int> stopped_pids;  // read as state T by hooks.read_proc
+  int parked_ready = 0;        // hooks.parked_ready calls
   std::vector<int> starts;     // workers started per slot
   std::vector<std::pair<size_t, Meaning>> exits;
   std::map<size_t, std::unique_ptr<WorkerChannel>> channels;  // each slot's current worker's end
@@ -546,6 +548,7 @@ TEST_CASE(
   b.hello(2);
   const auto ready = b.named("workers_parked");
   REQUIRE(ready.size() == 1);
+  CHECK(b.parked_ready == 1);
   CHECK(ready[0]["count"] == 3);
   CHECK(b.logged("this node's 3 worker(s) are ready, parked before their first collective"));
 
@@ -597,6 +600,7 @@ TEST_CASE(
       b.logged("local rank 0 exited (exit code 1) while parked, before this node was admitted; "
                "it starts again when this node is admitted"));
   CHECK_FALSE(b.group.running(0));
+  CHECK(b.parked_ready == 1);  // given up on: a joining node waits for it no longer
   REQUIRE(b.resume() == InPlaceRecovery::Resumed::kRunning);
   CHECK(b.starts == std::vector<int>{3});  // a fresh one, for the round
   CHECK_FALSE(b.recovery.parked());
@@ -613,4 +617,22 @@ TEST_CASE("in-place recovery: abandoning a spare's parking leaves its workers' e
   REQUIRE(b.exits.size() == 1);
   CHECK(b.exits[0].second == Meaning::kNone);
   CHECK(b.starts == std::vector<int>{1});
+}
+
+TEST_CASE(
+    "in-place recovery: parked workers silent past --recovery_timeout do not keep the node out",
+    "[in_place_recovery][spare]") {
+  // A script without the module under --in_place_recovery never says hello: a joining node
+  // asks to join once --recovery_timeout passed, instead of waiting out its join_timeout.
+  Bench b(2, 200ms);
+  b.recovery.park("joined");
+  b.hello(0);
+  CHECK(b.parked_ready == 0);
+  REQUIRE(run_until(
+      b.io, [&] { return b.parked_ready == 1; }, kGuard));
+  CHECK(
+      b.logged("not every parked worker spoke on its recovery channel within "
+               "--recovery_timeout (200 ms); asking to be admitted anyway"));
+  CHECK(b.named("workers_parked").empty());
+  for (const auto& worker : b.spawner.workers) CHECK(worker.signals.empty());
 }
