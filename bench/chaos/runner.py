@@ -195,21 +195,21 @@ class Run:
         self.log("  t=%6.1f s %-12s node %s %s" % (ev["t"], kind, ev.get("node", "-"),
                                                   ev.get("skipped", ev.get("detail", ""))))
 
-    def do_worker_crash(self, agent, fault, ev):
+    @staticmethod
+    def _signal_worker(agent, ev, sig, name):
+        """Sends sig to the node's first worker (a crash: SIGKILL, a hang: SIGSTOP)."""
         ws = agent.workers()
-        ev["detail"] = "SIGKILL worker %s" % ws
+        ev["detail"] = "%s worker %s" % (name, ws)
         for p in ws[:1]:
-            signal_pid(p, signal.SIGKILL)
+            signal_pid(p, sig)
         if not ws:
             ev["skipped"] = "no worker running on the node"
 
+    def do_worker_crash(self, agent, fault, ev):
+        self._signal_worker(agent, ev, signal.SIGKILL, "SIGKILL")
+
     def do_worker_hang(self, agent, fault, ev):
-        ws = agent.workers()
-        ev["detail"] = "SIGSTOP worker %s" % ws
-        for p in ws[:1]:
-            signal_pid(p, signal.SIGSTOP)
-        if not ws:
-            ev["skipped"] = "no worker running on the node"
+        self._signal_worker(agent, ev, signal.SIGSTOP, "SIGSTOP")
 
     def do_agent_kill(self, agent, fault, ev):
         agent.fate = "killed"
