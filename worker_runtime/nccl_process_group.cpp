@@ -92,7 +92,6 @@ struct NcclProcessGroup::Impl {
   std::list<std::shared_ptr<Pending>> pending;
   std::atomic<bool> broken{false};
   std::string broken_reason;
-  std::mutex abort_mu;  // one ncclCommAbort, whoever asks
   std::mutex comm_mu;   // held around every use of comm after init, and around its abort
   std::atomic<bool> stopping{false};
   std::thread watchdog;
@@ -123,7 +122,7 @@ struct NcclProcessGroup::Impl {
   }
 
   // Runs one NCCL call on comm unless the group was aborted (CollectiveError then).
-  // abort_once() takes the same lock, so ncclCommAbort never frees comm under a call made
+  // abort_comm() takes the same lock, so ncclCommAbort never frees comm under a call made
   // from the training thread; the calls are non-blocking (they return ncclInProgress), so
   // neither side waits long for the other.
   template <class Call>
@@ -185,27 +184,32 @@ struct NcclProcessGroup::Impl {
     return p;
   }
 
-  // Marks the group broken and aborts the communicator, once: the first caller (watchdog,
-  // a waiter past its deadline, or abort() from the recovery thread) wins, so ncclCommAbort
-  // never runs twice. False when someone else already did.
-  bool abort_once(const std::string& reason) {
-    std::lock_guard abort_lock(abort_mu);
-    bool expected = false;
-    if (!broken.compare_exchange_strong(expected, true)) {
+  // Marks the group broken, once: the first caller (watchdog, a waiter past its deadline, or
+  // abort() from the recovery thread) wins and is the one to abort the communicator, so
+  // ncclCommAbort never runs twice. False when someone else already did. The reason is set
+  // under mu with the flag, so whoever sees `broken` and then takes mu reads it.
+  bool mark_broken(const std::string& reason) {
+    std::lock_guard lock(mu);
+    if (broken.load()) {
       return false;
     }
-    {
-      std::lock_guard lock(mu);
-      broken_reason = reason;
-    }
-    std::lock_guard comm_lock(comm_mu);
-    ncclCommAbort(comm);  // comm stays set: everyone checks `broken` (under comm_mu) first
+    broken_reason = reason;
+    broken = true;
     return true;
   }
 
-  // Abort, record, exit: a collective stuck on the GPU cannot be cancelled any other way.
+  void abort_comm() {
+    std::lock_guard comm_lock(comm_mu);
+    ncclCommAbort(comm);  // comm stays set: everyone checks `broken` (under comm_mu) first
+  }
+
+  // Report, then abort or exit: a collective stuck on the GPU cannot be cancelled any other
+  // way. The report comes first because ncclCommAbort can itself wait on the stuck work (on
+  // the H200 it waited for a host function holding the stream: docs/gpu.md); when the process
+  // exits it skips the abort, as PyTorch's default TORCH_NCCL_ASYNC_ERROR_HANDLING=3 does:
+  // the exit frees the communicator and the device.
   void fatal(const std::string& reason) {
-    if (!abort_once(reason)) {
+    if (!mark_broken(reason)) {
       return;
     }
     const std::string message = "NCCL watchdog on " + endpoint + ": " + reason;
@@ -218,6 +222,7 @@ struct NcclProcessGroup::Impl {
       DDP_LOG_ERROR(message);
       std::_Exit(kWatchdogExitCode);
     }
+    abort_comm();
   }
 
   void watch() {
@@ -348,7 +353,9 @@ NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<rendezvous::Store>& sto
 }
 
 void NcclProcessGroup::abort(const std::string& why) {
-  impl_->abort_once("aborted: " + why);
+  if (impl_->mark_broken("aborted: " + why)) {
+    impl_->abort_comm();
+  }
 }
 
 NcclProcessGroup::~NcclProcessGroup() {

@@ -24,10 +24,10 @@ struct NcclOptions {
   int device = 0;  // CUDA device (LOCAL_RANK)
   Duration timeout = kDefaultCollectiveTimeout;
   Duration connect_timeout = std::chrono::seconds(300);
-  // Called by the watchdog with the reason before the process exits; default records the
-  // error file. Tests replace it.
+  // Called by the watchdog with the reason before it exits or aborts the communicator;
+  // default records the error file. Tests replace it.
   std::function<void(const std::string&)> on_fatal;
-  // When false the watchdog aborts the communicator and calls on_fatal but does not exit.
+  // When false the watchdog calls on_fatal, then aborts the communicator, and does not exit.
   bool exit_on_fatal = true;
 };
 

@@ -13,6 +13,7 @@
 #include "common/version.hpp"
 #include "launcher/binding/cpu_bind_option.hpp"
 #include "launcher/config/signal_list.hpp"
+#include "launcher/config/torch_version.hpp"
 
 namespace ddp::launcher {
 namespace {
@@ -509,6 +510,9 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
     config.python_exec = it->second;
   }
   validate_config(config, env);
+  if (runs_python(config)) {
+    config.worker_torch_major = worker_torch_major(*find_executable(config.python_exec, env), env);
+  }
   return config;
 }
 

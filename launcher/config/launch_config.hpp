@@ -89,6 +89,9 @@ struct LaunchConfig {
   bool no_python = false;  // --no_python: execute program directly even if .py
   bool run_path = false;  // --run_path: runpy.run_path(program) in python (wins over -m, no_python)
   std::string python_exec = "python3";             // PYTHON_EXEC overrides
+  // The major version of the PyTorch python_exec imports, read from its files when the
+  // workers run Python (torch_version.hpp); nullopt when unknown or not Python.
+  std::optional<int> worker_torch_major;
   std::optional<std::string> pass_local_rank_arg;  // "local_rank" or "local-rank"
   bool use_env = false;  // torch.distributed.launch's --use_env: no --local_rank, on purpose
   // --adopt_daemons (default; --no_adopt_daemons turns it off): the agent is a child

@@ -138,7 +138,13 @@ Environment worker_environment(const LaunchConfig& config, const Environment& en
   if (env.count(env::kTorchNcclAsyncErrorHandling) == 0) {
     set(env::kTorchNcclAsyncErrorHandling, "1");
   }
-  if (env.count(env::kNcclAsyncErrorHandling) == 0) set(env::kNcclAsyncErrorHandling, "1");
+  // PyTorch 1.x reads only the old name (torchrun 1.13 set only it); 2.x reads the new one
+  // and warns on every rank that the old one is deprecated when it is set (seen on the GPU
+  // machine: docs/gpu.md). Both when the workers' PyTorch is unknown.
+  const bool torch2 = config.worker_torch_major && *config.worker_torch_major >= 2;
+  if (env.count(env::kNcclAsyncErrorHandling) == 0 && !torch2) {
+    set(env::kNcclAsyncErrorHandling, "1");
+  }
   return worker;
 }
 

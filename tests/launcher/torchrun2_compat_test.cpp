@@ -145,11 +145,6 @@ std::vector<Difference> common_differences() {
        "ddplaunch sets 1 when unset so a Python worker that dies of a signal (or hang "
        "detection's SIGABRT) prints its threads' tracebacks (docs/hangs.md); torchrun does not",
        [](const Value& t, const Value& d, const Env&) { return !t && d == "1"; }},
-      {"NCCL_ASYNC_ERROR_HANDLING",
-       "PyTorch 1.13's name, which ddplaunch also sets for 1.13 workers (torchrun 1.13 set "
-       "only it); torchrun 2.x sets only TORCH_NCCL_ASYNC_ERROR_HANDLING, and 2.x's "
-       "ProcessGroupNCCL warns that the old name is deprecated when it is set",
-       [](const Value& t, const Value& d, const Env&) { return !t && d == "1"; }},
       {"TORCHELASTIC_SIGNALS_TO_HANDLE",
        "ddplaunch's default --signals_to_handle adds SIGUSR1,SIGUSR2 to torchrun's "
        "(docs/cli.md, 'Signals, nohup and orphans')",

@@ -141,7 +141,13 @@ TEST_CASE("nccl watchdog: a collective past its timeout aborts the group",
   REQUIRE(cudaLaunchHostFunc(cudaStreamLegacy, hold, nullptr) == cudaSuccess);
   const auto start = std::chrono::steady_clock::now();
   auto work = pg.all_reduce_async(dev.ptr, 1024, DataType::kFloat32, ReduceOp::kSum);
-  REQUIRE(reported.wait_for(3s) == std::future_status::ready);
+  const auto enqueued = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  const auto status = reported.wait_for(3s);
+  INFO("all_reduce_async returned after " << enqueued.count() << " ms; the collective "
+                                          << (work->is_completed() ? "had" : "had not")
+                                          << " finished when the report was due");
+  REQUIRE(status == std::future_status::ready);
   const auto after = std::chrono::steady_clock::now() - start;
   CHECK(after >= 1s);
   const std::string why = reported.get();

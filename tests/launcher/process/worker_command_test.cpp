@@ -209,3 +209,25 @@ TEST_CASE("argv: --run_path runs the script with runpy.run_path, as torchrun doe
   CHECK(std::vector<std::string>(argv.begin() + 4, argv.end()) ==
         std::vector<std::string>{"/abs/train.py", "--lr", "1"});
 }
+
+TEST_CASE("NCCL's async error handling goes by the name the workers' PyTorch reads", "[env]") {
+  LaunchConfig config;
+  config.nproc_per_node = 1;
+  auto names = [&](std::optional<int> torch_major) {
+    config.worker_torch_major = torch_major;
+    auto worker = as_map(build_worker_env(config, {}, AttemptInfo{}, 0, "e"));
+    return std::pair{worker.count("TORCH_NCCL_ASYNC_ERROR_HANDLING") == 1,
+                     worker.count("NCCL_ASYNC_ERROR_HANDLING") == 1};
+  };
+  // PyTorch 2.x warns on every rank when the old name is set: torchrun 2.x sets the new only.
+  CHECK(names(2) == std::pair{true, false});
+  // PyTorch 1.x reads only the old name (torchrun 1.13 set only it).
+  CHECK(names(1) == std::pair{true, true});
+  // Unknown (a native worker, or no torch found): both, so either PyTorch gets it.
+  CHECK(names(std::nullopt) == std::pair{true, true});
+  // A user's own setting of the old name is kept even for 2.x.
+  config.worker_torch_major = 2;
+  auto kept = as_map(build_worker_env(config, {{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, AttemptInfo{},
+                                      0, "e"));
+  CHECK(kept["NCCL_ASYNC_ERROR_HANDLING"] == "0");
+}
