@@ -225,7 +225,7 @@ step_store() {
       '{ ip link set lo up 2>/dev/null || python3 "$LO_UP_PY"; } && exec "$0" --step store' \
       "$REPO/scripts/gpu/run.sh"
   fi
-  echo "store: network: ${BENCH_IN_NETNS:+own namespace}${BENCH_IN_NETNS:-host}"
+  echo "store: network: $([[ -n "${BENCH_IN_NETNS:-}" ]] && echo "own namespace" || echo host)"
   local clients=1024 requests=1000 reps=3 rc=0 dialect=v2
   [[ $DRY == 1 ]] && { clients=16; requests=50; reps=1; }
   [[ "$TORCH_VERSION" == 1.* ]] && dialect=legacy  # PyTorch 1.13's server (the dry run's)
