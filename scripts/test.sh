@@ -7,9 +7,10 @@
 # sockets and timers, so the phases overlap (docs/build_times.md has what each costs):
 #  - the PyTorch venvs (scripts/setup_torch.sh: downloads, once per machine) are installed
 #    while build/ compiles;
-#  - beside the test suite, at the lowest CPU priority, run the lint and the fuzz and
-#    sanitizer builds (FUZZ_STEP=build, SANITIZE_STEP=build): they take the cores the tests
-#    leave idle, and a test that wants a core gets it first (nice 19 against 0);
+#  - beside the test suite run the lint and the GPU run's dry run (nice 10: they are short and
+#    must end with the suite, not after it) and the fuzz and sanitizer builds
+#    (FUZZ_STEP=build, SANITIZE_STEP=build, nice 19): they take the cores the tests leave idle,
+#    and a test that wants a core gets it first;
 #  - then the fuzzers and the sanitizer tests run on what was built.
 # Each phase prints when it ended, the CPU time (user + system) of the commands finished so
 # far, and the 1-minute load average.
@@ -25,8 +26,9 @@ phase() {  # `times` in this shell: its second line is what its finished childre
   echo "test.sh: $1 done at +$((SECONDS / 60))m$((SECONDS % 60))s" \
     "(CPU $cpu, load $(cut -d' ' -f1 /proc/loadavg))"
 }
-# background NAME COMMAND...: runs COMMAND at nice 19 in a process group of its own, its
-# output to $logs/NAME; `finish NAME` waits for it, shows the output and returns its status.
+# background NAME COMMAND...: runs COMMAND at nice $NICE_LEVEL (19 unless given) in a process
+# group of its own, its output to $logs/NAME; `finish NAME` waits for it, shows the output and
+# returns its status.
 # On exit (a failed phase) whatever still runs in the background is killed.
 declare -A pids
 logs=$(mktemp -d)
@@ -35,7 +37,7 @@ trap 'for p in "${pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done; rm -rf 
 background() {
   local name=$1
   shift
-  setsid nice -n 19 "$@" >"$logs/$name" 2>&1 &
+  setsid nice -n "${NICE_LEVEL:-19}" "$@" >"$logs/$name" 2>&1 &
   pids[$name]=$!
 }
 finish() {
@@ -59,7 +61,20 @@ if [ -n "${pids[torch]:-}" ]; then
   phase "setup (PyTorch venvs)"
 fi
 
-background lint scripts/lint.sh
+NICE_LEVEL=10 background lint scripts/lint.sh
+# The prepared GPU run (docs/gpu.md), dry: its scripts, a bundle packed from build/ (no CUDA
+# rebuild) and every step scaled down on the CPU, so the device's minutes never go to a broken
+# script. Mostly waits (PyTorch 1.13's torchrun), so it costs the suite little. In a network
+# namespace of its own where the machine allows one: torchrun 1.13's --standalone takes the
+# fixed port 29400, which a test beside it might hold.
+gpu_dry_run=(env BUILD_DIR="$BUILD_DIR" scripts/gpu/run.sh --dry-run)
+if unshare -n true 2>/dev/null; then
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  gpu_dry_run=(unshare -n bash -c \
+    '{ ip link set lo up 2>/dev/null || python3 scripts/bench/lo_up.py; } && exec "$@"' \
+    gpu-dry-run "${gpu_dry_run[@]}")
+fi
+NICE_LEVEL=10 background gpu-dry-run "${gpu_dry_run[@]}"
 background fuzz-build env FUZZ_STEP=build scripts/fuzz.sh
 background sanitize-build env SANITIZE_STEP=build scripts/sanitize.sh
 test_status=0
@@ -68,16 +83,13 @@ phase ctest
 lint_status=0
 finish lint || lint_status=$?
 phase lint
-if [ "$test_status" -ne 0 ] || [ "$lint_status" -ne 0 ]; then
-  echo "test.sh: ctest exit $test_status, lint exit $lint_status"
+gpu_status=0
+finish gpu-dry-run || gpu_status=$?
+phase gpu-dry-run
+if [ "$test_status" -ne 0 ] || [ "$lint_status" -ne 0 ] || [ "$gpu_status" -ne 0 ]; then
+  echo "test.sh: ctest exit $test_status, lint exit $lint_status, GPU dry run exit $gpu_status"
   exit 1
 fi
-
-# The prepared GPU run (docs/gpu.md), dry: its scripts, a bundle packed from build/ (no CUDA
-# rebuild) and every step scaled down on the CPU, so the device's minutes never go to a broken
-# script.
-BUILD_DIR=$BUILD_DIR scripts/gpu/run.sh --dry-run
-phase gpu-dry-run
 
 # A fixed seed: CI replays the corpus and the regressions and explores the same way each run,
 # so a red CI means a change broke something, not that this run's luck found an old bug (run
