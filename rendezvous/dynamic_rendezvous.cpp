@@ -382,10 +382,7 @@ void DynamicRendezvous::await_workers(uint64_t round, const Deadline& deadline) 
     ready_cv_.wait_for(lock, std::min(kSpareLeaveCheck, deadline.remaining()));
     lock.unlock();
     throw_if_closed();
-    if (spare_left_) {
-      throw RendezvousClosed("rendezvous '" + options_.run_id +
-                             "': this node left before it joined the running group");
-    }
+    throw_if_left("before it joined the running group");
     lock.lock();
   }
 }
@@ -393,10 +390,7 @@ void DynamicRendezvous::await_workers(uint64_t round, const Deadline& deadline) 
 void DynamicRendezvous::wait_admitted(uint64_t round, const Deadline& deadline, bool spare) const {
   const auto started = Clock::now();
   const auto throw_if_spare_left = [&] {
-    if (spare && spare_left_) {
-      throw RendezvousClosed("rendezvous '" + options_.run_id +
-                             "': this node left while it stood by as a spare");
-    }
+    if (spare) throw_if_left("while it stood by as a spare");
   };
   while (true) {
     try {
@@ -439,10 +433,7 @@ void DynamicRendezvous::yield_to_members(uint64_t round) {
       if (store_->tickets(keys::arrived(round)) >= members_back + spares_ahead()) return;
     }
     throw_if_closed();
-    if (spare_left_) {
-      throw RendezvousClosed("rendezvous '" + options_.run_id +
-                             "': this node left while it stood by as a spare");
-    }
+    throw_if_left("while it stood by as a spare");
     std::this_thread::sleep_for(std::min(kSpareYieldPoll, deadline.remaining()));
   }
 }
@@ -708,6 +699,12 @@ std::string DynamicRendezvous::after_change() const {
 
 void DynamicRendezvous::throw_if_closed() const {
   if (store_->check({keys::kClosed})) throw_closed();
+}
+
+void DynamicRendezvous::throw_if_left(const std::string& when) const {
+  if (spare_left_) {
+    throw RendezvousClosed("rendezvous '" + options_.run_id + "': this node left " + when);
+  }
 }
 
 void DynamicRendezvous::throw_closed() const {

@@ -203,6 +203,9 @@ class DynamicRendezvous final : public RendezvousHandler {
   // This node serves a store the others need until they are out (the exit barrier).
   [[nodiscard]] bool serves_store(const RendezvousInfo& info) const;
   void throw_if_closed() const;
+  // RendezvousClosed when the agent told this node to leave (spare_left_): "this node left
+  // <when>".
+  void throw_if_left(const std::string& when) const;
   // RendezvousClosed (or NotNeeded for a node that waited here and was never a member).
   [[noreturn]] void throw_closed() const;
   // " (the group re-formed because <reason>)" after a membership change, else "".

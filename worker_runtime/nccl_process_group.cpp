@@ -92,7 +92,7 @@ struct NcclProcessGroup::Impl {
   std::list<std::shared_ptr<Pending>> pending;
   std::atomic<bool> broken{false};
   std::string broken_reason;
-  std::mutex comm_mu;   // held around every use of comm after init, and around its abort
+  std::mutex comm_mu;  // held around every use of comm after init, and around its abort
   std::atomic<bool> stopping{false};
   std::thread watchdog;
 

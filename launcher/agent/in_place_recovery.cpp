@@ -233,13 +233,12 @@ InPlaceRecovery::ExitMeaning InPlaceRecovery::on_exit(size_t index, ExitStatus s
     group_.release(index);
     return status.success() ? ExitMeaning::kFinished : ExitMeaning::kReplacedLater;
   }
-  if (!group_running) return ExitMeaning::kNone;
-  const bool awaited = current_.round == round && slot.answered_round != round;
-  if (!slot.respawn_on_exit && !(awaited && !status.success())) return ExitMeaning::kNone;
-  // One fresh worker per rank and round: one that fails again fails the group as before
-  // (published, a restart spent), instead of being replaced over and over.
-  if (!slot.respawn_on_exit && slot.replaced_round == round) return ExitMeaning::kNone;
-  // Killed for not answering, or failed before it re-formed: a fresh worker takes its rank.
+  // A worker that had its round notice and then died (before or after it re-formed) is a
+  // failure: the group forms a new round. Not replaced in this one: it may have published its
+  // address for this round, and its peers dial that (docs/chaos.md, finding 4: 60 s lost).
+  if (!group_running || !slot.respawn_on_exit) return ExitMeaning::kNone;
+  // Killed for not speaking the protocol, or for not building its group in time: a fresh
+  // worker takes its rank in this round, once (one that fails again fails the group).
   slot.replaced_round = round;
   group_.release(index);
   return ExitMeaning::kReplacedNow;

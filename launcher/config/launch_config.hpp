@@ -88,7 +88,7 @@ struct LaunchConfig {
   bool module = false;     // -m: python -m program
   bool no_python = false;  // --no_python: execute program directly even if .py
   bool run_path = false;  // --run_path: runpy.run_path(program) in python (wins over -m, no_python)
-  std::string python_exec = "python3";             // PYTHON_EXEC overrides
+  std::string python_exec = "python3";  // PYTHON_EXEC overrides
   // The major version of the PyTorch python_exec imports, read from its files when the
   // workers run Python (torch_version.hpp); nullopt when unknown or not Python.
   std::optional<int> worker_torch_major;

@@ -19,12 +19,12 @@ bool present(const fs::path& p) {
 std::vector<std::string> python_dirs(const fs::path& interpreter, const fs::path& lib) {
   std::error_code ec;
   const std::string name = fs::canonical(interpreter, ec).filename().string();
-  static const std::regex versioned(R"(python\d+\.\d+)");
-  if (!ec && std::regex_match(name, versioned)) return {name};
+  static const std::regex kVersioned(R"(python\d+\.\d+)");
+  if (!ec && std::regex_match(name, kVersioned)) return {name};
   std::vector<std::string> found;
   for (const auto& entry : fs::directory_iterator(lib, ec)) {
     const std::string dir = entry.path().filename().string();
-    if (std::regex_match(dir, versioned)) found.push_back(dir);
+    if (std::regex_match(dir, kVersioned)) found.push_back(dir);
   }
   return found;
 }
@@ -36,7 +36,7 @@ std::string venv_setting(const fs::path& cfg, const std::string& key) {
   while (std::getline(in, line)) {
     const auto eq = line.find('=');
     if (eq == std::string::npos) continue;
-    auto trim = [](std::string s) {
+    auto trim = [](const std::string& s) {
       const auto b = s.find_first_not_of(" \t\r");
       const auto e = s.find_last_not_of(" \t\r");
       return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
@@ -88,9 +88,9 @@ std::vector<fs::path> python_search_path(const fs::path& interpreter, const Envi
 }
 
 std::optional<int> parse_torch_major(const std::string& version_py) {
-  static const std::regex line(R"(^__version__\s*=\s*['"](\d+)\.)", std::regex::multiline);
+  static const std::regex kLine(R"(^__version__\s*=\s*['"](\d+)\.)", std::regex::multiline);
   std::smatch m;
-  if (!std::regex_search(version_py, m, line)) return std::nullopt;
+  if (!std::regex_search(version_py, m, kLine)) return std::nullopt;
   try {
     return std::stoi(m[1].str());
   } catch (const std::exception&) {

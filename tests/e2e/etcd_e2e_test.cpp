@@ -203,9 +203,11 @@ TEST_CASE("etcd e2e: the member the agents talk to dies mid-rendezvous", "[e2e][
   REQUIRE(ddp::test::wait_until([&] { return job_keys({etcd.endpoint(1)}, "etcd-e2e") > 0; }, 30s));
   etcd.kill(0);
   auto& b = job.start("b", endpoints, "2", "127.0.0.2");
-  REQUIRE(a.wait(kGuard) == 0);
-  REQUIRE(b.wait(kGuard) == 0);
-  INFO(a.log() + b.log());
+  const auto a_status = a.wait(kGuard);
+  const auto b_status = b.wait(kGuard);
+  INFO("a:\n" << a.log() << "b:\n" << b.log());
+  REQUIRE(a_status == 0);
+  REQUIRE(b_status == 0);
   CHECK(all_ranks(a.log() + b.log(), 4) == std::set<int>{0, 1, 2, 3});
   CHECK_THAT(a.log(), Catch::Contains("moving on to http://" + etcd.endpoint(1)));
 }

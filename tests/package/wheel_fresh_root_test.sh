@@ -7,7 +7,8 @@
 # import from the venv's python. PyTorch is PyPI's torch 2.15 (several GB of CUDA wheels):
 # instead of downloading it again, the cached venv of scripts/setup_torch.sh lends its
 # site-packages, bound read-only into the root and put on the venv's path by a .pth file.
-# Skipped (DDP-TEST-SKIPPED) only without root, debootstrap or that venv.
+# Skipped (DDP-TEST-SKIPPED) only without root, debootstrap, that venv, or a private mount
+# namespace (inside a chroot).
 #   wheel_fresh_root_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 source_dir=$1
@@ -17,6 +18,11 @@ skip() { echo "DDP-TEST-SKIPPED: $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "needs root for debootstrap and chroot"
 command -v debootstrap >/dev/null || skip "debootstrap is not installed (scripts/setup.sh)"
 command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
+# Inside a chroot whose / is no mount point (scripts/bench/cold_test.sh's fresh root) a
+# private mount namespace cannot be made: "cannot change root filesystem propagation".
+unshare --mount --propagation private true 2>/dev/null ||
+  skip "no private mount namespace here (unshare --mount --propagation private failed: is / a" \
+    "mount point? not inside a chroot)"
 torch_venv=${DDP_TORCH_VENVS:-/var/cache/ddplaunch/venvs}/torch-2.15.0
 [ -f "$torch_venv/.ddplaunch-complete" ] ||
   skip "no PyTorch 2.15 venv at $torch_venv (scripts/setup_torch.sh makes it)"

@@ -15,10 +15,12 @@
 #include <string>
 
 #include "tests/launcher/agent/captures.hpp"
+#include "tests/launcher/agent/failure_elsewhere.hpp"
 #include "tests/launcher/agent/fake_workers.hpp"
 #include "tests/support/io_loop.hpp"
 
 using namespace ddp::launcher;
+using ddp::launcher::testing::failure_elsewhere;
 using ddp::launcher::testing::FakeRendezvous;
 using ddp::launcher::testing::FakeSpawner;
 using ddp::launcher::testing::LoggedLines;
@@ -29,18 +31,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto kGuard = 10s;
-
-// Another node's worker failed with exit_code (its agent's record).
-ddp::rendezvous::FailureRecord failure_elsewhere(int exit_code) {
-  ddp::rendezvous::FailureRecord r;
-  r.kind = "worker";
-  r.group_rank = 1;
-  r.host = "10.0.0.2";
-  r.rank = 3;
-  r.exit_code = exit_code;
-  r.message = "boom";
-  return r;
-}
 
 // A departure with the collaborators it reads, and the loop it leaves from.
 struct Bench : RecordedEvents, LoggedLines {
@@ -117,7 +107,7 @@ TEST_CASE("departure: a failure heard while leaving after a success is the job's
   SECTION("final: the exit says the job failed elsewhere") {
     Bench b;
     b.departure.leave(0, 0, [&] { b.left = true; });
-    b.departure.heard_failure(failure_elsewhere(5), /*final=*/true);
+    b.departure.heard_failure(failure_elsewhere(0, 5), /*final=*/true);
     REQUIRE(run_until(
         b.io, [&] { return b.left; }, kGuard));
     CHECK(b.departure.exit_status() == 5);
@@ -126,7 +116,7 @@ TEST_CASE("departure: a failure heard while leaving after a success is the job's
   SECTION("not final (an elastic job with a restart left goes on without this node): 0") {
     Bench b;
     b.departure.leave(0, 0, [&] { b.left = true; });
-    b.departure.heard_failure(failure_elsewhere(5), /*final=*/false);
+    b.departure.heard_failure(failure_elsewhere(0, 5), /*final=*/false);
     REQUIRE(run_until(
         b.io, [&] { return b.left; }, kGuard));
     CHECK(b.departure.exit_status() == 0);
@@ -134,7 +124,7 @@ TEST_CASE("departure: a failure heard while leaving after a success is the job's
   SECTION("this node failed first: its own status stays") {
     Bench b;
     b.departure.leave(3, 0, [&] { b.left = true; });
-    b.departure.heard_failure(failure_elsewhere(5), /*final=*/true);
+    b.departure.heard_failure(failure_elsewhere(0, 5), /*final=*/true);
     REQUIRE(run_until(
         b.io, [&] { return b.left; }, kGuard));
     CHECK(b.departure.exit_status() == 3);

@@ -18,10 +18,12 @@
 #include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "tests/launcher/agent/captures.hpp"
+#include "tests/launcher/agent/failure_elsewhere.hpp"
 #include "tests/support/io_loop.hpp"
 
 using namespace ddp::launcher;
 using ddp::PeerLoss;
+using ddp::launcher::testing::failure_elsewhere;
 using ddp::launcher::testing::LoggedLines;
 using ddp::launcher::testing::RecordedEvents;
 using ddp::rendezvous::FailureRecord;
@@ -45,19 +47,6 @@ ddp::rendezvous::RendezvousInfo round_of(uint64_t round, int group_rank, int nod
   info.master_addr = "10.0.0.1";
   info.master_port = 29400;
   return info;
-}
-
-// Another node's worker failure in attempt, as its agent publishes it.
-FailureRecord failure_elsewhere(uint64_t attempt, int exit_code = 5) {
-  FailureRecord r;
-  r.kind = "worker";
-  r.attempt = attempt;
-  r.group_rank = 1;
-  r.host = "10.0.0.2";
-  r.rank = 3;
-  r.exit_code = exit_code;
-  r.message = "boom";
-  return r;
 }
 
 // A connection that can be cut: its blocked WAIT then fails at once, as a reset does.

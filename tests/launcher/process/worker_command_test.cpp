@@ -227,7 +227,7 @@ TEST_CASE("NCCL's async error handling goes by the name the workers' PyTorch rea
   CHECK(names(std::nullopt) == std::pair{true, true});
   // A user's own setting of the old name is kept even for 2.x.
   config.worker_torch_major = 2;
-  auto kept = as_map(build_worker_env(config, {{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, AttemptInfo{},
-                                      0, "e"));
+  auto kept =
+      as_map(build_worker_env(config, {{"NCCL_ASYNC_ERROR_HANDLING", "0"}}, AttemptInfo{}, 0, "e"));
   CHECK(kept["NCCL_ASYNC_ERROR_HANDLING"] == "0");
 }
