@@ -22,6 +22,7 @@
 #include "tests/support/etcd_cluster.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/torch_test_case.hpp"
+#include "tests/support/wait_until.hpp"
 
 using namespace std::chrono_literals;
 using Catch::Matchers::Contains;
@@ -150,6 +151,22 @@ struct Nodes {
     return out;
   }
 };
+
+// True once `ranks` lines of step `step` are in the --sample_log files of dir. Each rank
+// writes its line before it holds at --hold_at_step, so a member killed after this lost
+// nothing it trained (a's "epoch 0 step N" line alone can come before the other rank's).
+bool step_logged(const std::string& dir, int64_t step, size_t ranks) {
+  size_t found = 0;
+  const std::string needle = " step=" + std::to_string(step) + " ";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream in(entry.path());
+    for (std::string text; std::getline(in, text);) {
+      if (text.find(needle) != std::string::npos) ++found;
+    }
+  }
+  return found >= ranks;
+}
 
 // Per epoch, every index trained, from the script's --sample_log lines ("round= epoch= step=
 // rank= idx=a,b,..."): per (epoch, step) only the highest round counts (a step redone after
@@ -303,6 +320,7 @@ TEST_CASE(
     REQUIRE(nodes.wait_for_any_log("epoch 0 step 5 "));
     nodes.start("c", "2:2", {"--in_place_recovery"}, flags);
     REQUIRE(nodes.wait_for_event("c", "workers_parked"));
+    REQUIRE(ddp::test::wait_until([&] { return step_logged(nodes.dir + "/samples", 5, 2); }, 60s));
     nodes.agents[1]->kill(SIGKILL);
     std::ofstream(hold + ".5").put('\n');
     const auto survivors = nodes.survivors();
@@ -368,10 +386,12 @@ TEST_CASE("recovery pytorch: two hot spares take two lost members' places in tur
   REQUIRE(nodes.wait_for_event("c", "workers_parked"));
   nodes.start("d", "2:2", {"--in_place_recovery"}, flags);
   REQUIRE(nodes.wait_for_event("d", "workers_parked"));
+  REQUIRE(ddp::test::wait_until([&] { return step_logged(nodes.dir + "/samples", 5, 2); }, 60s));
   nodes.agents[1]->kill(SIGKILL);
   std::ofstream(hold + ".5").put('\n');
   REQUIRE(nodes.wait_for_event("c", "in_place_recovery"));  // admitted, and it stepped
-  REQUIRE(nodes.wait_for_any_log("epoch 0 step 20 "));
+  // Both ranks' lines of step 20, not only a's printed line: c's could still be unwritten.
+  REQUIRE(ddp::test::wait_until([&] { return step_logged(nodes.dir + "/samples", 20, 2); }, 60s));
   nodes.agents[2]->kill(SIGKILL);
   std::ofstream(hold + ".20").put('\n');
   const auto survivors = nodes.survivors();
