@@ -74,11 +74,15 @@ struct NcclProcessGroup::Impl {
   void* scratch = nullptr;  // device staging for host buffers and the barrier
   size_t scratch_bytes = 0;
 
-  // One enqueued collective: its completion event is destroyed with the last reference.
+  // One collective, watched from the start of its call: its completion event is destroyed
+  // with the last reference. While `issuing` the call is still queueing it (staging copies,
+  // the NCCL call, the copy back), any of which can block the caller until the stream is
+  // free, so the watchdog times it by its deadline alone; then by `done`.
   struct Pending {
     cudaEvent_t done = nullptr;
     Clock::time_point deadline;
     std::string what;
+    std::atomic<bool> issuing{true};
     Pending() = default;
     Pending(const Pending&) = delete;
     Pending& operator=(const Pending&) = delete;
@@ -159,29 +163,53 @@ struct NcclProcessGroup::Impl {
 
   // Runs collective(buf) on a device buffer holding data's bytes: data itself when it is on
   // the device, else a staging copy on the stream, copied back once the collective is queued
-  // (the stream orders the copies around it).
+  // (the stream orders the copies around it). Watched from the start (begin): a copy to
+  // pageable memory blocks this thread until the stream is free, and a collective that never
+  // finishes must be reported then too (on the H200 it was not: docs/gpu.md).
   template <typename Collective>
-  void in_place_on_device(void* data, size_t bytes, Collective&& collective) {
-    const bool host = is_host_pointer(data);
-    void* buf = host ? stage(bytes) : data;
-    if (host) {
-      check_cuda(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, stream), "staging copy");
-    }
-    collective(buf);
-    if (host) {
-      check_cuda(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, stream), "staging copy");
-    }
+  std::shared_ptr<Pending> on_device(void* data, size_t bytes, const std::string& what,
+                                     Duration timeout, Collective&& collective) {
+    auto watched = begin(what, timeout);
+    issue(*watched, [&] {
+      const bool host = is_host_pointer(data);
+      void* buf = host ? stage(bytes) : data;
+      if (host) {
+        check_cuda(cudaMemcpyAsync(buf, data, bytes, cudaMemcpyHostToDevice, stream),
+                   "staging copy");
+      }
+      collective(buf);
+      if (host) {
+        check_cuda(cudaMemcpyAsync(data, buf, bytes, cudaMemcpyDeviceToHost, stream),
+                   "staging copy");
+      }
+    });
+    return watched;
   }
 
-  std::shared_ptr<Pending> track(const std::string& what, Duration timeout) {
+  // A collective about to be queued, watched by its deadline from now.
+  std::shared_ptr<Pending> begin(const std::string& what, Duration timeout) {
     auto p = std::make_shared<Pending>();
     check_cuda(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming), "cudaEventCreate");
-    check_cuda(cudaEventRecord(p->done, stream), "cudaEventRecord");
     p->deadline = Clock::now() + timeout;
     p->what = what;
     std::lock_guard lock(mu);
     pending.push_back(p);
     return p;
+  }
+
+  // Queues p's work (queue()), then marks its end on the stream. When queueing throws, p is
+  // no longer issuing and its event was never recorded (it reads as complete): the watchdog
+  // drops it instead of reporting a call that already failed.
+  template <typename Queue>
+  void issue(Pending& p, Queue&& queue) {
+    try {
+      queue();
+      check_cuda(cudaEventRecord(p.done, stream), "cudaEventRecord");
+    } catch (...) {
+      p.issuing = false;
+      throw;
+    }
+    p.issuing = false;
   }
 
   // Marks the group broken, once: the first caller (watchdog, a waiter past its deadline, or
@@ -247,7 +275,7 @@ struct NcclProcessGroup::Impl {
       {
         std::lock_guard lock(mu);
         for (auto it = pending.begin(); it != pending.end();) {
-          if (cudaEventQuery((*it)->done) == cudaSuccess) {
+          if (!(*it)->issuing.load() && cudaEventQuery((*it)->done) == cudaSuccess) {
             it = pending.erase(it);
           } else if (Clock::now() > (*it)->deadline) {
             expired = (*it)->what;
@@ -274,6 +302,12 @@ class NcclWork final : public Work {
 
   void wait() override {
     for (;;) {
+      // First: after an abort the stream runs on, so `done` completes on a collective whose
+      // result is garbage (the watchdog's abort, or a membership change).
+      if (impl_->broken.load()) {
+        throw CollectiveError("nccl " + pending_->what + " on " + impl_->endpoint +
+                              " aborted: " + impl_->reason());
+      }
       const cudaError_t rc = cudaEventQuery(pending_->done);
       if (rc == cudaSuccess) {
         return;
@@ -281,10 +315,6 @@ class NcclWork final : public Work {
       if (rc != cudaErrorNotReady) {
         throw CollectiveError("nccl " + pending_->what + " on " + impl_->endpoint +
                               " failed: " + cudaGetErrorString(rc));
-      }
-      if (impl_->broken.load()) {
-        throw CollectiveError("nccl " + pending_->what + " on " + impl_->endpoint +
-                              " aborted: " + impl_->reason());
       }
       if (Clock::now() > pending_->deadline) {
         impl_->fatal(pending_->what + " passed its deadline while waited for");
@@ -380,7 +410,7 @@ std::unique_ptr<Work> NcclProcessGroup::do_all_reduce(void* data, size_t count, 
                            " x " + std::to_string(count) + ")";
   impl_->refuse_if_broken(what);
   const auto deadline = Clock::now() + timeout;
-  impl_->in_place_on_device(data, count * element_size(type), [&](void* buf) {
+  auto pending = impl_->on_device(data, count * element_size(type), what, timeout, [&](void* buf) {
     impl_->settle(impl_->on_comm(what,
                                  [&] {
                                    return ncclAllReduce(buf, buf, count, nccl_type(type),
@@ -388,7 +418,6 @@ std::unique_ptr<Work> NcclProcessGroup::do_all_reduce(void* data, size_t count, 
                                  }),
                   what, deadline);
   });
-  auto pending = impl_->track(what, timeout);
   return std::make_unique<NcclWork>(impl_.get(), std::move(pending));
 }
 
@@ -398,25 +427,27 @@ std::unique_ptr<Work> NcclProcessGroup::do_all_reduce_coalesced(
                            std::to_string(buffers.size()) + " buffers)";
   impl_->refuse_if_broken(what);
   const auto deadline = Clock::now() + timeout;
-  const ncclResult_t rc = impl_->on_comm(what, [&] {
-    const ncclResult_t start = ncclGroupStart();
-    if (start != ncclSuccess) return start;
-    // Every call is checked; the group is ended whatever happened (NCCL requires it), and the
-    // first failure is the one reported.
-    ncclResult_t first = ncclSuccess;
-    for (auto& b : buffers) {
-      const ncclResult_t call = ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32,
-                                              nccl_op(op), impl_->comm, impl_->stream);
-      if (call != ncclSuccess) {
-        first = call;
-        break;
+  auto pending = impl_->begin(what, timeout);
+  impl_->issue(*pending, [&] {
+    const ncclResult_t rc = impl_->on_comm(what, [&] {
+      const ncclResult_t start = ncclGroupStart();
+      if (start != ncclSuccess) return start;
+      // Every call is checked; the group is ended whatever happened (NCCL requires it), and the
+      // first failure is the one reported.
+      ncclResult_t first = ncclSuccess;
+      for (auto& b : buffers) {
+        const ncclResult_t call = ncclAllReduce(b.data(), b.data(), b.size(), ncclFloat32,
+                                                nccl_op(op), impl_->comm, impl_->stream);
+        if (call != ncclSuccess) {
+          first = call;
+          break;
+        }
       }
-    }
-    const ncclResult_t end = ncclGroupEnd();
-    return first != ncclSuccess ? first : end;
+      const ncclResult_t end = ncclGroupEnd();
+      return first != ncclSuccess ? first : end;
+    });
+    impl_->settle(rc, what, deadline);
   });
-  impl_->settle(rc, what, deadline);
-  auto pending = impl_->track(what, timeout);
   return std::make_unique<NcclWork>(impl_.get(), std::move(pending));
 }
 
@@ -426,7 +457,7 @@ void NcclProcessGroup::do_broadcast(void* data, size_t count, DataType type, int
                            std::to_string(count) + ", root " + std::to_string(root) + ")";
   impl_->refuse_if_broken(what);
   const auto deadline = Clock::now() + timeout;
-  impl_->in_place_on_device(data, count * element_size(type), [&](void* buf) {
+  auto pending = impl_->on_device(data, count * element_size(type), what, timeout, [&](void* buf) {
     impl_->settle(impl_->on_comm(what,
                                  [&] {
                                    return ncclBroadcast(buf, buf, count, nccl_type(type), root,
@@ -434,7 +465,6 @@ void NcclProcessGroup::do_broadcast(void* data, size_t count, DataType type, int
                                  }),
                   what, deadline);
   });
-  auto pending = impl_->track(what, timeout);
   NcclWork(impl_.get(), std::move(pending)).wait();
 }
 
@@ -450,21 +480,23 @@ void NcclProcessGroup::do_all_gather(const void* send, void* recv, size_t count,
   char* dev = host ? static_cast<char*>(impl_->stage(bytes + recv_bytes)) : nullptr;
   const void* send_buf = host ? dev : send;
   void* recv_buf = host ? dev + bytes : recv;
-  if (host) {
-    check_cuda(cudaMemcpyAsync(dev, send, bytes, cudaMemcpyHostToDevice, impl_->stream),
-               "staging copy");
-  }
-  impl_->settle(impl_->on_comm(what,
-                               [&] {
-                                 return ncclAllGather(send_buf, recv_buf, count, nccl_type(type),
-                                                      impl_->comm, impl_->stream);
-                               }),
-                what, deadline);
-  if (host) {
-    check_cuda(cudaMemcpyAsync(recv, recv_buf, recv_bytes, cudaMemcpyDeviceToHost, impl_->stream),
-               "staging copy");
-  }
-  auto pending = impl_->track(what, timeout);
+  auto pending = impl_->begin(what, timeout);  // watched from here: see on_device
+  impl_->issue(*pending, [&] {
+    if (host) {
+      check_cuda(cudaMemcpyAsync(dev, send, bytes, cudaMemcpyHostToDevice, impl_->stream),
+                 "staging copy");
+    }
+    impl_->settle(impl_->on_comm(what,
+                                 [&] {
+                                   return ncclAllGather(send_buf, recv_buf, count, nccl_type(type),
+                                                        impl_->comm, impl_->stream);
+                                 }),
+                  what, deadline);
+    if (host) {
+      check_cuda(cudaMemcpyAsync(recv, recv_buf, recv_bytes, cudaMemcpyDeviceToHost, impl_->stream),
+                 "staging copy");
+    }
+  });
   NcclWork(impl_.get(), std::move(pending)).wait();
 }
 

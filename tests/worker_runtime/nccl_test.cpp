@@ -156,3 +156,42 @@ TEST_CASE("nccl watchdog: a collective past its timeout aborts the group",
   const std::string error = test::error_of([&] { pg.barrier(); });
   CHECK_THAT(error, Catch::Matchers::Contains("passed its timeout"));
 }
+
+// The same on host memory: the copy back to pageable memory blocks the caller until the
+// collective is done, so the watchdog must watch the collective from before that copy (it
+// did not: a collective that never finished hung the caller with no report), and the caller
+// then gets an error, not the aborted collective's data.
+TEST_CASE(
+    "nccl watchdog: a host-memory collective past its timeout is reported while the caller "
+    "waits in the copy back",
+    "[gpu][nccl][watchdog]") {
+  if (cuda_device_count() < 1) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
+  NcclOptions o;
+  o.timeout = 1s;
+  o.connect_timeout = 60s;
+  std::promise<std::string> fatal;
+  auto reported = fatal.get_future();
+  o.on_fatal = [&](const std::string& why) { fatal.set_value(why); };
+  o.exit_on_fatal = false;
+  NcclProcessGroup pg(store, o);
+  auto hold = [](void*) { std::this_thread::sleep_for(4s); };
+  REQUIRE(cudaLaunchHostFunc(cudaStreamLegacy, hold, nullptr) == cudaSuccess);
+  std::vector<float> host(1024, 1.0f);
+  std::atomic<bool> returned{false};
+  std::string error;
+  std::thread caller([&] {
+    error = test::error_of([&] { pg.all_reduce(std::span<float>(host), ReduceOp::kSum); });
+    returned = true;
+  });
+  const auto status = reported.wait_for(3s);
+  const bool caller_blocked = !returned.load();
+  caller.join();
+  REQUIRE(status == std::future_status::ready);
+  CHECK(caller_blocked);  // reported while the caller still waited in the copy back
+  CHECK_THAT(reported.get(), Catch::Matchers::Contains("passed its timeout of 1000 ms"));
+  CHECK_THAT(error, Catch::Matchers::Contains("aborted"));
+}
