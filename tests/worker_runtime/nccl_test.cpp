@@ -117,6 +117,28 @@ TEST_CASE("nccl abort: later collectives refuse at once, the watchdog stays quie
   CHECK(fatal.empty());
 }
 
+// A group of one whose watchdog reports (instead of exiting) past a 1 s timeout, with the
+// legacy default stream held for 4 s by a host function: the group's blocking stream is
+// ordered after it, so no collective can finish before then.
+struct HeldGroup {
+  HeldGroup() : pg(std::make_shared<ddp::rendezvous::MemoryStore>(), options(fatal)) {
+    reported = fatal.get_future();
+    auto hold = [](void*) { std::this_thread::sleep_for(4s); };
+    REQUIRE(cudaLaunchHostFunc(cudaStreamLegacy, hold, nullptr) == cudaSuccess);
+  }
+  static NcclOptions options(std::promise<std::string>& fatal) {
+    NcclOptions o;
+    o.timeout = 1s;
+    o.connect_timeout = 60s;
+    o.on_fatal = [&fatal](const std::string& why) { fatal.set_value(why); };
+    o.exit_on_fatal = false;
+    return o;
+  }
+  std::promise<std::string> fatal;
+  std::future<std::string> reported;
+  NcclProcessGroup pg;
+};
+
 // A collective held back on the GPU past the group's timeout: the watchdog thread (not a
 // waiter: nobody waits on the Work) must abort the communicator and report it. A host function
 // on the legacy default stream holds it back: the group's blocking stream is ordered after it.
@@ -126,19 +148,11 @@ TEST_CASE("nccl watchdog: a collective past its timeout aborts the group",
     WARN("skipped: no CUDA device");
     return;
   }
-  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
-  NcclOptions o;
-  o.timeout = 1s;
-  o.connect_timeout = 60s;
-  std::promise<std::string> fatal;
-  auto reported = fatal.get_future();
-  o.on_fatal = [&](const std::string& why) { fatal.set_value(why); };
-  o.exit_on_fatal = false;
-  NcclProcessGroup pg(store, o);
   DeviceBuffer dev(1024 * sizeof(float));
   REQUIRE(cudaMemset(dev.ptr, 0, 1024 * sizeof(float)) == cudaSuccess);
-  auto hold = [](void*) { std::this_thread::sleep_for(4s); };
-  REQUIRE(cudaLaunchHostFunc(cudaStreamLegacy, hold, nullptr) == cudaSuccess);
+  HeldGroup held;
+  auto& pg = held.pg;
+  auto& reported = held.reported;
   const auto start = std::chrono::steady_clock::now();
   auto work = pg.all_reduce_async(dev.ptr, 1024, DataType::kFloat32, ReduceOp::kSum);
   const auto enqueued = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -169,17 +183,9 @@ TEST_CASE(
     WARN("skipped: no CUDA device");
     return;
   }
-  auto store = std::make_shared<ddp::rendezvous::MemoryStore>();
-  NcclOptions o;
-  o.timeout = 1s;
-  o.connect_timeout = 60s;
-  std::promise<std::string> fatal;
-  auto reported = fatal.get_future();
-  o.on_fatal = [&](const std::string& why) { fatal.set_value(why); };
-  o.exit_on_fatal = false;
-  NcclProcessGroup pg(store, o);
-  auto hold = [](void*) { std::this_thread::sleep_for(4s); };
-  REQUIRE(cudaLaunchHostFunc(cudaStreamLegacy, hold, nullptr) == cudaSuccess);
+  HeldGroup held;
+  auto& pg = held.pg;
+  auto& reported = held.reported;
   std::vector<float> host(1024, 1.0f);
   std::atomic<bool> returned{false};
   std::string error;
