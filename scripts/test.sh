@@ -7,8 +7,8 @@
 # sockets and timers, so the phases overlap (docs/build_times.md has what each costs):
 #  - the PyTorch venvs (scripts/setup_torch.sh: downloads, once per machine) are installed
 #    while build/ compiles;
-#  - beside the test suite run the lint and the GPU run's dry run (nice 10: they are short and
-#    must end with the suite, not after it) and the fuzz and sanitizer builds
+#  - beside the test suite run the lint and the GPU run's dry run (nice 10: ahead of the
+#    builds, so that they end near the suite's end) and the fuzz and sanitizer builds
 #    (FUZZ_STEP=build, SANITIZE_STEP=build, nice 19): they take the cores the tests leave idle,
 #    and a test that wants a core gets it first;
 #  - then the fuzzers and the sanitizer tests run on what was built.
@@ -68,12 +68,7 @@ NICE_LEVEL=10 background lint scripts/lint.sh
 # namespace of its own where the machine allows one: torchrun 1.13's --standalone takes the
 # fixed port 29400, which a test beside it might hold.
 gpu_dry_run=(env BUILD_DIR="$BUILD_DIR" scripts/gpu/run.sh --dry-run)
-if unshare -n true 2>/dev/null; then
-  # shellcheck disable=SC2016  # expanded by the inner bash
-  gpu_dry_run=(unshare -n bash -c \
-    '{ ip link set lo up 2>/dev/null || python3 scripts/bench/lo_up.py; } && exec "$@"' \
-    gpu-dry-run "${gpu_dry_run[@]}")
-fi
+if unshare -n true 2>/dev/null; then gpu_dry_run=(scripts/bench/netns_exec.sh "${gpu_dry_run[@]}"); fi
 NICE_LEVEL=10 background gpu-dry-run "${gpu_dry_run[@]}"
 background fuzz-build env FUZZ_STEP=build scripts/fuzz.sh
 background sanitize-build env SANITIZE_STEP=build scripts/sanitize.sh

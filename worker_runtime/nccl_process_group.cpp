@@ -163,14 +163,13 @@ struct NcclProcessGroup::Impl {
 
   // Runs collective(buf) on a device buffer holding data's bytes: data itself when it is on
   // the device, else a staging copy on the stream, copied back once the collective is queued
-  // (the stream orders the copies around it). Watched from the start (begin): a copy to
+  // (the stream orders the copies around it). Watched from the start (issue): a copy to
   // pageable memory blocks this thread until the stream is free, and a collective that never
   // finishes must be reported then too (on the H200 it was not: docs/gpu.md).
   template <typename Collective>
   std::shared_ptr<Pending> on_device(void* data, size_t bytes, const std::string& what,
                                      Duration timeout, Collective&& collective) {
-    auto watched = begin(what, timeout);
-    issue(*watched, [&] {
+    return issue(what, timeout, [&] {
       const bool host = is_host_pointer(data);
       void* buf = host ? stage(bytes) : data;
       if (host) {
@@ -183,33 +182,31 @@ struct NcclProcessGroup::Impl {
                    "staging copy");
       }
     });
-    return watched;
   }
 
-  // A collective about to be queued, watched by its deadline from now.
-  std::shared_ptr<Pending> begin(const std::string& what, Duration timeout) {
+  // Queues a collective (queue()) watched by its deadline from now, then marks its end on the
+  // stream. When queueing throws, it is no longer issuing and its event was never recorded
+  // (it reads as complete): the watchdog drops it instead of reporting a call that already
+  // failed.
+  template <typename Queue>
+  std::shared_ptr<Pending> issue(const std::string& what, Duration timeout, Queue&& queue) {
     auto p = std::make_shared<Pending>();
     check_cuda(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming), "cudaEventCreate");
     p->deadline = Clock::now() + timeout;
     p->what = what;
-    std::lock_guard lock(mu);
-    pending.push_back(p);
-    return p;
-  }
-
-  // Queues p's work (queue()), then marks its end on the stream. When queueing throws, p is
-  // no longer issuing and its event was never recorded (it reads as complete): the watchdog
-  // drops it instead of reporting a call that already failed.
-  template <typename Queue>
-  void issue(Pending& p, Queue&& queue) {
+    {
+      std::lock_guard lock(mu);
+      pending.push_back(p);
+    }
     try {
       queue();
-      check_cuda(cudaEventRecord(p.done, stream), "cudaEventRecord");
+      check_cuda(cudaEventRecord(p->done, stream), "cudaEventRecord");
     } catch (...) {
-      p.issuing = false;
+      p->issuing = false;
       throw;
     }
-    p.issuing = false;
+    p->issuing = false;
+    return p;
   }
 
   // Marks the group broken, once: the first caller (watchdog, a waiter past its deadline, or
@@ -427,8 +424,7 @@ std::unique_ptr<Work> NcclProcessGroup::do_all_reduce_coalesced(
                            std::to_string(buffers.size()) + " buffers)";
   impl_->refuse_if_broken(what);
   const auto deadline = Clock::now() + timeout;
-  auto pending = impl_->begin(what, timeout);
-  impl_->issue(*pending, [&] {
+  auto pending = impl_->issue(what, timeout, [&] {
     const ncclResult_t rc = impl_->on_comm(what, [&] {
       const ncclResult_t start = ncclGroupStart();
       if (start != ncclSuccess) return start;
@@ -480,8 +476,7 @@ void NcclProcessGroup::do_all_gather(const void* send, void* recv, size_t count,
   char* dev = host ? static_cast<char*>(impl_->stage(bytes + recv_bytes)) : nullptr;
   const void* send_buf = host ? dev : send;
   void* recv_buf = host ? dev + bytes : recv;
-  auto pending = impl_->begin(what, timeout);  // watched from here: see on_device
-  impl_->issue(*pending, [&] {
+  auto pending = impl_->issue(what, timeout, [&] {  // watched from here: see on_device
     if (host) {
       check_cuda(cudaMemcpyAsync(dev, send, bytes, cudaMemcpyHostToDevice, impl_->stream),
                  "staging copy");

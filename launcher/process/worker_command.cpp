@@ -141,8 +141,7 @@ Environment worker_environment(const LaunchConfig& config, const Environment& en
   // PyTorch 1.x reads only the old name (torchrun 1.13 set only it); 2.x reads the new one
   // and warns on every rank that the old one is deprecated when it is set (seen on the GPU
   // machine: docs/gpu.md). Both when the workers' PyTorch is unknown.
-  const bool torch2 = config.worker_torch_major && *config.worker_torch_major >= 2;
-  if (env.count(env::kNcclAsyncErrorHandling) == 0 && !torch2) {
+  if (env.count(env::kNcclAsyncErrorHandling) == 0 && config.worker_torch_major.value_or(1) < 2) {
     set(env::kNcclAsyncErrorHandling, "1");
   }
   return worker;

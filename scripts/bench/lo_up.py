@@ -1,7 +1,7 @@
 """Brings the loopback interface up in a fresh network namespace without iproute2.
 
-`unshare -n` gives a namespace whose `lo` is down; the benchmark drivers bring it up with
-`ip link set lo up`, and with this where `ip` is missing (the GPU machine's image has none:
+`unshare -n` gives a namespace whose `lo` is down; scripts/bench/netns_exec.sh brings it up
+with `ip link set lo up`, and with this where `ip` is missing (the GPU machine's image has none:
 docs/gpu.md). Two ioctls, SIOCGIFFLAGS then SIOCSIFFLAGS with IFF_UP, as `ip` does.
 """
 

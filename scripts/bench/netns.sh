@@ -13,11 +13,7 @@
 # Sets BENCH_NETWORK ("own network namespace" or "host network") for the report's header.
 if [[ "${BENCH_NETNS:-1}" == 1 && -z "${BENCH_IN_NETNS:-}" ]]; then
   if unshare -n true 2>/dev/null; then
-    # shellcheck disable=SC2016  # expanded by the inner bash
-    # Loopback up: `ip` where there is one, else lo_up.py (the GPU machine has no iproute2).
-    lo_up_py="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lo_up.py"
-    exec env BENCH_IN_NETNS=1 LO_UP_PY="$lo_up_py" unshare -n bash -c \
-      '{ ip link set lo up 2>/dev/null || python3 "$LO_UP_PY"; } && exec "$0" "$@"' "$@"
+    exec env BENCH_IN_NETNS=1 "$(dirname "${BASH_SOURCE[0]}")/netns_exec.sh" "$@"
   fi
   echo "netns.sh: no network namespace here (unshare -n failed); on the host network, so" \
     "PyTorch's name lookups go to this machine's resolver" >&2

@@ -219,11 +219,8 @@ step_store() {
   # PyTorch's server looks up every client's name, and a resolver that drops queries costs
   # 5 s per connection).
   if [[ -z "${BENCH_IN_NETNS:-}" ]] && unshare -n true 2>/dev/null; then
-    # Loopback up: `ip` where there is one, else lo_up.py (this image has no iproute2).
-    # shellcheck disable=SC2016  # expanded by the inner bash
-    BENCH_IN_NETNS=1 LO_UP_PY="$REPO/scripts/bench/lo_up.py" exec unshare -n bash -c \
-      '{ ip link set lo up 2>/dev/null || python3 "$LO_UP_PY"; } && exec "$0" --step store' \
-      "$REPO/scripts/gpu/run.sh"
+    BENCH_IN_NETNS=1 exec "$REPO/scripts/bench/netns_exec.sh" "$REPO/scripts/gpu/run.sh" \
+      --step store
   fi
   echo "store: network: $([[ -n "${BENCH_IN_NETNS:-}" ]] && echo "own namespace" || echo host)"
   local clients=1024 requests=1000 reps=3 rc=0 dialect=v2
