@@ -7,7 +7,7 @@ set(DDP_SANITIZE "" CACHE STRING "Sanitizers for every target: address,undefined
 option(DDP_FUZZ "Build the libFuzzer targets of tests/fuzz (clang only)" OFF)
 
 if(DDP_SANITIZE)
-  add_compile_options(-fsanitize=${DDP_SANITIZE} -fno-omit-frame-pointer -g)
+  add_compile_options(-fsanitize=${DDP_SANITIZE} -fno-omit-frame-pointer -g1)
   add_link_options(-fsanitize=${DDP_SANITIZE})
   if(DDP_SANITIZE MATCHES "thread" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     # GCC 12 warns at every inlined std::atomic_thread_fence (Boost.Asio's handler fences)
@@ -25,6 +25,6 @@ if(DDP_FUZZ)
     message(FATAL_ERROR "DDP_FUZZ needs clang (libFuzzer): configure with CXX=clang++ CC=clang")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link,address,undefined
-                      -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g)
+                      -fno-sanitize-recover=undefined -fno-omit-frame-pointer -gline-tables-only)
   add_link_options(-fsanitize=address,undefined)
 endif()
