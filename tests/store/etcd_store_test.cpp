@@ -1,10 +1,12 @@
 // EtcdStore against real etcd members (tests/support/etcd_cluster.hpp): the Store contract,
-// watches woken by other clients, deadlines and unreachable members named in errors, and a
-// wait that survives the loss of the member it watches through.
+// watches woken by other clients, deadlines and unreachable members named in errors, a
+// wait that survives the loss of the member it watches through, and adds whose answer was
+// lost (tests/support/http_fault_proxy.hpp) applying once.
 #include "rendezvous/store/etcd/etcd_store.hpp"
 
 #include <algorithm>
 #include <csignal>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -17,6 +19,7 @@
 #include "rendezvous/store/etcd/etcd_presence.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "tests/support/etcd_cluster.hpp"
+#include "tests/support/http_fault_proxy.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/test_certificates.hpp"
 
@@ -246,6 +249,175 @@ TEST_CASE("etcd store: a member that stops answering is left for the next one", 
   REQUIRE(done.wait_for(15s) == std::future_status::ready);
   CHECK(done.get() == "2");
   cluster.signal(0, SIGCONT);
+}
+
+// A transaction that is not idempotent (add, append, compare_set's "" case) whose answer
+// never came: HttpFaultProxy stands in front of the member as the first endpoint and breaks
+// it; the member itself is the second, so the client fails over to the same etcd. Each
+// must apply exactly once (docs/etcd.md, "A member lost mid-request").
+namespace {
+
+using ddp::test::HttpFaultProxy;
+using Fault = HttpFaultProxy::Fault;
+
+// Breaks the next transaction with a failure branch (the add/append one) in the given way.
+HttpFaultProxy::Rule txn_fault(Fault fault, std::function<void()> on_fault = {}) {
+  HttpFaultProxy::Rule rule;
+  rule.target = "/v3/kv/txn";
+  rule.body_contains = "\"failure\"";
+  rule.fault = fault;
+  rule.on_fault = std::move(on_fault);
+  return rule;
+}
+
+// Stores of one prefix: `faulty` reaches etcd through the proxy first; `direct` does not.
+struct ThroughProxy {
+  HttpFaultProxy proxy{"127.0.0.1", shared_etcd().client_port(0)};
+  EtcdStoreOptions options = options_for({proxy.endpoint(), shared_etcd().endpoint(0)}, 10s);
+  EtcdStore direct{[this] {
+    auto o = options;
+    o.endpoints = {shared_etcd().endpoint(0)};
+    return o;
+  }()};
+};
+
+// How many keys etcd holds under prefix (markers included), read past any store.
+int64_t keys_under(const std::string& prefix) {
+  EtcdClientOptions client_options;
+  client_options.endpoints = shared_etcd().endpoints();
+  EtcdClient client(client_options);
+  const auto reply = client.call("/v3/kv/range",
+                                 {{"key", base64_encode(prefix)},
+                                  {"range_end", base64_encode(prefix_range_end(prefix))},
+                                  {"count_only", true}},
+                                 ddp::Deadline::after(10s), "test", true);
+  return json_int(reply, "count");
+}
+
+}  // namespace
+
+TEST_CASE("etcd store: an add whose answer is lost after etcd applied it counts once", "[etcd]") {
+  ThroughProxy t;
+  t.direct.set("counter", "5");
+  for (const Fault fault :
+       {Fault::kDropAfterReply, Fault::kHoldAfterReply, Fault::kUnavailableAfterReply}) {
+    CAPTURE(static_cast<int>(fault));
+    auto options = t.options;
+    options.attempt_timeout = 1s;  // kHoldAfterReply: the client gives up on the proxy
+    EtcdStore store(options);
+    const int64_t before = std::stoll(t.direct.get("counter"));
+    t.proxy.arm(txn_fault(fault));
+    CHECK(store.add("counter", 1) == before + 1);
+    CHECK(t.proxy.faults() == 1);
+    CHECK(t.direct.get("counter") == std::to_string(before + 1));
+  }
+  // A missing key: the transaction's compare is "not created yet".
+  {
+    EtcdStore store(t.options);
+    t.proxy.arm(txn_fault(Fault::kDropAfterReply));
+    CHECK(store.add("fresh", 3) == 3);
+    CHECK(t.proxy.faults() == 1);
+    CHECK(t.direct.get("fresh") == "3");
+  }
+  // The markers are not keys of the store, and go with it.
+  CHECK(t.direct.num_keys() == 2);
+  CHECK(keys_under("/ddp-marker" + t.options.prefix) == 0);
+}
+
+TEST_CASE("etcd store: a lost add and another client's add in between both count once", "[etcd]") {
+  ThroughProxy t;
+  t.direct.set("counter", "5");
+  EtcdStore store(t.options);
+  // Applied, then the other client adds 10 before the answer would have come: the resent
+  // transaction's compare fails, and its marker says the first one applied.
+  t.proxy.arm(txn_fault(Fault::kDropAfterReply, [&] { t.direct.add("counter", 10); }));
+  CHECK(store.add("counter", 1) == 6);
+  CHECK(t.direct.get("counter") == "16");
+  // Never forwarded, and the other client adds 10 meanwhile: an ordinary conflict.
+  EtcdStore second(t.options);
+  t.proxy.arm(txn_fault(Fault::kDropBeforeForward, [&] { t.direct.add("counter", 10); }));
+  CHECK(second.add("counter", 1) == 27);
+  CHECK(t.proxy.faults() == 1);
+  CHECK(t.direct.get("counter") == "27");
+}
+
+TEST_CASE("etcd store: a lost append and compare_set apply once", "[etcd]") {
+  ThroughProxy t;
+  t.direct.set("log", "ab");
+  {
+    EtcdStore store(t.options);
+    t.proxy.arm(txn_fault(Fault::kDropAfterReply, [&] { t.direct.append("log", "-"); }));
+    store.append("log", "c");
+    CHECK(t.proxy.faults() == 1);
+    CHECK(t.direct.get("log") == "abc-");
+  }
+  // compare_set of a key holding "" with expected "": its own transaction (passed on), then
+  // one on the key's mod revision (broken).
+  t.direct.set("empty", "");
+  {
+    EtcdStore store(t.options);
+    auto rule = txn_fault(Fault::kDropAfterReply);
+    rule.skip = 1;
+    t.proxy.arm(rule);
+    CHECK(store.compare_set("empty", "", "x") == "x");
+    CHECK(t.proxy.faults() == 1);
+    CHECK(t.direct.get("empty") == "x");
+  }
+}
+
+TEST_CASE("etcd store: concurrent adds through a member that loses answers stay distinct",
+          "[etcd]") {
+  ThroughProxy t;
+  auto options = t.options;
+  options.endpoints = {t.proxy.endpoint(), t.proxy.endpoint()};  // every send goes through it
+  auto rule = txn_fault(Fault::kDropAfterReply);
+  rule.every = 3;
+  rule.count = 12;
+  t.proxy.arm(rule);
+  constexpr size_t kStores = 2;
+  constexpr size_t kThreads = 2;  // per store: each thread has a marker of its own
+  constexpr size_t kEach = 10;
+  constexpr size_t kAdds = kStores * kThreads * kEach;
+  std::mutex mu;
+  std::vector<int64_t> results;
+  results.reserve(kAdds);
+  std::vector<std::unique_ptr<EtcdStore>> stores;
+  stores.reserve(kStores);
+  for (size_t s = 0; s < kStores; ++s) stores.push_back(std::make_unique<EtcdStore>(options));
+  std::vector<std::future<void>> clients;
+  clients.reserve(kStores * kThreads);
+  for (size_t c = 0; c < kStores * kThreads; ++c) {
+    clients.push_back(std::async(std::launch::async, [&, c] {
+      for (size_t i = 0; i < kEach; ++i) {
+        const int64_t r = stores[c % kStores]->add("counter", 1);
+        const std::lock_guard<std::mutex> lock(mu);
+        results.push_back(r);
+      }
+    }));
+  }
+  for (auto& c : clients) c.get();
+  std::sort(results.begin(), results.end());
+  std::vector<int64_t> expected(kAdds);
+  std::iota(expected.begin(), expected.end(), 1);
+  CHECK(results == expected);
+  CHECK(t.proxy.faults() == 12);
+  CHECK(t.direct.get("counter") == std::to_string(kAdds));
+}
+
+TEST_CASE("etcd store: an add whose outcome is still unknown at the deadline says so", "[etcd]") {
+  ThroughProxy t;
+  auto options = t.options;
+  options.endpoints = {t.proxy.endpoint()};
+  options.timeout = 1s;  // attempt_timeout (10 s) never comes
+  EtcdStore store(options);
+  t.direct.set("counter", "5");
+  t.proxy.arm(txn_fault(Fault::kHoldAfterReply));
+  CHECK_THROWS_AS(store.add("counter", 1), ddp::StoreTimeout);
+  t.proxy.arm(txn_fault(Fault::kHoldAfterReply));
+  CHECK_THROWS_WITH(store.add("counter", 1), Catch::Contains(t.proxy.endpoint()) &&
+                                                 Catch::Contains("add 'counter'") &&
+                                                 Catch::Contains("unknown"));
+  CHECK(t.direct.get("counter") == "7");  // both applied, as etcd had them
 }
 
 // Presence on leases (docs/etcd.md, "Presence"); store_contract_test.cpp has the same

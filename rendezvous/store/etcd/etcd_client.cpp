@@ -215,16 +215,18 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
     try {
       reply = conn->post(path, text, attempt, auth);
     } catch (const SocketTimeout& e) {
+      const bool unknown = conn->request_maybe_sent() && !idempotent;
       if (deadline.expired() || !(attempt < deadline)) {
-        throw StoreTimeout(
-            concat("etcd ", url, ": ", context, ": no reply before the deadline (", e.what(), ")"));
+        throw StoreTimeout(concat("etcd ", url, ": ", context, ": no reply before the deadline (",
+                                  e.what(), ")",
+                                  unknown ? "; whether it took effect is unknown" : ""));
       }
       // The member holds the request without answering (stopped, cut off): the next one.
       const std::string why = std::string(e.what()) + " (no reply within " +
                               std::to_string(options_.attempt_timeout.count()) + " ms)";
       fail_over(member, why, failures.count == 0);
-      if (conn->request_maybe_sent() && !idempotent) {
-        throw StoreError(
+      if (unknown) {
+        throw EtcdOutcomeUnknown(
             concat("etcd ", url, ": ", context, ": ", why, "; whether it took effect is unknown"));
       }
       failures.record(*this, member, why, deadline, context);
@@ -232,10 +234,10 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
     } catch (const SocketError& e) {
       if (conn->request_maybe_sent() && !idempotent) {
         fail_over(member, e.what(), true);
-        throw StoreError(concat("etcd ", url, ": ", context,
-                                ": the connection was lost after the request was sent, so whether "
-                                "it took effect is unknown (",
-                                e.what(), ")"));
+        throw EtcdOutcomeUnknown(concat("etcd ", url, ": ", context,
+                                        ": the connection was lost after the request was sent, "
+                                        "so whether it took effect is unknown (",
+                                        e.what(), ")"));
       }
       fail_over(member, e.what(), failures.count == 0);
       failures.record(*this, member, e.what(), deadline, context);
@@ -250,9 +252,15 @@ nlohmann::json EtcdClient::call(const std::string& path, const nlohmann::json& b
       forget_token(member);
       continue;
     }
-    if (error.code == kGrpcUnavailable &&
-        (idempotent || error.message.find("no leader") != std::string::npos)) {
+    if (error.code == kGrpcUnavailable) {
+      // "no leader": refused before it was proposed. Any other UNAVAILABLE ("request timed
+      // out", "leader changed") may come after the proposal, which can still commit.
       fail_over(member, "etcd: " + error.message, failures.count == 0);
+      if (!idempotent && error.message.find("no leader") == std::string::npos) {
+        throw EtcdOutcomeUnknown(concat("etcd ", url, ": ", context, ": etcd: ", error.message,
+                                        " (code ", std::to_string(error.code),
+                                        "), so whether it took effect is unknown"));
+      }
       failures.record(*this, member, "etcd: " + error.message, deadline, context);
       continue;
     }

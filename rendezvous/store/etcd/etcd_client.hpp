@@ -3,7 +3,9 @@
 // Requests go to the member in use; a connection error, no answer within attempt_timeout, or a
 // member that answers "unavailable" (no leader, stopping), moves every later call on to the
 // next member, and the call itself is retried there when that is safe: always before any
-// byte was sent, and after that only for idempotent requests. Each call has a deadline. Errors are
+// byte was sent, and after that only for idempotent requests; a request that is not, whose
+// outcome became unknown, is EtcdOutcomeUnknown for the caller to resolve. Each call has a
+// deadline. Errors are
 // StoreError naming the member, the caller's context (operation and key) and etcd's own message;
 // when no member answers, every endpoint tried with its last error. Thread-safe: calls take a
 // pooled connection each, so a blocked watch never holds up other calls.
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "common/deadline.hpp"
+#include "common/error.hpp"
 #include "rendezvous/store/etcd/etcd_codec.hpp"
 #include "rendezvous/store/etcd/http_connection.hpp"
 
@@ -35,6 +38,17 @@ class WatchCancel {
   mutable std::mutex mu_;
   HttpConnection* conn_ = nullptr;
   bool cancelled_ = false;
+};
+
+// A request that is not idempotent was sent, and no answer says whether it took effect: the
+// connection was lost after sending, the member held it past attempt_timeout, or it answered
+// UNAVAILABLE after proposing it ("request timed out", "leader changed"). etcd may still
+// apply it later (a proposal replicated before its member died commits under the next
+// leader). The client has already moved on to the next member; the caller decides whether
+// sending it again is safe (EtcdStore's transactions carry a marker that makes it so).
+class EtcdOutcomeUnknown : public StoreError {
+ public:
+  using StoreError::StoreError;
 };
 
 struct EtcdClientOptions {
@@ -65,7 +79,9 @@ class EtcdClient {
   EtcdClient& operator=(const EtcdClient&) = delete;
 
   // POSTs body to path ("/v3/kv/range") and returns etcd's reply. context ("add 'key'")
-  // goes into errors. SocketTimeout-free: a passed deadline is StoreTimeout.
+  // goes into errors. SocketTimeout-free: a passed deadline is StoreTimeout (saying the
+  // outcome is unknown when a request that is not idempotent may have been sent). Not
+  // idempotent: EtcdOutcomeUnknown (after failing over) when it may have taken effect.
   nlohmann::json call(const std::string& path, const nlohmann::json& body, const Deadline& deadline,
                       const std::string& context, bool idempotent);
 

@@ -1,11 +1,16 @@
 #include "rendezvous/store/etcd/etcd_store.hpp"
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdio>
 #include <random>
 #include <string_view>
 #include <thread>
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "rendezvous/store/etcd/etcd_presence.hpp"
 #include "rendezvous/store/store_semantics.hpp"
 
@@ -48,6 +53,34 @@ const json& txn_range(const json& txn_reply, size_t i) {
   return range == (*responses)[i].end() ? kEmpty : *range;
 }
 
+// How long the destructor may spend deleting the store's marker keys.
+constexpr auto kMarkerCleanup = std::chrono::seconds(1);
+// The pause between sends of a transaction whose outcome stayed unknown, after the first
+// resend (which goes to the next member at once): 50 ms doubling to 500 ms.
+constexpr auto kFirstResendBackoff = std::chrono::milliseconds(50);
+constexpr auto kMaxResendBackoff = std::chrono::milliseconds(500);
+
+// 128 random bits in hex: a store's id, and each transaction's nonce.
+std::string random_hex() {
+  thread_local std::mt19937_64 rng{(static_cast<uint64_t>(std::random_device{}()) << 32U) ^
+                                   std::random_device{}()};
+  std::string out;
+  for (int i = 0; i < 2; ++i) {
+    std::array<char, 17> text{};
+    std::snprintf(text.data(), text.size(), "%016llx", static_cast<unsigned long long>(rng()));
+    out += text.data();
+  }
+  return out;
+}
+
+// A small number per thread of the process, for marker keys: threads of one store never
+// share a marker, so one thread's transaction cannot overwrite another's nonce.
+uint64_t thread_index() {
+  static std::atomic<uint64_t> next{0};
+  thread_local uint64_t index = next++;
+  return index;
+}
+
 EtcdClientOptions client_options(const EtcdStoreOptions& options) {
   EtcdClientOptions client;
   client.endpoints = options.endpoints;
@@ -69,9 +102,25 @@ struct EtcdStore::Snapshot {
 EtcdStore::EtcdStore(EtcdStoreOptions options)
     : Store(options.timeout),
       options_(std::move(options)),
-      client_(std::make_shared<EtcdClient>(client_options(options_))) {}
+      client_(std::make_shared<EtcdClient>(client_options(options_))),
+      marker_dir_("/ddp-marker" + options_.prefix + random_hex() + "/") {}
 
-EtcdStore::~EtcdStore() = default;
+EtcdStore::~EtcdStore() {
+  if (!markers_written_.load()) return;
+  try {
+    const json range = {{"key", base64_encode(marker_dir_)},
+                        {"range_end", base64_encode(prefix_range_end(marker_dir_))}};
+    client_->call("/v3/kv/deleterange", range,
+                  Deadline::after(std::min<Duration>(timeout(), kMarkerCleanup)),
+                  "delete the markers under '" + marker_dir_ + "'", true);
+  } catch (const std::exception& e) {
+    DDP_LOG_DEBUG(std::string("etcd store: ") + e.what() + "; they stay behind");
+  }
+}
+
+std::string EtcdStore::marker_key() const {
+  return marker_dir_ + std::to_string(thread_index());
+}
 
 std::string EtcdStore::describe() const {
   return "etcd " + client_->endpoints_text() + " prefix '" + options_.prefix + "'";
@@ -111,6 +160,7 @@ EtcdStore::Current EtcdStore::read_one(const std::string& key, const Deadline& d
                                        const std::string& ctx) {
   const json reply = client_->call("/v3/kv/range", range_of(full(key)), deadline, ctx, true);
   Current cur;
+  cur.revision = json_int(reply.value("header", json::object()), "revision");
   if (const json* kv = first_kv(reply)) {
     cur.value = value_of(*kv);
     cur.mod_revision = json_int(*kv, "mod_revision");
@@ -118,8 +168,22 @@ EtcdStore::Current EtcdStore::read_one(const std::string& key, const Deadline& d
   return cur;
 }
 
-bool EtcdStore::put_if_unchanged(const std::string& key, Current& cur, const std::string& value,
-                                 const Deadline& deadline, const std::string& ctx) {
+// A lost answer is resolved by sending the same transaction again. Every send of it
+// carries the same two compares: the key's (its mod revision, or "missing"), and "this
+// thread's marker was last written at or before cur.revision". Whichever send applies first
+// writes the marker, so no other send of it (nor of this call's earlier transactions) can
+// apply after it, and a send whose compare fails reads the marker: one of this call's
+// nonces there means that transaction applied. A late one is caught too: it moved the
+// marker past the revision the later transaction was built on, so that one fails and
+// reads it. At most one transaction of a call applies, and the call returns that one.
+// Left open: a call that ends in an error (a deadline, a non-integer value) after an
+// unknown outcome on a missing key; that send can still apply if the key is deleted again
+// before this thread's next transaction, as can such a send after the destructor deleted
+// the markers.
+std::optional<size_t> EtcdStore::put_if_unchanged(const std::string& key, Current& cur,
+                                                  const std::string& value,
+                                                  const Deadline& deadline,
+                                                  const std::string& ctx) {
   json compare = {{"key", base64_encode(full(key))}, {"result", "EQUAL"}};
   if (cur.value) {
     compare["target"] = "MOD";
@@ -128,16 +192,60 @@ bool EtcdStore::put_if_unchanged(const std::string& key, Current& cur, const std
     compare["target"] = "CREATE";  // create revision 0: the key does not exist
     compare["create_revision"] = "0";
   }
+  // This thread's reads are linearizable and come after its last write of the marker, so
+  // the marker's mod revision is at most cur.revision (0 while it does not exist).
+  const std::string marker = marker_key();
+  const json marker_compare = {{"key", base64_encode(marker)},
+                               {"target", "MOD"},
+                               {"result", "LESS"},
+                               {"mod_revision", std::to_string(cur.revision + 1)}};
+  cur.nonces.push_back(random_hex());
   // When another client got there first, the failure branch reads the key in the same
   // transaction: the retry needs no read of its own.
-  const json txn = {{"compare", json::array({compare})},
-                    {"success", json::array({put_of(full(key), value)})},
-                    {"failure", json::array({{{"request_range", range_of(full(key))}}})}};
-  // Not idempotent: sent twice it could apply twice (another client may change the key in
-  // between), so a connection lost after sending is reported, not retried.
-  const json reply = client_->call("/v3/kv/txn", txn, deadline, ctx, false);
-  if (reply.value("succeeded", false)) return true;
-  cur = Current{{}, 0, cur.conflicts};
+  const json txn = {
+      {"compare", json::array({compare, marker_compare})},
+      {"success", json::array({put_of(full(key), value), put_of(marker, cur.nonces.back())})},
+      {"failure", json::array({{{"request_range", range_of(full(key))}},
+                               {{"request_range", range_of(marker)}}})}};
+  markers_written_.store(true);
+  json reply;
+  std::string unknown;  // why the outcome of an earlier send is unknown ("" while none is)
+  auto backoff = kFirstResendBackoff;
+  for (int resends = 0;; ++resends) {
+    try {
+      reply = client_->call("/v3/kv/txn", txn, deadline, ctx, false);
+      break;
+    } catch (const EtcdOutcomeUnknown& e) {
+      if (deadline.expired()) {
+        throw StoreTimeout(std::string(e.what()) + "; the deadline passed before it was resolved");
+      }
+      unknown = e.what();
+      DDP_LOG_WARN(unknown +
+                   "; sending the same transaction again: its marker tells whether "
+                   "the first one applied");
+      if (resends > 0) {
+        std::this_thread::sleep_for(std::min<Duration>(backoff, deadline.remaining()));
+        backoff = std::min(backoff * 2, kMaxResendBackoff);
+      }
+    } catch (const StoreTimeout& e) {
+      if (unknown.empty()) throw;
+      throw StoreTimeout(std::string(e.what()) + "; sent before, whether it took effect is " +
+                         "unknown (" + unknown + ")");
+    } catch (const StoreError& e) {
+      if (unknown.empty()) throw;
+      throw StoreError(std::string(e.what()) + "; sent before, whether it took effect is " +
+                       "unknown (" + unknown + ")");
+    }
+  }
+  if (reply.value("succeeded", false)) return cur.nonces.size() - 1;
+  if (const json* kv = first_kv(txn_range(reply, 1))) {
+    const std::string seen = value_of(*kv);
+    const auto it = std::find(cur.nonces.begin(), cur.nonces.end(), seen);
+    if (it != cur.nonces.end()) return static_cast<size_t>(it - cur.nonces.begin());
+  }
+  cur.value.reset();
+  cur.mod_revision = 0;
+  cur.revision = json_int(reply.value("header", json::object()), "revision");
   if (const json* kv = first_kv(txn_range(reply, 0))) {
     cur.value = value_of(*kv);
     cur.mod_revision = json_int(*kv, "mod_revision");
@@ -148,7 +256,7 @@ bool EtcdStore::put_if_unchanged(const std::string& key, Current& cur, const std
   ++cur.conflicts;
   const uint32_t window_us = 1000U << std::min(cur.conflicts - 1, 6);
   std::this_thread::sleep_for(std::chrono::microseconds(rng() % window_us));
-  return false;
+  return std::nullopt;
 }
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
@@ -168,13 +276,17 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   const auto deadline = Deadline::after(timeout());
   const std::string ctx = context("add", {key});
   Current cur = read_one(key, deadline, ctx);
+  std::vector<int64_t> results;  // what each transaction sent would return, as cur.nonces
   for (;;) {
     KeyValueMap scratch;
     if (cur.value) scratch.emplace(key, *cur.value);
     const int64_t result = apply_add(scratch, key, delta);  // ProtocolError as MemoryStore
     // ADD 0 of an existing counter is a read: no write, so readers never race the writers.
     if (delta == 0 && cur.value) return result;
-    if (put_if_unchanged(key, cur, scratch[key], deadline, ctx)) return result;
+    results.push_back(result);
+    if (const auto applied = put_if_unchanged(key, cur, scratch[key], deadline, ctx)) {
+      return results[*applied];
+    }
   }
 }
 
@@ -207,10 +319,11 @@ std::string EtcdStore::compare_set(const std::string& key, const std::string& ex
     std::string current = value_of(*kv);
     if (!expected.empty() || !current.empty()) return current;
     // The key holds "" and expected is "": a match (as MemoryStore), on its mod revision.
-    Current seen{current, json_int(*kv, "mod_revision")};
-    if (put_if_unchanged(key, seen, desired, deadline, ctx)) {
-      return desired;
-    }
+    Current seen;
+    seen.value = current;
+    seen.mod_revision = json_int(*kv, "mod_revision");
+    seen.revision = json_int(reply.value("header", json::object()), "revision");
+    if (put_if_unchanged(key, seen, desired, deadline, ctx).has_value()) return desired;
   }
 }
 
@@ -328,7 +441,7 @@ void EtcdStore::append(const std::string& key, const std::string& value) {
   const auto deadline = Deadline::after(timeout());
   const std::string ctx = context("append", {key});
   Current cur = read_one(key, deadline, ctx);
-  while (!put_if_unchanged(key, cur, cur.value.value_or("") + value, deadline, ctx)) {
+  while (!put_if_unchanged(key, cur, cur.value.value_or("") + value, deadline, ctx).has_value()) {
   }
 }
 

@@ -5,8 +5,11 @@
 // there first); wait reads the keys and then watches the first missing one from the
 // revision read, so a key set in between is never missed and nothing polls. Every call has
 // the store's timeout as its deadline; errors name the member, the operation, the key and
-// etcd's message. docs/etcd.md.
+// etcd's message. A transaction whose member died before answering is resolved through a
+// marker key of this store and thread, so each add/append applies once. docs/etcd.md.
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,7 +46,10 @@ class EtcdStore final : public Store {
  public:
   // ConfigError on a bad endpoint; connects lazily (the first call reports an etcd down).
   explicit EtcdStore(EtcdStoreOptions options);
+  // Deletes the marker keys this store wrote (best effort, within a second; never throws).
   ~EtcdStore() override;
+  EtcdStore(const EtcdStore&) = delete;
+  EtcdStore& operator=(const EtcdStore&) = delete;
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
@@ -79,13 +85,24 @@ class EtcdStore final : public Store {
   struct Current {
     std::optional<std::string> value;
     int64_t mod_revision = 0;
-    int conflicts = 0;  // transactions lost to other clients so far (put_if_unchanged)
+    int64_t revision = 0;  // the store's revision when read (the reply's header)
+    int conflicts = 0;     // transactions lost to other clients so far (put_if_unchanged)
+    // One fresh nonce per transaction put_if_unchanged sent for this call, in order.
+    std::vector<std::string> nonces;
   };
   Current read_one(const std::string& key, const Deadline& deadline, const std::string& context);
-  // A transaction: put key=value when key is unchanged since cur was read. True when it was;
-  // else cur is what the key holds now (read in the same transaction).
-  bool put_if_unchanged(const std::string& key, Current& cur, const std::string& value,
-                        const Deadline& deadline, const std::string& context);
+  // A transaction: put key=value when key is unchanged since cur was read, and this thread's
+  // marker key (marker_key()) = a fresh nonce. Returns the index in cur.nonces of the
+  // transaction of this call that applied (the one just sent, or an earlier one whose
+  // outcome was unknown and that etcd applied late); nullopt when none did, and cur is then
+  // what the key holds now (read in the same transaction). A transaction whose outcome is
+  // unknown (EtcdOutcomeUnknown) is sent again, the same, until its answer or the deadline:
+  // StoreTimeout saying the outcome is unknown.
+  std::optional<size_t> put_if_unchanged(const std::string& key, Current& cur,
+                                         const std::string& value, const Deadline& deadline,
+                                         const std::string& context);
+  // The marker key of the calling thread in this store: under marker_dir_.
+  [[nodiscard]] std::string marker_key() const;
   // Blocks until every key exists (StoreTimeout naming the missing ones at deadline).
   void wait_until(const std::vector<std::string>& keys, const Deadline& deadline, Duration timeout,
                   const char* op);
@@ -94,6 +111,10 @@ class EtcdStore final : public Store {
 
   EtcdStoreOptions options_;
   std::shared_ptr<EtcdClient> client_;  // shared with the presences
+  // "/ddp-marker<prefix><random store id>/": outside the prefix, so num_keys() and the
+  // job's own keys never see the markers.
+  std::string marker_dir_;
+  std::atomic<bool> markers_written_{false};  // the destructor deletes marker_dir_ then
 };
 
 }  // namespace ddp::rendezvous
