@@ -18,6 +18,10 @@ constexpr std::chrono::milliseconds kDumpGrace{10000};
 // How long a node with only victims waits for the culprit's node to dump and kill it before
 // it stops its own workers (their collectives fail once the culprit is gone anyway).
 constexpr std::chrono::milliseconds kVictimGrace{5000};
+// How much longer than the peer tolerance ranks wait on a node unheard before it is a hang:
+// a node silent for the tolerance is counted out within a heartbeat and a few seconds more
+// (the rendezvous' lease, the store's TCP timeout), which ends the attempt first.
+constexpr std::chrono::milliseconds kUnheardMargin{10000};
 
 }  // namespace
 
@@ -39,6 +43,7 @@ HangResponse::HangResponse(boost::asio::io_context& io, HangResponseOptions opti
   o.timer_file = options_.timer_file;
   o.run_dir = options_.run_dir;
   o.timer_dump_grace = std::min(options_.stop_timeout, kDumpGrace);
+  o.unheard_limit = options_.peer_tolerance + kUnheardMargin;
   std::filesystem::create_directories(o.run_dir);
   HangWatchCallbacks callbacks;
   callbacks.on_timer_expired = [this](const ExpiredTimer& timer) { on_timer_expired(timer); };

@@ -27,7 +27,10 @@ struct HangResponseOptions {
   std::filesystem::path timer_file;           // TORCHELASTIC_TIMER_FILE
   std::filesystem::path run_dir;
   std::chrono::milliseconds stop_timeout{30000};  // --stop_timeout: caps the dump graces
-  HangWatch::ProcReader read_proc;                // null: the real /proc
+  // --peer_tolerance: ranks that wait on a node not heard from are not hung while the
+  // tolerance may still count that node out (HangWatchOptions::unheard_limit).
+  std::chrono::milliseconds peer_tolerance{15000};
+  HangWatch::ProcReader read_proc;  // null: the real /proc
 };
 
 class HangResponse {

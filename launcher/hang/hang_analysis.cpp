@@ -61,6 +61,10 @@ std::vector<int> behind(const std::vector<RankSnapshot>& ranks, bool (*usable)(c
 
 std::string culprit_text(const RankSnapshot& r) {
   std::string text = "rank " + std::to_string(r.rank) + ": ";
+  if (r.unheard) {
+    text += "its node not heard from for " + seconds(r.unheard_s) +
+            " (paused, or cut off from the job's store), ";
+  }
   if (stopped(r) || uninterruptible(r)) text += state_text(r.state) + ", ";
   text += "no progress for " + seconds(r.silent_s);
   if (!r.has_source) return text + " (no progress source)";
@@ -108,8 +112,14 @@ HangReport analyze_hang(std::vector<RankSnapshot> ranks) {
   // (a re-form resets it), and a peer that waits on it would otherwise find nobody behind and
   // blame its own healthy rank. A traced one ('t': a debugger or py-spy holding it for a
   // moment) only once hung.
+  // A hung rank on a node unheard is one too: its node is paused or cut off, and its peers
+  // wait on it. What its own agent last wrote is stale, so that it was not found stopped
+  // proves nothing.
   for (const auto& r : ranks) {
-    if ((r.hung && stopped(r)) || r.state == 'T') report.culprits.push_back(r.rank);
+    if ((r.hung && stopped(r)) || r.state == 'T' || (r.hung && r.unheard)) {
+      report.culprits.push_back(r.rank);
+      if (r.hung && r.unheard) report.unheard.push_back(r.rank);
+    }
   }
   // 2. The rank that entered the fewest collectives, 3. else the one at the lowest step. A
   // rank behind that still progresses is slow, not hung: named, never acted on.

@@ -19,11 +19,20 @@ struct RankSnapshot {
   double silent_s = 0;  // seconds since its progress last moved (or since it was started)
   char state = 0;       // /proc state ('T' stopped, 'D' uninterruptible, ...), 0 unknown
   bool hung = false;    // silent (or stopped) for at least the hang timeout
+  // Seconds since its node last wrote its view to the job's store (0: this node's own rank,
+  // or not known); a live agent writes it every second (ProgressBoard).
+  double unheard_s = 0;
+  // Its node has not been heard from for long enough that its agent is not running (paused)
+  // or cannot reach the store (cut off): what its ranks do now is not known.
+  bool unheard = false;
 };
 
 struct HangReport {
   std::vector<int> culprits;  // hung ranks named as the cause (empty: none is behind)
   std::vector<int> victims;   // hung ranks waiting on a culprit
+  // The culprits whose node is unheard: paused or cut off, which the peer tolerance decides
+  // (a node silent for longer is lost), not the hang timeout.
+  std::vector<int> unheard;
   // Ranks behind the others that still make progress: the others wait for a slow rank, not
   // a hung one, so nobody is acted on (a slow rank that reports is never killed).
   std::vector<int> slow;

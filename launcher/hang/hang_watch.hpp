@@ -34,6 +34,14 @@ struct HangWatchOptions {
   // An expired file-timer scope first asks its process for the stack (SIGABRT), and sends its
   // signal this much later if the process is still there (FileTimerServer).
   std::chrono::milliseconds timer_dump_grace{0};
+  // A node whose view was last written this long ago is unheard (ProgressBoard: a live agent
+  // writes it every second): paused, or cut off from the store. Ranks that wait on it are
+  // not hung: whether it is lost is the peer tolerance's to decide (the rendezvous, the
+  // store's connections), so nothing is reported while it stays unheard for less than
+  // unheard_limit, nor while the store does not answer this node (which may be the one cut
+  // off). After that, a hang as any other.
+  std::chrono::milliseconds unheard_after{3000};
+  std::chrono::milliseconds unheard_limit{30000};
 };
 
 struct HangWatchCallbacks {
@@ -42,7 +50,7 @@ struct HangWatchCallbacks {
   std::function<void(const ExpiredTimer&)> on_timer_expired;
   // Ranks are hung: the analysis over every node's ranks, and which of them are local.
   std::function<void(const HangReport&, const std::vector<RankSnapshot>& all)> on_hang;
-  // Warnings of the FIFO readers (bad lines); null: stderr.
+  // Warnings: bad FIFO lines, a rank that is slow, a wait on a node unheard; null: stderr.
   std::function<void(const std::string&)> warn;
 };
 
@@ -70,6 +78,11 @@ class HangWatch {
   [[nodiscard]] bool timeout_on() const { return options_.timeout.count() > 0; }
   void arm();
   void check();
+  // On the loop, with every node's view: reports a hang, or keeps watching.
+  void analyse(BoardView view);
+  // Says once per attempt what is waited for instead of reporting a hang; true while the wait
+  // is within options_.unheard_limit.
+  bool wait_on_unheard(const HangReport& report, const BoardView& view);
 
   boost::asio::io_context& io_;
   HangWatchOptions options_;
@@ -82,8 +95,13 @@ class HangWatch {
   boost::asio::steady_timer timer_;
   uint64_t attempt_ = 0;  // late callbacks of an earlier attempt are ignored
   bool watching_ = false;
-  bool reported_ = false;       // one report per attempt
-  bool slow_reported_ = false;  // "waiting for a slow rank" said once per attempt
+  bool reported_ = false;          // one report per attempt
+  bool slow_reported_ = false;     // "waiting for a slow rank" said once per attempt
+  bool unheard_reported_ = false;  // "waiting on a node unheard" said once per attempt
+  // When the store stopped answering this node's collects (none: it answers).
+  std::optional<HangDetector::Clock::time_point> store_silent_since_;
+  // The last check: one far later than its interval means this agent did not run meanwhile.
+  std::optional<HangDetector::Clock::time_point> last_check_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -1,5 +1,6 @@
 #include "launcher/hang/progress_board.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -19,7 +20,9 @@ std::string key(uint64_t round, int group_rank) {
 
 }  // namespace
 
-std::string encode_snapshots(const std::vector<RankSnapshot>& ranks, int64_t now_ms) {
+namespace {
+
+nlohmann::json ranks_json(const std::vector<RankSnapshot>& ranks, int64_t now_ms) {
   auto out = nlohmann::json::array();
   for (const auto& r : ranks) {
     out.push_back({{"rank", r.rank},
@@ -33,12 +36,32 @@ std::string encode_snapshots(const std::vector<RankSnapshot>& ranks, int64_t now
                    {"seq", r.last.seq},
                    {"phase", progress::phase_name(r.last.phase)}});
   }
-  return out.dump();
+  return out;
+}
+
+std::string encode(const nlohmann::json& ranks, int64_t now_ms) {
+  return nlohmann::json{{"written_ms", now_ms}, {"ranks", ranks}}.dump();
+}
+
+}  // namespace
+
+std::string encode_snapshots(const std::vector<RankSnapshot>& ranks, int64_t now_ms) {
+  return encode(ranks_json(ranks, now_ms), now_ms);
 }
 
 std::vector<RankSnapshot> decode_snapshots(const std::string& text, int64_t now_ms) {
   std::vector<RankSnapshot> out;
   auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // {"written_ms": ..., "ranks": [...]}; a bare array is a view without its time.
+  double unheard_s = 0;
+  if (json.is_object()) {
+    const auto written = json.find("written_ms");
+    if (written != json.end() && written->is_number_integer()) {
+      unheard_s = std::max(0.0, static_cast<double>(now_ms - written->get<int64_t>()) / 1000.0);
+    }
+    auto ranks = json.find("ranks");
+    json = ranks == json.end() ? nlohmann::json() : *ranks;
+  }
   if (!json.is_array()) return out;
   for (const auto& item : json) {
     try {
@@ -57,6 +80,7 @@ std::vector<RankSnapshot> decode_snapshots(const std::string& text, int64_t now_
       r.last.phase = phase == "enter"  ? progress::Phase::kEnter
                      : phase == "exit" ? progress::Phase::kExit
                                        : progress::Phase::kNone;
+      r.unheard_s = unheard_s;
       out.push_back(std::move(r));
     } catch (const nlohmann::json::exception&) {
       // Another node's entry this version cannot read: leave that rank out.
@@ -65,7 +89,8 @@ std::vector<RankSnapshot> decode_snapshots(const std::string& text, int64_t now_
   return out;
 }
 
-ProgressBoard::ProgressBoard(Connector connect) : connect_(std::move(connect)) {
+ProgressBoard::ProgressBoard(Connector connect, std::chrono::milliseconds refresh)
+    : connect_(std::move(connect)), refresh_(refresh) {
   if (connect_) thread_ = std::thread([this] { run(); });
 }
 
@@ -110,10 +135,9 @@ void ProgressBoard::publish(std::vector<RankSnapshot> local) {
   cv_.notify_all();
 }
 
-void ProgressBoard::collect(std::vector<RankSnapshot> local,
-                            std::function<void(std::vector<RankSnapshot>)> done) {
+void ProgressBoard::collect(std::vector<RankSnapshot> local, std::function<void(BoardView)> done) {
   if (!connect_) {
-    done(std::move(local));
+    done(BoardView{std::move(local), true});
     return;
   }
   {
@@ -134,10 +158,15 @@ void ProgressBoard::run() {
     if (pending_) {
       auto local = std::move(*pending_);
       pending_.reset();
-      // moved_ms is what changes while ranks progress; the text is compared as written.
-      auto text = encode_snapshots(local, wall_ms());
-      if (text == last_written_) continue;
-      last_written_ = text;
+      // moved_ms is what changes while ranks progress; the ranks are compared as written, and
+      // an unchanged view is written again once refresh_ has passed (the node's heartbeat).
+      const int64_t now = wall_ms();
+      const auto ranks = ranks_json(local, now);
+      auto ranks_text = ranks.dump();
+      if (ranks_text == last_written_ && now - last_write_ms_ < refresh_.count()) continue;
+      last_written_ = std::move(ranks_text);
+      last_write_ms_ = now;
+      const std::string text = encode(ranks, now);
       lock.unlock();
       try {
         if (auto* s = store()) s->set(key(round, group_rank), text);
@@ -150,7 +179,7 @@ void ProgressBoard::run() {
     auto [local, done] = std::move(collects_.front());
     collects_.erase(collects_.begin());
     lock.unlock();
-    std::vector<RankSnapshot> all = local;
+    BoardView view{local, true};
     try {
       auto* s = store();
       if (s != nullptr) s->set(key(round, group_rank), encode_snapshots(local, wall_ms()));
@@ -158,13 +187,14 @@ void ProgressBoard::run() {
         if (node == group_rank) continue;
         if (auto text = rendezvous::read_if_present(*s, key(round, node))) {
           auto theirs = decode_snapshots(*text, wall_ms());
-          all.insert(all.end(), theirs.begin(), theirs.end());
+          view.ranks.insert(view.ranks.end(), theirs.begin(), theirs.end());
         }
       }
     } catch (const std::exception&) {
       // Analyse what we have: this node's ranks.
+      view = BoardView{local, false};
     }
-    done(std::move(all));
+    done(std::move(view));
     lock.lock();
   }
 }

@@ -1,9 +1,13 @@
 #pragma once
 // Makes every node's view of its ranks' progress visible to the others through the job's
 // store, so that all agents analyse the same snapshots and name the same culprit. One key
-// per node and round (hang/<round>/<group_rank>: a JSON array of its ranks), written only
-// when it changed. Store calls run on a thread of the board's own: a slow or dead store
-// never blocks the agent's loop. Without a store (one node) it only echoes the local view.
+// per node and round (hang/<round>/<group_rank>: the time it was written and a JSON array of
+// its ranks), written when it changed and at least every `refresh` while it did not: how
+// long ago a node last wrote tells whether its agent runs and reaches the store (a paused
+// or cut-off node's peers wait on it, and must not take their own ranks for hung). Store
+// calls run on a thread of the board's own: a slow or dead store never blocks the agent's
+// loop. Without a store (one node) it only echoes the local view.
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -19,16 +23,25 @@
 namespace ddp::launcher {
 
 // Snapshots travel with wall-clock times so a reader recomputes how long each rank has
-// been silent; exposed for tests.
+// been silent and how long ago its node wrote (RankSnapshot::unheard_s); exposed for tests.
 std::string encode_snapshots(const std::vector<RankSnapshot>& ranks, int64_t now_ms);
 std::vector<RankSnapshot> decode_snapshots(const std::string& text, int64_t now_ms);
+
+// What collect() found: every node's ranks, and whether the store answered (when it did
+// not, only this node's ranks are there, and this node may be the one cut off).
+struct BoardView {
+  std::vector<RankSnapshot> ranks;
+  bool store_answered = true;
+};
 
 class ProgressBoard {
  public:
   using Connector = std::function<std::shared_ptr<rendezvous::Store>()>;
   // connect: opens the job's store on the board's thread when first needed (null or
   // returning null: this node is alone).
-  explicit ProgressBoard(Connector connect);
+  // refresh: how often an unchanged view is written again.
+  explicit ProgressBoard(Connector connect,
+                         std::chrono::milliseconds refresh = std::chrono::seconds(1));
   ~ProgressBoard();
   ProgressBoard(const ProgressBoard&) = delete;
   ProgressBoard& operator=(const ProgressBoard&) = delete;
@@ -39,8 +52,7 @@ class ProgressBoard {
   void publish(std::vector<RankSnapshot> local);
   // Every node's ranks (this node's from `local`, written first), delivered to done on the
   // board's thread. Nodes that published nothing are missing from the result.
-  void collect(std::vector<RankSnapshot> local,
-               std::function<void(std::vector<RankSnapshot>)> done);
+  void collect(std::vector<RankSnapshot> local, std::function<void(BoardView)> done);
 
  private:
   void run();
@@ -48,6 +60,7 @@ class ProgressBoard {
   rendezvous::Store* store();
 
   Connector connect_;
+  std::chrono::milliseconds refresh_;
   bool connect_tried_ = false;
   std::shared_ptr<rendezvous::Store> store_;
   std::mutex mu_;
@@ -57,9 +70,9 @@ class ProgressBoard {
   int group_rank_ = 0;
   int group_world_size_ = 1;
   std::optional<std::vector<RankSnapshot>> pending_;  // to publish
-  std::string last_written_;
-  std::vector<std::pair<std::vector<RankSnapshot>, std::function<void(std::vector<RankSnapshot>)>>>
-      collects_;
+  std::string last_written_;  // the ranks as last written (without the time)
+  int64_t last_write_ms_ = 0;
+  std::vector<std::pair<std::vector<RankSnapshot>, std::function<void(BoardView)>>> collects_;
   std::thread thread_;
 };
 

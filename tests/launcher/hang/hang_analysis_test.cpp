@@ -179,6 +179,17 @@ TEST_CASE("progress board: snapshots read back with their silence measured from 
   CHECK(back[0].last.phase == Phase::kEnter);
   CHECK(back[0].state == 'S');
   CHECK(back[0].silent_s == Approx(3.5));
+  // How long ago its node wrote it: what tells a paused or cut-off node.
+  CHECK(back[0].unheard_s == Approx(1.0));
+  CHECK(ddp::launcher::decode_snapshots(text, 99000)[0].unheard_s == 0);  // a clock behind
+  // A view without its time (a bare array) reads with nothing known of its age.
+  const auto bare = ddp::launcher::decode_snapshots(
+      R"([{"rank": 1, "source": true, "moved_ms": 100000, "state": "", "hung": false, )"
+      R"("step": 3, "op": "", "seq": -1, "phase": "none"}])",
+      105000);
+  REQUIRE(bare.size() == 1);
+  CHECK(bare[0].silent_s == Approx(5.0));
+  CHECK(bare[0].unheard_s == 0);
   CHECK(ddp::launcher::decode_snapshots("not json", 0).empty());
   CHECK(ddp::launcher::decode_snapshots(R"([{"rank": "x"}])", 0).empty());
 }
@@ -203,4 +214,30 @@ TEST_CASE("hang report: one sample of state D only breaks a tie", "[hang]") {
   // Nobody behind: the rank in D is named.
   CHECK(analyze_hang({d, at(1, 7, "all_reduce", 9, Phase::kEnter, 31)}).culprits ==
         std::vector<int>{0});
+}
+
+TEST_CASE("hang report: the ranks of a node not heard from are the culprits, not their peers",
+          "[hang]") {
+  // A paused node (agent and workers stopped): its agent wrote its view before the pause, so
+  // its ranks look neither stopped nor behind, and every rank sits in the same all-reduce.
+  // Without the node's silence the report names nobody, and each node blames its own ranks.
+  RankSnapshot paused2 = at(2, 80, "all_reduce", 161, Phase::kEnter, 12);
+  RankSnapshot paused3 = at(3, 80, "all_reduce", 161, Phase::kEnter, 12);
+  paused2.unheard_s = paused3.unheard_s = 12.4;
+  paused2.unheard = paused3.unheard = true;
+  auto report = analyze_hang({at(0, 80, "all_reduce", 161, Phase::kEnter, 11),
+                              at(1, 80, "all_reduce", 161, Phase::kEnter, 11), paused2, paused3});
+  CHECK(report.culprits == std::vector<int>{2, 3});
+  CHECK(report.unheard == std::vector<int>{2, 3});
+  CHECK(report.victims == std::vector<int>{0, 1});
+  CHECK_THAT(report.text,
+             Catch::StartsWith("rank 2: its node not heard from for 12 s (paused, or cut off from "
+                               "the job's store), no progress for 12 s in step 80, in collective "
+                               "all_reduce #161"));
+  // Unheard but not hung (it moved a moment before its node went quiet): not a culprit.
+  paused2.hung = paused3.hung = false;
+  report = analyze_hang({at(0, 80, "all_reduce", 161, Phase::kEnter, 11),
+                         at(1, 80, "all_reduce", 161, Phase::kEnter, 11), paused2, paused3});
+  CHECK(report.culprits.empty());
+  CHECK(report.unheard.empty());
 }

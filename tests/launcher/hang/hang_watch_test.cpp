@@ -7,14 +7,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
 #include <csignal>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "common/error.hpp"
 #include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "tests/launcher/hang/fifo_test_support.hpp"
@@ -118,6 +123,31 @@ std::string view_of(int rank, int64_t seq, Phase phase, double silent_s, bool hu
   r.hung = hung;
   return encode_snapshots({r}, static_cast<int64_t>(wall_now() * 1000));
 }
+
+// Another node's view as its board wrote it ago_s seconds ago: its rank 1 inside
+// all_reduce #3 of step 5, moving for the last time just before that write.
+std::string view_written_ago(int rank, double ago_s) {
+  RankSnapshot r;
+  r.rank = rank;
+  r.has_source = true;
+  r.last.rank = rank;
+  r.last.step = 5;
+  r.last.op = "all_reduce";
+  r.last.seq = 3;
+  r.last.phase = Phase::kEnter;
+  return encode_snapshots({r}, static_cast<int64_t>((wall_now() - ago_s) * 1000));
+}
+
+// A job store that stops answering writes when told to (this node cut off from it).
+class SilencedStore final : public ddp::rendezvous::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  void set(const std::string& key, const std::string& value) override {
+    if (silent_) throw ddp::StoreTimeout("set '" + key + "': no answer (test)");
+    ForwardingStore::set(key, value);
+  }
+  std::atomic<bool> silent_{false};
+};
 
 // A job store whose reads wait at a gate the test opens: an analysis in flight.
 class GatedStore final : public ddp::rendezvous::ForwardingStore {
@@ -348,4 +378,124 @@ TEST_CASE("hang watch: a bad progress line is a warning, not a crash", "[hang_wa
   REQUIRE(run_until(
       b.io, [&] { return !b.warnings.empty(); }, kGuard));
   CHECK_THAT(b.warnings[0], Contains("v9"));
+}
+
+TEST_CASE("hang watch: ranks waiting on a node not heard from are not hung; said once",
+          "[hang_watch]") {
+  // Node 1's agent last wrote its view 10 s ago (paused, or cut off): its rank 1 waits in the
+  // same all-reduce as this node's rank 0, and looks neither stopped nor behind.
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
+  auto o = watching_progress();
+  o.unheard_limit = 60s;
+  Bench b{o};
+  store->set("hang/0/1", view_written_ago(1, 10));
+  b.watch.begin_attempt([store] { return store; }, 0, 0, 2, {{0, 1000}});
+  b.progress(0, 1000, 5, 3, Phase::kEnter);
+  REQUIRE(run_until(
+      b.io, [&] { return !b.warnings.empty(); }, kGuard));
+  CHECK_THAT(b.warnings[0], StartsWith("no progress, waiting on a node that is not heard from: "
+                                       "rank 1: its node not heard from for 10 s") &&
+                                Contains("--peer_tolerance") && Contains("after 60 s unheard"));
+  run_for(b.io, 500ms);  // checked again meanwhile: said once, nothing reported
+  CHECK(b.warnings.size() == 1);
+  CHECK(b.hangs.empty());
+  // Node 1 is heard again, its rank still where it was and now behind: a hang as any other.
+  store->set("hang/0/1", view_of(1, 2, Phase::kExit, 30, true));
+  REQUIRE(b.await_hangs(1));
+  CHECK(b.hangs[0].first.culprits == std::vector<int>{1});
+  CHECK(b.hangs[0].first.unheard.empty());
+  CHECK(b.hangs[0].first.victims == std::vector<int>{0});
+}
+
+TEST_CASE("hang watch: a node unheard for longer than unheard_limit is a hang on it",
+          "[hang_watch]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
+  auto o = watching_progress();
+  o.unheard_limit = 5s;  // the tolerance did not count node 1 out in time
+  Bench b{o};
+  store->set("hang/0/1", view_written_ago(1, 10));
+  b.watch.begin_attempt([store] { return store; }, 0, 0, 2, {{0, 1000}});
+  b.progress(0, 1000, 5, 3, Phase::kEnter);
+  REQUIRE(b.await_hangs(1));
+  CHECK(b.warnings.empty());
+  CHECK(b.hangs[0].first.culprits == std::vector<int>{1});
+  CHECK(b.hangs[0].first.unheard == std::vector<int>{1});
+  CHECK(b.hangs[0].first.victims == std::vector<int>{0});
+}
+
+TEST_CASE("hang watch: a store that does not answer this node is waited on until unheard_limit",
+          "[hang_watch]") {
+  // This node may be the one cut off: its own ranks wait on peers it cannot hear about.
+  auto store = std::make_shared<SilencedStore>(std::make_shared<ddp::rendezvous::MemoryStore>(10s));
+  auto o = watching_progress();
+  o.unheard_limit = 1s;
+  Bench b{o};
+  b.watch.begin_attempt([store] { return store; }, 0, 0, 2, {{0, 1000}});
+  b.progress(0, 1000, 5, 3, Phase::kEnter);
+  store->silent_ = true;
+  REQUIRE(run_until(
+      b.io, [&] { return !b.warnings.empty(); }, kGuard));
+  CHECK_THAT(b.warnings[0], Contains("the job's store does not answer this node"));
+  CHECK(b.hangs.empty());
+  // Past the limit: a hang, analysed on this node's ranks alone.
+  REQUIRE(b.await_hangs(1));
+  CHECK(b.warnings.size() == 1);
+  CHECK(b.hangs[0].second.size() == 1);
+  CHECK(b.hangs[0].first.victims == std::vector<int>{0});
+}
+
+TEST_CASE("hang watch: a check long overdue (the agent did not run) judges nothing until the next",
+          "[hang_watch]") {
+  // A paused node: the agent and its ranks stop together and resume together. At the first
+  // check after the pause the ranks' silence includes it, though they are about to report.
+  // Nor is this node's view published then: with a fresh time on it, the other nodes would
+  // take these ranks for hung now.
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
+  Bench b{watching_progress(2000ms)};  // a check every 400 ms
+  b.watch.begin_attempt([store] { return store; }, 0, 0, 2, {{0, 1000}});
+  b.progress(0, 1000, 5, 3, Phase::kEnter);
+  REQUIRE(run_until(
+      b.io, [&] { return store->check({"hang/0/0"}); }, kGuard));
+  run_for(b.io, 500ms);
+  const auto written = [&] {
+    const auto view = nlohmann::json::parse(store->get("hang/0/0"));
+    return view.at("written_ms").get<int64_t>();
+  };
+  const int64_t before = written();
+  std::this_thread::sleep_for(2500ms);  // the loop does not run: the pause
+  REQUIRE(run_until(
+      b.io, [&] { return !b.warnings.empty() || !b.hangs.empty(); }, kGuard));
+  CHECK(b.hangs.empty());
+  REQUIRE(b.warnings.size() == 1);
+  CHECK_THAT(b.warnings[0],
+             StartsWith("this agent did not run for") && Contains("judged at the next check"));
+  run_for(b.io, 150ms);  // the next check is 400 ms away
+  CHECK(written() == before);
+  b.progress(0, 1000, 5, 4, Phase::kEnter);  // the rank runs again too
+  run_for(b.io, 1000ms);
+  CHECK(b.hangs.empty());
+}
+
+TEST_CASE("hang watch: an unchanged view is written again every second, with its time",
+          "[hang_watch]") {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
+  Bench b{watching_progress(1000ms)};  // a check every 200 ms
+  // A rank with no progress source, running: never hung, its view never changes.
+  b.watch.begin_attempt([store] { return store; }, 0, 0, 2, {{0, 1000}});
+  REQUIRE(run_until(
+      b.io, [&] { return store->check({"hang/0/0"}); }, kGuard));
+  const auto age = [&] {
+    const auto view =
+        decode_snapshots(store->get("hang/0/0"), static_cast<int64_t>(wall_now() * 1000));
+    return view.empty() ? -1.0 : view[0].unheard_s;
+  };
+  // The view is rewritten anyway, so its age stays near a second (at most 1 s + a check).
+  std::vector<double> ages;
+  for (int i = 0; i < 5; ++i) {
+    run_for(b.io, 500ms);
+    ages.push_back(age());
+  }
+  INFO("ages: " << ages[0] << " " << ages[1] << " " << ages[2] << " " << ages[3] << " " << ages[4]);
+  CHECK(*std::max_element(ages.begin(), ages.end()) < 2.5);
+  CHECK(*std::min_element(ages.begin(), ages.end()) >= 0);
 }
