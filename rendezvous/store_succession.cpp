@@ -8,7 +8,7 @@ std::string format_standbys(const std::vector<Endpoint>& standbys) {
   std::string text;
   for (const auto& endpoint : standbys) {
     if (!endpoint.host.empty()) text += format_endpoint(endpoint);
-    text += "\n";
+    text += '\n';
   }
   return text;
 }

@@ -4,9 +4,10 @@
 #  2. layers: no lower layer includes a higher one (scripts/check_layers.sh);
 #  3. test names: no ';' in a TEST_CASE name (CTest splits it, and then nothing runs), none
 #     starting with '-' (the test binary reads it as an option, and the test fails at once);
-#  4. clang-tidy (.clang-tidy) on the library sources the build compiles: the number of
-#     distinct findings may not grow past scripts/tidy_baseline.txt (older findings are
-#     listed there to be paid down; a change that removes some lowers the number).
+#  4. clang-tidy (.clang-tidy, the release scripts/setup.sh pins) on the library sources the
+#     build compiles: the number of distinct findings may not grow past
+#     scripts/tidy_baseline.txt (older findings, to be paid down; a change that removes some
+#     lowers the number).
 # Needs build/compile_commands.json (scripts/build.sh writes it) for step 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,14 +38,28 @@ if [ -n "$dash_names" ]; then
   status=1
 fi
 
-if [ -f "$BUILD_DIR/compile_commands.json" ]; then
+# The pinned clang-tidy scripts/setup.sh installs (CLANG_TIDY names another); the checks are
+# .clang-tidy's, named one by one, so another release runs the same ones. Compiler warnings
+# are the build's business (-w): clang's set differs from GCC's, and -Werror would turn them
+# into errors here. GCC's own include directory comes after clang's: Boost.Stacktrace's
+# backtrace.h lives there only.
+tidy_version=$(sed -nE 's/^CLANG_TIDY_VERSION=(.*)$/\1/p' scripts/setup.sh)
+CLANG_TIDY=${CLANG_TIDY:-${DDP_TOOLS:-/var/cache/ddplaunch/tools}/clang-tidy-$tidy_version/bin/clang-tidy}
+tidy_args=(--quiet --extra-arg=-w)
+for dir in /usr/lib/gcc/x86_64-linux-gnu/*/include; do
+  [ -f "$dir/backtrace.h" ] && tidy_args+=("--extra-arg=-idirafter$dir")
+done
+if [ ! -x "$CLANG_TIDY" ] && ! command -v "$CLANG_TIDY" >/dev/null; then
+  echo "lint: no $CLANG_TIDY (scripts/setup.sh installs clang-tidy $tidy_version)"
+  status=1
+elif [ -f "$BUILD_DIR/compile_commands.json" ]; then
   # Only what this build compiles: a source it leaves out (the CUDA ones, on a machine without
   # the toolkit) has no compile command, and clang-tidy's guess at its flags finds other things.
   mapfile -t units < <(git ls-files 'common/*.cpp' 'rendezvous/*.cpp' 'launcher/*.cpp' \
     'worker_runtime/*.cpp' 'trainer/*.cpp' | grep -v boost_process_impl |
     grep -xF -f <(sed -nE "s|^ *\"file\": \"$PWD/(.*)\",?$|\1|p" "$BUILD_DIR/compile_commands.json"))
   findings=$(printf '%s\n' "${units[@]}" |
-    xargs -P "$JOBS" -n 4 clang-tidy -p "$BUILD_DIR" --quiet 2>/dev/null |
+    xargs -P "$JOBS" -n 4 "$CLANG_TIDY" -p "$BUILD_DIR" "${tidy_args[@]}" 2>/dev/null |
     grep -E '^/.*: warning: .*\[[a-z-]+.*\]$' | sed "s|^$PWD/||" | sort -u || true)
   count=$(printf '%s' "$findings" | grep -c . || true)
   baseline=$(cat scripts/tidy_baseline.txt)

@@ -88,7 +88,7 @@ std::vector<std::string> split_empty_values(const CLI::App& app,
   size_t i = 0;
   for (; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "--" || !arg.starts_with("-") || arg == "-") break;
+    if (arg == "--" || !arg.starts_with('-') || arg == "-") break;
     auto eq = arg.find('=');
     const CLI::Option* option =
         app.get_option_no_throw(arg.starts_with("--") ? arg.substr(0, eq) : arg.substr(0, 2));
@@ -364,7 +364,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
   // after `--` is the program and its arguments, even what looks like an option.
   if (!rest.empty() && rest.front() == "--") {
     rest.erase(rest.begin());
-  } else if (!rest.empty() && rest.front().starts_with("-") && rest.front() != "-") {
+  } else if (!rest.empty() && rest.front().starts_with('-') && rest.front() != "-") {
     throw ConfigError("unknown option '" + rest.front() + "' (see --help)");
   }
   if (rest.empty())

@@ -96,7 +96,7 @@ std::string rank_ranges(std::vector<int> ranks) {
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
     while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
+    if (!out.empty()) out += ',';
     out += std::to_string(ranks[i]);
     if (j > i) out += "-" + std::to_string(ranks[j]);
     i = j + 1;

@@ -10,7 +10,7 @@
 #include "launcher/process/worker_spawner.hpp"
 
 namespace boost::asio {
-class io_context;
+class io_context;  // NOLINT(readability-identifier-naming): Boost's name
 }
 
 namespace ddp::launcher {

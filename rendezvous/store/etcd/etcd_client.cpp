@@ -121,7 +121,7 @@ std::unique_ptr<HttpConnection> EtcdClient::connect_to(size_t member) const {
 std::string EtcdClient::endpoints_text() const {
   std::string out;
   for (const auto& e : endpoints_) {
-    if (!out.empty()) out += ",";
+    if (!out.empty()) out += ',';
     out += e.url();
   }
   return out;

@@ -380,7 +380,7 @@ TEST_CASE("hang watch: a bad progress line is a warning, not a crash", "[hang_wa
   CHECK_THAT(b.warnings[0], Contains("v9"));
 }
 
-TEST_CASE("hang watch: ranks waiting on a node not heard from are not hung; said once",
+TEST_CASE("hang watch: ranks waiting on a node not heard from are not hung, and that is said once",
           "[hang_watch]") {
   // Node 1's agent last wrote its view 10 s ago (paused, or cut off): its rank 1 waits in the
   // same all-reduce as this node's rank 0, and looks neither stopped nor behind.
