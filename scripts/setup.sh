@@ -69,14 +69,16 @@ TOOLS=${DDP_TOOLS:-/var/cache/ddplaunch/tools}
 tidy() {
   [ "$demo" = 0 ] || return 0
   local venv=$TOOLS/clang-tidy-$CLANG_TIDY_VERSION
-  [ -x "$venv/bin/clang-tidy" ] && return 0
+  "$venv/bin/clang-tidy" --version >/dev/null 2>&1 && return 0
   echo "setup: clang-tidy $CLANG_TIDY_VERSION from PyPI into $venv"
   mkdir -p "$TOOLS"
   rm -rf "$venv"
-  # The console script is written last: its presence is the mark of a complete install.
-  python3 -m venv "$venv" &&
+  # Debian's python3 (python3-venv), not whichever python3 comes first on PATH: the venv's
+  # scripts name their interpreter, which must exist wherever the cache is used.
+  /usr/bin/python3 -m venv "$venv" &&
     "$venv/bin/pip" install -q --disable-pip-version-check "clang-tidy==$CLANG_TIDY_VERSION" ||
     { rm -rf "$venv"; echo "setup: clang-tidy $CLANG_TIDY_VERSION could not be installed" >&2; return 1; }
+  "$venv/bin/clang-tidy" --version >/dev/null
 }
 
 missing=()
