@@ -108,9 +108,10 @@ HangWatchOptions file_timer() {
   return o;
 }
 
-// Another node's view of one of its ranks, as its board writes it: at step 5, after (exit)
-// or inside (enter) all_reduce #seq, silent for silent_s.
-std::string view_of(int rank, int64_t seq, Phase phase, double silent_s, bool hung) {
+// Another node's view of one of its ranks, as its board wrote it ago_s seconds ago: at step 5,
+// after (exit) or inside (enter) all_reduce #seq, silent for silent_s at that write.
+std::string view_of(int rank, int64_t seq, Phase phase, double silent_s, bool hung,
+                    double ago_s = 0) {
   RankSnapshot r;
   r.rank = rank;
   r.has_source = true;
@@ -121,21 +122,13 @@ std::string view_of(int rank, int64_t seq, Phase phase, double silent_s, bool hu
   r.last.phase = phase;
   r.silent_s = silent_s;
   r.hung = hung;
-  return encode_snapshots({r}, static_cast<int64_t>(wall_now() * 1000));
+  return encode_snapshots({r}, static_cast<int64_t>((wall_now() - ago_s) * 1000));
 }
 
-// Another node's view as its board wrote it ago_s seconds ago: its rank 1 inside
-// all_reduce #3 of step 5, moving for the last time just before that write.
+// Node 1's agent last wrote ago_s seconds ago: its rank inside all_reduce #3 of step 5,
+// moving for the last time just before that write.
 std::string view_written_ago(int rank, double ago_s) {
-  RankSnapshot r;
-  r.rank = rank;
-  r.has_source = true;
-  r.last.rank = rank;
-  r.last.step = 5;
-  r.last.op = "all_reduce";
-  r.last.seq = 3;
-  r.last.phase = Phase::kEnter;
-  return encode_snapshots({r}, static_cast<int64_t>((wall_now() - ago_s) * 1000));
+  return view_of(rank, 3, Phase::kEnter, 0, false, ago_s);
 }
 
 // A job store that stops answering writes when told to (this node cut off from it).
