@@ -39,6 +39,9 @@ constexpr Duration kSuccessorWait{2000};
 constexpr Duration kSpareLeaveCheck{1000};
 // How often a spare let into a round looks whether the previous round's members are in.
 constexpr Duration kSpareYieldPoll{20};
+// How often a re-formed round's last call checks again whether every member it still
+// expects is in (DynamicRendezvousOptions::wait_for_lost off).
+constexpr Duration kLostRecheck{250};
 
 std::string in_round_text(uint64_t round) {
   return " (round " + std::to_string(round) + ")";
@@ -467,11 +470,25 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, const Deadline&
     if (fixed_size) return;
   }
   // Phase 2: the last call. Whoever's window ends first claims the round with the arrivals
-  // so far and publishes it; the others wait for that.
-  try {
-    store_->wait({closed_key}, std::max(options_.last_call_timeout, Duration(1)));
-    return;
-  } catch (const StoreTimeout&) {
+  // so far and publishes it; the others wait for that. Not waiting for members found silent,
+  // a re-formed round is also checked again now and then: a member may be counted out as
+  // lost after the last survivor arrived (its finder reports before it writes the count).
+  const auto last_call = Deadline::after(std::max(options_.last_call_timeout, Duration(1)));
+  const bool recheck = !options_.wait_for_lost && round > 0;
+  while (true) {
+    try {
+      store_->wait({closed_key}, last_call.slice(recheck ? kLostRecheck : Duration::max()));
+      return;
+    } catch (const StoreTimeout&) {
+    }
+    if (!recheck || last_call.expired()) break;
+    if (const int64_t count = complete_count(round); count > 0) {
+      if (try_claim(round, count, idx)) {
+        publish_round(round, count, idx);
+        return;
+      }
+      break;  // another node claimed it: wait for its publication below
+    }
   }
   const int64_t count =
       std::min<int64_t>(store_->tickets(keys::arrived(round)), options_.max_nodes);
@@ -491,30 +508,37 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, const Deadline&
 }
 
 void DynamicRendezvous::close_if_complete(uint64_t round, int64_t idx, bool member_back) {
+  store_->add(member_back ? keys::rejoined(round) : keys::newcomers(round), 1);
+  const int64_t count = complete_count(round);
+  // Any arrival may get here; the claim lets exactly one publish.
+  if (count > 0 && try_claim(round, count, idx)) publish_round(round, count, idx);
+}
+
+int64_t DynamicRendezvous::complete_count(uint64_t round) {
   // A re-formed round knows whom to expect: the members of the previous round that are not
-  // gone for good (lost, failed, finished), and the nodes that arrived there too late (they
-  // are admitted now). Once all of them are in, nobody else is expected: close now instead
-  // of waiting out last_call_timeout (a lost node then costs round trips, not the last call).
+  // gone for good (disconnected, failed, finished), nor found silent when options_ say not
+  // to wait for those, and the nodes that arrived there too late (they are admitted now).
+  // Once all of them are in, nobody else is expected: close now instead of waiting out
+  // last_call_timeout (a lost node then costs round trips, not the last call).
   // Members and newcomers are counted apart, so a member wrongly thought lost that comes
   // back anyway never stands in for a newcomer still on its way.
-  const int64_t back = store_->add(member_back ? keys::rejoined(round) : keys::newcomers(round), 1);
-  (void)back;
+  if (round == 0) return 0;
   const auto previous_closed = read_if_present(*store_, keys::closed(round - 1));
-  if (!previous_closed) return;
+  if (!previous_closed) return 0;
   int64_t members = 0;
   std::from_chars(previous_closed->data(), previous_closed->data() + previous_closed->size(),
                   members);
-  if (members <= 0) return;  // shut down
+  if (members <= 0) return 0;  // shut down
   const ExitBarrier previous{*store_, keys::departed(round - 1), static_cast<int>(members)};
   const int64_t late = std::max<int64_t>(0, store_->tickets(keys::arrived(round - 1)) - members);
   const int64_t members_back = store_->add(keys::rejoined(round), 0);
   const int64_t newcomers = store_->add(keys::newcomers(round), 0);
-  if (members_back < members - previous.gone() || newcomers < late) return;
+  const int64_t expected =
+      members - previous.gone() - (options_.wait_for_lost ? 0 : previous.lost());
+  if (members_back < expected || newcomers < late) return 0;
   const int64_t count =
       std::min<int64_t>(store_->tickets(keys::arrived(round)), options_.max_nodes);
-  if (count < options_.min_nodes) return;
-  // Any arrival may get here; the claim lets exactly one publish.
-  if (try_claim(round, count, idx)) publish_round(round, count, idx);
+  return count < options_.min_nodes ? 0 : count;
 }
 
 bool DynamicRendezvous::try_claim(uint64_t round, int64_t count, int64_t idx) {

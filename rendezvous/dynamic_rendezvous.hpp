@@ -43,6 +43,13 @@ struct DynamicRendezvousOptions {
   Duration join_timeout = std::chrono::seconds(600);
   // How long a round stays open for more nodes once min_nodes arrived.
   Duration last_call_timeout = std::chrono::seconds(30);
+  // Whether a re-formed round waits (up to last_call_timeout) for members found silent
+  // ("lost": maybe only paused or cut off for a while) before it closes without them. On,
+  // as torchrun does: a node back within the last call joins the same round, where a second
+  // re-form would restart every worker again. Off with in-place recovery, where that second
+  // re-form keeps every worker and costs a fraction of a second: the survivors go on as soon
+  // as every member not found silent is back.
+  bool wait_for_lost = true;
   // How long members wait for the closing node to publish the ranks.
   Duration close_timeout = std::chrono::seconds(30);
   Duration heartbeat_interval = std::chrono::seconds(1);
@@ -190,6 +197,9 @@ class DynamicRendezvous final : public RendezvousHandler {
   // closes it at once when every node it expects (the previous round's members still in the
   // job, and its late arrivals) is in.
   void close_if_complete(uint64_t round, int64_t idx, bool member_back);
+  // The node count to close re-formed round with when every node it expects is in; 0 when
+  // not (or round is a first one, or the job shut down).
+  int64_t complete_count(uint64_t round);
   Closing read_closing(uint64_t round, int64_t idx);
   // Reads the records, assigns ranks, writes every assignment and "closed" in one MULTI_SET.
   void publish_round(uint64_t round, int64_t count, int64_t closer);

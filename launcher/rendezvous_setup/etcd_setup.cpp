@@ -121,6 +121,8 @@ RendezvousSetup make_etcd_rendezvous(const LaunchConfig& config, const std::stri
   o.node_addr = local_addr;
   o.join_timeout = conf.join_timeout.value_or(o.join_timeout);
   o.last_call_timeout = conf.last_call_timeout.value_or(o.last_call_timeout);
+  // In place, a silent member back later re-forms in well under a second: do not wait for it.
+  o.wait_for_lost = !config.in_place_recovery;
   o.close_timeout = conf.close_timeout.value_or(o.close_timeout);
   o.exit_barrier_timeout = conf.exit_barrier_timeout.value_or(o.exit_barrier_timeout);
   o.heartbeat_interval = conf.heartbeat_interval.value_or(o.heartbeat_interval);

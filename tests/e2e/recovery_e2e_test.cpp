@@ -53,13 +53,14 @@ struct Nodes {
   // One node of nnodes (1 rank) running train with train_flags.
   AgentProcess& start(const std::string& tag, const std::string& addr, const std::string& nnodes,
                       const std::vector<std::string>& agent_flags,
-                      const std::vector<std::string>& train_flags) {
+                      const std::vector<std::string>& train_flags,
+                      const std::string& rdzv_conf = kFastConf) {
     std::vector<std::string> args{"--nnodes",         nnodes,
                                   "--nproc_per_node", "1",
                                   "--rdzv_backend",   "c10d",
                                   "--rdzv_endpoint",  "127.0.0.1:" + std::to_string(port),
                                   "--rdzv_id",        "recovery",
-                                  "--rdzv_conf",      kFastConf + ",is_host=false",
+                                  "--rdzv_conf",      rdzv_conf + ",is_host=false",
                                   "--local_addr",     addr,
                                   "--stop_timeout",   "2",
                                   "--events_file",    events_path(tag)};
@@ -246,6 +247,52 @@ TEST_CASE("recovery e2e: a node SIGKILLed mid-epoch, the survivors keep their pr
   REQUIRE(per_epoch.size() == 2);
   CHECK(per_epoch.at(0).size() == static_cast<size_t>(240 + samples_after(240, 2)));
   CHECK(per_epoch.at(1).size() == static_cast<size_t>(samples_after(0, 2)));
+}
+
+TEST_CASE(
+    "recovery e2e: a node paused past its lease: the others go on without it at once, then "
+    "re-form with it in place",
+    "[e2e][recovery]") {
+  // Node c's agent and worker are SIGSTOPped mid-run. Its heartbeats stop, so after the 1 s
+  // lease the others find it silent. In place they do not wait for it: their round closes as
+  // soon as both are back, though the last call (60 s) would hold it open far longer than the
+  // pause. Resumed, c finds itself counted out and re-joins; the group re-forms with it.
+  // Expected: a world-2 round while c is stopped, then world 3 again, every agent exit 0,
+  // the survivors' workers kept through both changes, no sample trained twice.
+  Nodes nodes;
+  const auto flags = train_flags(nodes.dir, 12, {"--fault_slow_step_ms", "50"});
+  const std::string conf =
+      "last_call_timeout=60,join_timeout=60,heartbeat_interval=0.2,lease_timeout=1";
+  for (const char* tag : {"a", "b", "c"}) {
+    const std::string addr = std::string("127.0.0.") + std::to_string(tag[0] - 'a' + 1);
+    nodes.start(tag, addr, "2:3", {"--in_place_recovery"}, flags, conf);
+  }
+  REQUIRE(nodes.wait_for_any_log("[train] epoch 1 step", kGuard));
+  const auto started = nodes.events("c", "worker_start");
+  REQUIRE(started.size() == 1);
+  const pid_t worker = started[0]["pid"].get<int>();
+  const pid_t agent = nodes.agents[2]->pid();
+  REQUIRE(::kill(worker, SIGSTOP) == 0);
+  REQUIRE(::kill(agent, SIGSTOP) == 0);
+  // Bounded by 40 s, below the last call: without going on at once this cannot appear.
+  const bool went_on = nodes.wait_for_any_log("in-place recovery: round 1, world 2", 40s);
+  ::kill(worker, SIGCONT);  // the worker first: its agent must not find it stopped
+  ::kill(agent, SIGCONT);
+  INFO(nodes.logs());
+  REQUIRE(went_on);
+  const auto outcome = wait_all(nodes);
+  REQUIRE(outcome.survivors.size() == 3);
+  for (const char* tag : {"a", "b"}) {
+    CHECK(nodes.events(tag, "worker_start").size() == 1);
+    const auto done = nodes.events(tag, "in_place_recovery");
+    REQUIRE(done.size() >= 2);
+    CHECK(done[0]["reason"] == "node_lost");
+    CHECK(done[0]["round"] == 1);
+  }
+  CHECK_THAT(nodes.logs(), Contains("in-place recovery: round 2, world 3"));
+  const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
+  REQUIRE(per_epoch.size() == 12);
+  CHECK(per_epoch.at(11).size() == static_cast<size_t>(samples_after(0, 3)));
 }
 
 TEST_CASE("recovery e2e: a node joining mid-epoch gets the state, nobody is restarted",

@@ -14,8 +14,10 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "rendezvous/exit_barrier.hpp"
+#include "rendezvous/round_keys.hpp"
 #include "rendezvous/store/forwarding_store.hpp"
 #include "rendezvous/store/memory_store.hpp"
+#include "rendezvous/store/prefix_store.hpp"
 
 using namespace ddp::rendezvous;
 using namespace std::chrono_literals;
@@ -978,4 +980,198 @@ TEST_CASE("dynamic: group rank 0 gone before publishing the workers' store, the 
     CHECK(info.master_addr == "10.0.0.9");
   }
   CHECK(survivors[0].master_port == survivors[1].master_port);
+}
+
+namespace {
+
+// A node's connection while its agent is paused (SIGSTOP, a frozen VM): every call waits
+// until the test resumes it. Its presence stays bound, so the others find it silent ("lost",
+// maybe back) rather than gone.
+class PausableStore final : public ForwardingStore {
+ public:
+  explicit PausableStore(std::shared_ptr<Store> base) : ForwardingStore(std::move(base)) {}
+  void pause() { set_paused(true); }
+  void resume() { set_paused(false); }
+
+  void set(const std::string& k, const std::string& v) override {
+    gate();
+    ForwardingStore::set(k, v);
+  }
+  std::string get(const std::string& k) override {
+    gate();
+    return ForwardingStore::get(k);
+  }
+  int64_t add(const std::string& k, int64_t d) override {
+    gate();
+    return ForwardingStore::add(k, d);
+  }
+  std::string compare_set(const std::string& k, const std::string& e,
+                          const std::string& d) override {
+    gate();
+    return ForwardingStore::compare_set(k, e, d);
+  }
+  bool check(const std::vector<std::string>& k) override {
+    gate();
+    return ForwardingStore::check(k);
+  }
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override {
+    gate();
+    ForwardingStore::wait(keys, timeout);
+  }
+  bool delete_key(const std::string& k) override {
+    gate();
+    return ForwardingStore::delete_key(k);
+  }
+  std::vector<std::string> multi_get(const std::vector<std::string>& k) override {
+    gate();
+    return ForwardingStore::multi_get(k);
+  }
+  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+    gate();
+    ForwardingStore::multi_set(k, v);
+  }
+  int64_t take_ticket(const std::string& k) override {
+    gate();
+    return ForwardingStore::take_ticket(k);
+  }
+  int64_t tickets(const std::string& k) override {
+    gate();
+    return ForwardingStore::tickets(k);
+  }
+
+ private:
+  void set_paused(bool paused) {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = paused;
+    cv_.notify_all();
+  }
+  void gate() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !paused_; });
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool paused_ = false;
+};
+
+// Three nodes in round 0 (MAX: it closes at once), the third on a connection the test pauses.
+struct PausedMember {
+  explicit PausedMember(Cluster& c, const DynamicRendezvousOptions& o)
+      : paused(std::make_shared<PausableStore>(c.store)),
+        a(c.node(o)),
+        b(c.node(o)),
+        d(std::make_unique<DynamicRendezvous>(o, paused, [s = paused] { return s; })) {
+    join_all({a.get(), b.get(), d.get()});
+  }
+  ~PausedMember() { paused->resume(); }  // its threads must not stay blocked at destruction
+  PausedMember(const PausedMember&) = delete;
+  PausedMember& operator=(const PausedMember&) = delete;
+
+  std::shared_ptr<PausableStore> paused;
+  std::unique_ptr<DynamicRendezvous> a, b, d;
+};
+
+}  // namespace
+
+TEST_CASE("dynamic: in place, the survivors re-form without a member found silent at once",
+          "[rdzv][dynamic]") {
+  // --in_place_recovery: a member found silent (paused longer than the lease) is not waited
+  // for; the survivors' round closes as soon as both are back, not after the last call,
+  // which is longer than the guard here. Once the member runs again it finds itself counted
+  // out and re-joins: the others re-form with it.
+  Cluster c;
+  auto o = Cluster::options(1, 3);
+  o.last_call_timeout = 60s;
+  o.wait_for_lost = false;
+  PausedMember m(c, o);
+  ChangeLog log_a, log_b, log_d;
+  m.a->watch(std::ref(log_a));
+  m.b->watch(std::ref(log_b));
+  m.d->watch(std::ref(log_d));
+  m.paused->pause();
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  CHECK_THAT(m.a->last_change().text + m.b->last_change().text,
+             Catch::Contains("stopped heartbeating"));
+  auto ja = join_async(*m.a), jb = join_async(*m.b);
+  REQUIRE(ja.wait_for(kGuard) == std::future_status::ready);
+  REQUIRE(jb.wait_for(kGuard) == std::future_status::ready);
+  const std::vector<RendezvousInfo> survivors{ja.get(), jb.get()};
+  check_consistent(survivors, {1, 1});
+  CHECK(survivors[0].round == 1);
+
+  ChangeLog log_a1, log_b1;
+  m.a->watch(std::ref(log_a1));
+  m.b->watch(std::ref(log_b1));
+  m.paused->resume();
+  REQUIRE(log_d.first() == MembershipChange::kNodeLost);  // itself, counted out
+  auto jd = join_async(*m.d);
+  REQUIRE(log_a1.first() == MembershipChange::kNodeWaiting);
+  REQUIRE(log_b1.first() == MembershipChange::kNodeWaiting);
+  auto ja2 = join_async(*m.a), jb2 = join_async(*m.b);
+  REQUIRE(jd.wait_for(kGuard) == std::future_status::ready);
+  const std::vector<RendezvousInfo> all{ja2.get(), jb2.get(), jd.get()};
+  check_consistent(all, {1, 1, 1});
+  CHECK(all[0].round == 2);
+}
+
+TEST_CASE("dynamic: by default a re-formed round waits out the last call for a member found silent",
+          "[rdzv][dynamic]") {
+  Cluster c;
+  auto o = Cluster::options(1, 3);
+  o.last_call_timeout = 60s;
+  PausedMember m(c, o);
+  ChangeLog log_a, log_b;
+  m.a->watch(std::ref(log_a));
+  m.b->watch(std::ref(log_b));
+  m.paused->pause();
+  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
+  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  auto ja = join_async(*m.a), jb = join_async(*m.b);
+  // Both are back and the lost member is counted out, yet the round stays open for it.
+  const auto until = std::chrono::steady_clock::now() + kGuard;
+  while (c.store->add("/ddp_rdzv/job/r1/rejoined", 0) < 2 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(c.store->add("/ddp_rdzv/job/r1/rejoined", 0) == 2);
+  CHECK(ja.wait_for(1s) == std::future_status::timeout);
+  CHECK_FALSE(c.store->check({"/ddp_rdzv/job/r1/closed"}));
+  m.a->shutdown();
+  m.b->shutdown();
+  CHECK_THROWS_AS(ja.get(), ddp::RendezvousClosed);
+  CHECK_THROWS_AS(jb.get(), ddp::RendezvousClosed);
+}
+
+TEST_CASE("dynamic: in place, a member counted out as lost after the survivors arrived closes it",
+          "[rdzv][dynamic]") {
+  // The one who finds a member silent reports before it counts it out, so every survivor
+  // may be in before the count: the last call's re-check closes the round then, not its end.
+  Cluster c;
+  auto o = Cluster::options(1, 3);
+  o.last_call_timeout = 60s;
+  o.wait_for_lost = false;
+  // Only the test counts d out: a lease no loaded machine makes it miss while it beats.
+  o.lease_timeout = 10s;
+  auto a = c.node(o), b = c.node(o), d = c.node(o);
+  join_all({a.get(), b.get(), d.get()});
+  auto ja = join_async(*a), jb = join_async(*b);
+  const auto until = std::chrono::steady_clock::now() + kGuard;
+  while (c.store->add("/ddp_rdzv/job/r1/rejoined", 0) < 2 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(c.store->add("/ddp_rdzv/job/r1/rejoined", 0) == 2);
+  CHECK(ja.wait_for(500ms) == std::future_status::timeout);  // d is still expected
+  PrefixStore job("/ddp_rdzv/job", c.store);
+  const ExitBarrier departed{job, rdzv_keys::departed(0), 3};
+  INFO("d's out reason before: '" << departed.out_reason(2) << "'");
+  REQUIRE(departed.count_out(2, "lost"));
+  REQUIRE(ja.wait_for(kGuard) == std::future_status::ready);
+  REQUIRE(jb.wait_for(kGuard) == std::future_status::ready);
+  const std::vector<RendezvousInfo> survivors{ja.get(), jb.get()};
+  check_consistent(survivors, {1, 1});
+  CHECK(survivors[0].round == 1);
+  d->shutdown();
 }
