@@ -18,9 +18,9 @@ std::string key(uint64_t round, int group_rank) {
   return "hang/" + std::to_string(round) + "/" + std::to_string(group_rank);
 }
 
-}  // namespace
-
-namespace {
+// After a connection failed, how long before the next attempt to open one: a store that is
+// down is not dialled at every write.
+constexpr std::chrono::milliseconds kReconnectAfter{1000};
 
 nlohmann::json ranks_json(const std::vector<RankSnapshot>& ranks, int64_t now_ms) {
   auto out = nlohmann::json::array();
@@ -95,17 +95,26 @@ ProgressBoard::ProgressBoard(Connector connect, std::chrono::milliseconds refres
 }
 
 rendezvous::Store* ProgressBoard::store() {
-  if (!connect_tried_) {
-    connect_tried_ = true;
-    try {
-      store_ = connect_();
-      // A dead store must not hold the board (and whoever destroys it) for long.
-      if (store_) store_->set_timeout(std::chrono::seconds(5));
-    } catch (const std::exception&) {
-      store_ = nullptr;  // analysis falls back to this node's ranks
-    }
+  if (store_ || alone_) return store_.get();
+  const auto now = std::chrono::steady_clock::now();
+  if (last_connect_ && now - *last_connect_ < kReconnectAfter) return nullptr;
+  last_connect_ = now;
+  try {
+    store_ = connect_();
+    // A dead store must not hold the board (and whoever destroys it) for long.
+    if (store_) store_->set_timeout(std::chrono::seconds(5));
+    alone_ = !store_;
+  } catch (const std::exception&) {
+    store_ = nullptr;  // analysis falls back to this node's ranks; tried again later
   }
   return store_.get();
+}
+
+void ProgressBoard::drop_store() {
+  // A store call failed: the connection may be broken for good (the store's host was paused
+  // past the peer tolerance, a cut closed it), so the next write opens a fresh one. Kept, the
+  // broken one would leave this node unheard by every other node for the rest of the round.
+  store_.reset();
 }
 
 ProgressBoard::~ProgressBoard() {
@@ -172,6 +181,7 @@ void ProgressBoard::run() {
         if (auto* s = store()) s->set(key(round, group_rank), text);
       } catch (const std::exception&) {
         // The store is gone: the rendezvous reports that; hang analysis falls back to local.
+        drop_store();
       }
       lock.lock();
       continue;
@@ -182,6 +192,8 @@ void ProgressBoard::run() {
     BoardView view{local, true};
     try {
       auto* s = store();
+      // No connection (the last one failed, and the next is not due yet): unanswered too.
+      if (s == nullptr && !alone_) view.store_answered = false;
       if (s != nullptr) s->set(key(round, group_rank), encode_snapshots(local, wall_ms()));
       for (int node = 0; s != nullptr && node < nodes; ++node) {
         if (node == group_rank) continue;
@@ -193,6 +205,7 @@ void ProgressBoard::run() {
     } catch (const std::exception&) {
       // Analyse what we have: this node's ranks.
       view = BoardView{local, false};
+      drop_store();
     }
     done(std::move(view));
     lock.lock();

@@ -37,8 +37,8 @@ struct BoardView {
 class ProgressBoard {
  public:
   using Connector = std::function<std::shared_ptr<rendezvous::Store>()>;
-  // connect: opens the job's store on the board's thread when first needed (null or
-  // returning null: this node is alone).
+  // connect: opens the job's store on the board's thread when first needed, and again after
+  // a call on it failed (null or returning null: this node is alone).
   // refresh: how often an unchanged view is written again.
   explicit ProgressBoard(Connector connect,
                          std::chrono::milliseconds refresh = std::chrono::seconds(1));
@@ -56,12 +56,16 @@ class ProgressBoard {
 
  private:
   void run();
-  // The store, connected on first use (board thread only); null when there is none.
+  // The store, connected on first use and again (at most once a second) after a call on it
+  // failed (board thread only); null when there is none, or none reachable now.
   rendezvous::Store* store();
+  // Forgets the connection after a failed call, so the next one opens a fresh connection.
+  void drop_store();
 
   Connector connect_;
   std::chrono::milliseconds refresh_;
-  bool connect_tried_ = false;
+  bool alone_ = false;  // the connector said there is no store (one node)
+  std::optional<std::chrono::steady_clock::time_point> last_connect_;
   std::shared_ptr<rendezvous::Store> store_;
   std::mutex mu_;
   std::condition_variable cv_;

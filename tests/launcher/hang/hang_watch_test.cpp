@@ -142,6 +142,35 @@ class SilencedStore final : public ddp::rendezvous::ForwardingStore {
   std::atomic<bool> silent_{false};
 };
 
+// A connection to the job's store that breaks for good when told (its peer closed it: the
+// store's host was paused past the tolerance, or the store moved to a successor).
+class BreakableStore final : public ddp::rendezvous::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  void set(const std::string& key, const std::string& value) override {
+    fail_if_broken();
+    ForwardingStore::set(key, value);
+  }
+  std::string get(const std::string& key) override {
+    fail_if_broken();
+    return ForwardingStore::get(key);
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    fail_if_broken();
+    return ForwardingStore::check(keys);
+  }
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override {
+    fail_if_broken();
+    return ForwardingStore::multi_get(keys);
+  }
+  std::atomic<bool> broken_{false};
+
+ private:
+  void fail_if_broken() const {
+    if (broken_) throw ddp::StoreError("connection closed by the peer (test)");
+  }
+};
+
 // A job store whose reads wait at a gate the test opens: an analysis in flight.
 class GatedStore final : public ddp::rendezvous::ForwardingStore {
  public:
@@ -491,4 +520,37 @@ TEST_CASE("hang watch: an unchanged view is written again every second, with its
   INFO("ages: " << ages[0] << " " << ages[1] << " " << ages[2] << " " << ages[3] << " " << ages[4]);
   CHECK(*std::max_element(ages.begin(), ages.end()) < 2.5);
   CHECK(*std::min_element(ages.begin(), ages.end()) >= 0);
+}
+
+TEST_CASE("hang watch: after its store connection broke, the board opens another and is heard",
+          "[hang_watch]") {
+  // The board outlives rounds (one per job). Kept, a broken connection left this node unheard
+  // by every other node from then on: after the store moved, each node analysed its own ranks
+  // alone, and one joining later named its own healthy rank hung (docs/chaos.md, seed 7).
+  auto base = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
+  std::mutex mu;
+  std::vector<std::shared_ptr<BreakableStore>> opened;
+  const auto connections = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return opened.size();
+  };
+  Bench b{watching_progress(1000ms)};  // a check every 200 ms, the view rewritten every second
+  b.watch.begin_attempt(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        opened.push_back(std::make_shared<BreakableStore>(base));
+        return opened.back();
+      },
+      0, 0, 2, {{0, 1000}});
+  REQUIRE(run_until(
+      b.io, [&] { return base->check({"hang/0/0"}); }, kGuard));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(opened.size() == 1);
+    opened[0]->broken_ = true;
+  }
+  base->delete_key("hang/0/0");
+  REQUIRE(run_until(
+      b.io, [&] { return base->check({"hang/0/0"}); }, kGuard));
+  CHECK(connections() == 2);
 }
