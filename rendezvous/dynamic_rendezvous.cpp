@@ -473,11 +473,13 @@ void DynamicRendezvous::wait_closed(uint64_t round, int64_t idx, const Deadline&
   // so far and publishes it; the others wait for that. Not waiting for members found silent,
   // a re-formed round is also checked again now and then: a member may be counted out as
   // lost after the last survivor arrived (its finder reports before it writes the count).
-  const auto last_call = Deadline::after(std::max(options_.last_call_timeout, Duration(1)));
-  const bool recheck = !options_.wait_for_lost && round > 0;
+  // The first arrival alone does that, so the store's load does not grow with the nodes.
+  const Duration last_call_timeout = std::max(options_.last_call_timeout, Duration(1));
+  const auto last_call = Deadline::after(last_call_timeout);
+  const bool recheck = !options_.wait_for_lost && round > 0 && idx == 1;
   while (true) {
     try {
-      store_->wait({closed_key}, last_call.slice(recheck ? kLostRecheck : Duration::max()));
+      store_->wait({closed_key}, recheck ? last_call.slice(kLostRecheck) : last_call_timeout);
       return;
     } catch (const StoreTimeout&) {
     }

@@ -60,6 +60,15 @@ std::vector<std::string> HangResponse::worker_env() const {
 
 void HangResponse::begin(ProgressBoard::Connector connect, uint64_t round, int group_rank,
                          int group_world_size) {
+  // A worker kept through an in-place re-form starts the round with nothing said of it: a
+  // victim's "waiting on a hung rank" is over once the group re-formed, and would otherwise
+  // describe a later, unrelated exit (a crash reported as a hang). One still dumping its
+  // stack keeps what it was named for its exit's report.
+  for (auto& slot : slots_) {
+    if (slot.dumping) continue;
+    slot.hang.clear();
+    slot.culprit = false;
+  }
   if (!watch_) return;
   std::vector<std::pair<int, int>> rank_pids;
   for (const auto& slot : slots_) rank_pids.emplace_back(slot.rank, group_.pid(slot.local_rank));

@@ -244,6 +244,17 @@ TEST_CASE(
     CHECK(b.stops == 0);
     CHECK(b.noted.empty());
   }
+  SECTION("the group re-forms in place first: the kept worker starts the round afresh") {
+    // What hang detection said of it is over: a later crash of this worker is a crash, not
+    // "waiting on a hung rank" (docs/chaos.md, seed 7: a SIGKILL 16 s later was reported so).
+    b.response.end();
+    b.response.begin([store] { return store; }, 1, 0, 2);
+    CHECK(b.slots[0].hang.empty());
+    CHECK_FALSE(b.slots[0].culprit);
+    run_for(b.io, 300ms);
+    CHECK(b.stops == 0);
+    b.response.end();
+  }
 }
 
 TEST_CASE("hang response: a file-timer scope that killed its rank names that rank the culprit",
