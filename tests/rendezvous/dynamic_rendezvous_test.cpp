@@ -1072,6 +1072,16 @@ struct PausedMember {
   std::unique_ptr<DynamicRendezvous> a, b, d;
 };
 
+// Waits (up to kGuard) until n members of the previous round arrived in round as members.
+bool members_back(Cluster& c, int round, int64_t n) {
+  const std::string key = "/ddp_rdzv/job/r" + std::to_string(round) + "/rejoined";
+  const auto until = std::chrono::steady_clock::now() + kGuard;
+  while (c.store->add(key, 0) < n && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  return c.store->add(key, 0) == n;
+}
+
 }  // namespace
 
 TEST_CASE("dynamic: in place, the survivors re-form without a member found silent at once",
@@ -1130,12 +1140,7 @@ TEST_CASE("dynamic: by default a re-formed round waits out the last call for a m
   REQUIRE(log_b.first() == MembershipChange::kNodeLost);
   auto ja = join_async(*m.a), jb = join_async(*m.b);
   // Both are back and the lost member is counted out, yet the round stays open for it.
-  const auto until = std::chrono::steady_clock::now() + kGuard;
-  while (c.store->add("/ddp_rdzv/job/r1/rejoined", 0) < 2 &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(10ms);
-  }
-  REQUIRE(c.store->add("/ddp_rdzv/job/r1/rejoined", 0) == 2);
+  REQUIRE(members_back(c, 1, 2));
   CHECK(ja.wait_for(1s) == std::future_status::timeout);
   CHECK_FALSE(c.store->check({"/ddp_rdzv/job/r1/closed"}));
   m.a->shutdown();
@@ -1157,12 +1162,7 @@ TEST_CASE("dynamic: in place, a member counted out as lost after the survivors a
   auto a = c.node(o), b = c.node(o), d = c.node(o);
   const int d_rank = join_all({a.get(), b.get(), d.get()})[2].group_rank;
   auto ja = join_async(*a), jb = join_async(*b);
-  const auto until = std::chrono::steady_clock::now() + kGuard;
-  while (c.store->add("/ddp_rdzv/job/r1/rejoined", 0) < 2 &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(10ms);
-  }
-  REQUIRE(c.store->add("/ddp_rdzv/job/r1/rejoined", 0) == 2);
+  REQUIRE(members_back(c, 1, 2));
   CHECK(ja.wait_for(500ms) == std::future_status::timeout);  // d is still expected
   PrefixStore job("/ddp_rdzv/job", c.store);
   const ExitBarrier departed{job, rdzv_keys::departed(0), 3};
