@@ -27,8 +27,14 @@ declare -A LIMIT=([preflight]=45 [gpu_tests]=100 [nccl]=60 [trainer]=150 [launch
 
 # ---------------------------------------------------------------- the steps (run.sh --step X)
 # 1024 store clients need more descriptors than the usual soft limit of 1024 (PyTorch's
-# server in particular: our programs raise their own).
-raise_fd_limit() { ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 65536 2>/dev/null || true; }
+# server in particular: our programs raise their own). 96K ranks need more than the image's
+# hard limit (20,000 in the last run): a root run with CAP_SYS_RESOURCE may raise that too,
+# up to fs.nr_open; without it the attempt fails quietly and fd_fit sizes the runs down.
+raise_fd_limit() {
+  ulimit -Hn "$(cat /proc/sys/fs/nr_open 2>/dev/null || echo 1048576)" 2>/dev/null ||
+    ulimit -Hn 200000 2>/dev/null || true
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 65536 2>/dev/null || true
+}
 
 step_preflight() {
   echo "== machine"
