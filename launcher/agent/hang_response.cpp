@@ -50,6 +50,7 @@ HangResponse::HangResponse(boost::asio::io_context& io, HangResponseOptions opti
   callbacks.on_hang = [this](const HangReport& report, const std::vector<RankSnapshot>& all) {
     on_hang(report, all);
   };
+  callbacks.on_resumed = [this] { on_resumed(); };
   callbacks.warn = [](const std::string& message) { DDP_LOG_WARN("warning: " + message); };
   watch_ = std::make_unique<HangWatch>(io, o, std::move(callbacks), options_.read_proc);
 }
@@ -82,6 +83,7 @@ void HangResponse::worker_exited(int pid) {
 void HangResponse::end() {
   if (watch_) watch_->end_attempt();
   timer_.cancel();
+  victims_waiting_ = false;
 }
 
 bool HangResponse::dumps_pending() const {
@@ -97,6 +99,20 @@ void HangResponse::stop_after(std::chrono::milliseconds grace, std::function<std
     if (const std::string said = line(); !said.empty()) DDP_LOG_WARN(said);
     hooks_.stop_group();
   });
+}
+
+void HangResponse::on_resumed() {
+  if (!victims_waiting_ || !hooks_.healthy()) return;
+  victims_waiting_ = false;
+  timer_.cancel();
+  for (auto& slot : slots_) {
+    slot.hang.clear();
+    slot.culprit = false;
+  }
+  DDP_LOG_WARN(
+      "this node's ranks made progress again before the hung rank's node acted: "
+      "keeping the workers (pids " +
+      group_.running_pids() + ")");
 }
 
 void HangResponse::on_timer_expired(const ExpiredTimer& timer) {
@@ -180,7 +196,9 @@ void HangResponse::on_hang(const HangReport& report, const std::vector<RankSnaps
     // their collectives. Give it that long before stopping them so the group restarts.
     DDP_LOG_WARN("the hung rank is on another node; stopping this node's workers (pids " +
                  group_.running_pids() + ") if it is not gone first");
+    victims_waiting_ = true;
     stop_after(std::min(options_.stop_timeout, kVictimGrace), [this] {
+      victims_waiting_ = false;
       hooks_.note_hang(-1);
       return std::string();
     });

@@ -65,6 +65,8 @@ class HangResponse {
  private:
   void on_timer_expired(const ExpiredTimer& timer);
   void on_hang(const HangReport& report, const std::vector<RankSnapshot>& all);
+  // This node's ranks resumed after a hang: victims waiting on another node are kept.
+  void on_resumed();
   // Stops the group grace from now unless it stopped meanwhile; line: what to say then.
   void stop_after(std::chrono::milliseconds grace, std::function<std::string()> line);
 
@@ -75,6 +77,7 @@ class HangResponse {
   Hooks hooks_;
   std::unique_ptr<HangWatch> watch_;
   boost::asio::steady_timer timer_;  // a dumped culprit that does not die; a victims' grace
+  bool victims_waiting_ = false;     // timer_ is the victims' grace
 };
 
 }  // namespace ddp::launcher

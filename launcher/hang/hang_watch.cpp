@@ -68,6 +68,7 @@ void HangWatch::begin_attempt(ProgressBoard::Connector connect_store, uint64_t r
                               const std::vector<std::pair<int, int>>& rank_pids) {
   ++attempt_;
   reported_ = false;
+  hang_reported_ = false;
   slow_reported_ = false;
   unheard_reported_ = false;
   store_silent_since_.reset();
@@ -130,6 +131,12 @@ void HangWatch::check() {
     arm();
     return;
   }
+  if (hang_reported_ && !detector_.any_hung(now)) {
+    // What was reported is over here: every rank moved on (or ended). A later hang is a new one.
+    hang_reported_ = false;
+    reported_ = false;
+    if (callbacks_.on_resumed) callbacks_.on_resumed();
+  }
   if (!detector_.any_hung(now) || reported_) {
     board_->publish(std::move(local));
     arm();
@@ -167,7 +174,9 @@ void HangWatch::analyse(BoardView view) {
     arm();
     return;
   }
+  hang_reported_ = true;
   if (callbacks_.on_hang) callbacks_.on_hang(report, view.ranks);
+  arm();  // on, to tell when this node's ranks resume
 }
 
 bool HangWatch::wait_on_unheard(const HangReport& report, const BoardView& view) {

@@ -50,6 +50,9 @@ struct HangWatchCallbacks {
   std::function<void(const ExpiredTimer&)> on_timer_expired;
   // Ranks are hung: the analysis over every node's ranks, and which of them are local.
   std::function<void(const HangReport&, const std::vector<RankSnapshot>& all)> on_hang;
+  // After on_hang, every rank of this node made progress again (or ended) before the
+  // attempt did: what was reported is over here (a victim whose culprit moved on).
+  std::function<void()> on_resumed;
   // Warnings: bad FIFO lines, a rank that is slow, a wait on a node unheard; null: stderr.
   std::function<void(const std::string&)> warn;
 };
@@ -95,7 +98,8 @@ class HangWatch {
   boost::asio::steady_timer timer_;
   uint64_t attempt_ = 0;  // late callbacks of an earlier attempt are ignored
   bool watching_ = false;
-  bool reported_ = false;          // one report per attempt
+  bool reported_ = false;          // one report per attempt (until this node's ranks resume)
+  bool hang_reported_ = false;     // on_hang was called: watching for the ranks to resume
   bool slow_reported_ = false;     // "waiting for a slow rank" said once per attempt
   bool unheard_reported_ = false;  // "waiting on a node unheard" said once per attempt
   // When the store stopped answering this node's collects (none: it answers).

@@ -115,6 +115,24 @@ HangResponseOptions watching_progress() {
   return o;
 }
 
+// A job store holding node 1's view of its rank 1: it left all_reduce #2 of step 5 long ago
+// and never entered #3, where this node's rank 0 waits.
+std::shared_ptr<ddp::rendezvous::MemoryStore> store_with_rank_behind() {
+  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
+  RankSnapshot behind;
+  behind.rank = 1;
+  behind.has_source = true;
+  behind.last.rank = 1;
+  behind.last.step = 5;
+  behind.last.op = "all_reduce";
+  behind.last.seq = 2;
+  behind.last.phase = Phase::kExit;
+  behind.silent_s = 30;
+  behind.hung = true;
+  store->set("hang/0/1", encode_snapshots({behind}, static_cast<int64_t>(wall_now() * 1000)));
+  return store;
+}
+
 HangResponseOptions file_timer_only() {
   HangResponseOptions o;
   o.file_timer = true;
@@ -209,19 +227,7 @@ TEST_CASE(
     "grace",
     "[hang_response]") {
   Bench b{watching_progress()};
-  auto store = std::make_shared<ddp::rendezvous::MemoryStore>(10s);
-  // Node 1's view of its rank 1: it left all_reduce #2 long ago and never entered #3.
-  RankSnapshot behind;
-  behind.rank = 1;
-  behind.has_source = true;
-  behind.last.rank = 1;
-  behind.last.step = 5;
-  behind.last.op = "all_reduce";
-  behind.last.seq = 2;
-  behind.last.phase = Phase::kExit;
-  behind.silent_s = 30;
-  behind.hung = true;
-  store->set("hang/0/1", encode_snapshots({behind}, static_cast<int64_t>(wall_now() * 1000)));
+  auto store = store_with_rank_behind();
   b.start(
       1, 0, [store] { return store; }, 0, 2);
   b.progress(0, 5, 3, Phase::kEnter);
@@ -255,6 +261,34 @@ TEST_CASE(
     CHECK(b.stops == 0);
     b.response.end();
   }
+}
+
+TEST_CASE("hang response: victims whose ranks move on before the culprit's node acts are kept",
+          "[hang_response]") {
+  // The hang cleared within the victims' grace (the culprit's rank moved on, its node did
+  // not act): nothing is stopped, and nothing said of the workers stays.
+  auto o = watching_progress();
+  o.stop_timeout = 3000ms;  // the victims' grace: far longer than a check (40 ms)
+  Bench b{o};
+  auto store = store_with_rank_behind();
+  b.start(
+      1, 0, [store] { return store; }, 0, 2);
+  b.progress(0, 5, 3, Phase::kEnter);
+  REQUIRE(run_until(
+      b.io, [&] { return b.logged("the hung rank is on another node"); }, kGuard));
+  CHECK_FALSE(b.slots[0].hang.empty());
+  b.progress(0, 5, 3, Phase::kExit);  // the all-reduce completed: rank 1 arrived after all
+  REQUIRE(run_until(
+      b.io, [&] { return b.logged("made progress again before the hung rank's node acted"); },
+      kGuard));
+  CHECK(b.slots[0].hang.empty());
+  for (int64_t seq = 4; seq < 40; ++seq) {  // training goes on, past the grace
+    b.progress(0, 5, seq, Phase::kExit);
+    run_for(b.io, 100ms);
+  }
+  CHECK(b.stops == 0);
+  CHECK(b.noted.empty());
+  b.response.end();
 }
 
 TEST_CASE("hang response: a file-timer scope that killed its rank names that rank the culprit",
