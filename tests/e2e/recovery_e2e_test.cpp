@@ -286,7 +286,9 @@ TEST_CASE(
     CHECK(nodes.events(tag, "worker_start").size() == 1);
     const auto done = nodes.events(tag, "in_place_recovery");
     REQUIRE(done.size() >= 2);
-    CHECK(done[0]["reason"] == "node_lost");
+    // Told by its own watch, or by the other survivor re-joining, whichever came first.
+    const std::string reason = done[0]["reason"];
+    CHECK((reason == "node_lost" || reason == "node_waiting"));
     CHECK(done[0]["round"] == 1);
   }
   CHECK_THAT(nodes.logs(), Contains("in-place recovery: round 2, world 3"));
