@@ -61,15 +61,8 @@ std::vector<std::string> HangResponse::worker_env() const {
 
 void HangResponse::begin(ProgressBoard::Connector connect, uint64_t round, int group_rank,
                          int group_world_size) {
-  // A worker kept through an in-place re-form starts the round with nothing said of it: a
-  // victim's "waiting on a hung rank" is over once the group re-formed, and would otherwise
-  // describe a later, unrelated exit (a crash reported as a hang). One still dumping its
-  // stack keeps what it was named for its exit's report.
-  for (auto& slot : slots_) {
-    if (slot.dumping) continue;
-    slot.hang.clear();
-    slot.culprit = false;
-  }
+  // A worker kept through an in-place re-form starts the round with nothing said of it.
+  forget_hang_reports();
   if (!watch_) return;
   std::vector<std::pair<int, int>> rank_pids;
   for (const auto& slot : slots_) rank_pids.emplace_back(slot.rank, group_.pid(slot.local_rank));
@@ -101,14 +94,22 @@ void HangResponse::stop_after(std::chrono::milliseconds grace, std::function<std
   });
 }
 
+void HangResponse::forget_hang_reports() {
+  // A victim's "waiting on a hung rank" is over once its ranks moved on or the group
+  // re-formed, and would otherwise describe a later, unrelated exit (a crash reported as a
+  // hang). One still dumping its stack keeps what it was named for its exit's report.
+  for (auto& slot : slots_) {
+    if (slot.dumping) continue;
+    slot.hang.clear();
+    slot.culprit = false;
+  }
+}
+
 void HangResponse::on_resumed() {
   if (!victims_waiting_ || !hooks_.healthy()) return;
   victims_waiting_ = false;
   timer_.cancel();
-  for (auto& slot : slots_) {
-    slot.hang.clear();
-    slot.culprit = false;
-  }
+  forget_hang_reports();
   DDP_LOG_WARN(
       "this node's ranks made progress again before the hung rank's node acted: "
       "keeping the workers (pids " +

@@ -67,6 +67,8 @@ class HangResponse {
   void on_hang(const HangReport& report, const std::vector<RankSnapshot>& all);
   // This node's ranks resumed after a hang: victims waiting on another node are kept.
   void on_resumed();
+  // Drops what hang detection said of the workers (not of one still dumping its stack).
+  void forget_hang_reports();
   // Stops the group grace from now unless it stopped meanwhile; line: what to say then.
   void stop_after(std::chrono::milliseconds grace, std::function<std::string()> line);
 

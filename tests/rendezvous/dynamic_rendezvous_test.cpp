@@ -1068,6 +1068,16 @@ struct PausedMember {
   PausedMember(const PausedMember&) = delete;
   PausedMember& operator=(const PausedMember&) = delete;
 
+  // Pauses d's connection and waits until a and b both report it lost.
+  void pause_until_lost() {
+    a->watch(std::ref(lost_a));
+    b->watch(std::ref(lost_b));
+    paused->pause();
+    REQUIRE(lost_a.first() == MembershipChange::kNodeLost);
+    REQUIRE(lost_b.first() == MembershipChange::kNodeLost);
+  }
+
+  ChangeLog lost_a, lost_b;  // before the nodes: their watchers report here until destroyed
   std::shared_ptr<PausableStore> paused;
   std::unique_ptr<DynamicRendezvous> a, b, d;
 };
@@ -1095,13 +1105,9 @@ TEST_CASE("dynamic: in place, the survivors re-form without a member found silen
   o.last_call_timeout = 60s;
   o.wait_for_lost = false;
   PausedMember m(c, o);
-  ChangeLog log_a, log_b, log_d;
-  m.a->watch(std::ref(log_a));
-  m.b->watch(std::ref(log_b));
+  ChangeLog log_d;
   m.d->watch(std::ref(log_d));
-  m.paused->pause();
-  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
-  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  m.pause_until_lost();
   CHECK_THAT(m.a->last_change().text + m.b->last_change().text,
              Catch::Contains("stopped heartbeating"));
   auto ja = join_async(*m.a), jb = join_async(*m.b);
@@ -1132,12 +1138,7 @@ TEST_CASE("dynamic: by default a re-formed round waits out the last call for a m
   auto o = Cluster::options(1, 3);
   o.last_call_timeout = 60s;
   PausedMember m(c, o);
-  ChangeLog log_a, log_b;
-  m.a->watch(std::ref(log_a));
-  m.b->watch(std::ref(log_b));
-  m.paused->pause();
-  REQUIRE(log_a.first() == MembershipChange::kNodeLost);
-  REQUIRE(log_b.first() == MembershipChange::kNodeLost);
+  m.pause_until_lost();
   auto ja = join_async(*m.a), jb = join_async(*m.b);
   // Both are back and the lost member is counted out, yet the round stays open for it.
   REQUIRE(members_back(c, 1, 2));

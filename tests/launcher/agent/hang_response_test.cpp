@@ -83,6 +83,15 @@ struct Bench : RecordedEvents, LoggedLines {
     }
     response.begin(std::move(connect), 0, node, nodes);
   }
+  // One worker watched as node 0 of 2 on store, its rank entering all_reduce #3 of step 5,
+  // until the hang of a rank on the other node is found (store_with_rank_behind()).
+  void wait_as_victim(const std::shared_ptr<ddp::rendezvous::Store>& store) {
+    start(
+        1, 0, [store] { return store; }, 0, 2);
+    progress(0, 5, 3, Phase::kEnter);
+    REQUIRE(run_until(
+        io, [&] { return logged("the hung rank is on another node"); }, kGuard));
+  }
   // The value of NAME in what every worker gets ("" when absent).
   [[nodiscard]] std::string env(const std::string& name) const {
     for (const auto& entry : response.worker_env()) {
@@ -228,11 +237,7 @@ TEST_CASE(
     "[hang_response]") {
   Bench b{watching_progress()};
   auto store = store_with_rank_behind();
-  b.start(
-      1, 0, [store] { return store; }, 0, 2);
-  b.progress(0, 5, 3, Phase::kEnter);
-  REQUIRE(run_until(
-      b.io, [&] { return b.logged("the hung rank is on another node"); }, kGuard));
+  b.wait_as_victim(store);
   CHECK(b.logged("stopping this node's workers (pids 1000) if it is not gone first"));
   CHECK_THAT(b.slots[0].hang, StartsWith("waiting on a hung rank: rank 1:"));
   CHECK_FALSE(b.slots[0].culprit);
@@ -271,11 +276,7 @@ TEST_CASE("hang response: victims whose ranks move on before the culprit's node 
   o.stop_timeout = 3000ms;  // the victims' grace: far longer than a check (40 ms)
   Bench b{o};
   auto store = store_with_rank_behind();
-  b.start(
-      1, 0, [store] { return store; }, 0, 2);
-  b.progress(0, 5, 3, Phase::kEnter);
-  REQUIRE(run_until(
-      b.io, [&] { return b.logged("the hung rank is on another node"); }, kGuard));
+  b.wait_as_victim(store);
   CHECK_FALSE(b.slots[0].hang.empty());
   b.progress(0, 5, 3, Phase::kExit);  // the all-reduce completed: rank 1 arrived after all
   REQUIRE(run_until(
