@@ -158,6 +158,7 @@ Message RoundNotice::to_message() const {
       .set("master_addr", master_addr)
       .set("master_port", master_port)
       .set("restart_count", restart_count);
+  if (local_rank >= 0) m.set("local_rank", local_rank);
   return m;
 }
 
@@ -178,6 +179,9 @@ RoundNotice RoundNotice::from_message(const Message& m) {
   n.master_addr = m.text("master_addr");
   n.master_port = static_cast<int>(m.integer("master_port", 1, 65535));
   n.restart_count = static_cast<int>(m.integer("restart_count", 0, kMaxInt));
+  if (m.fields.count("local_rank") != 0) {
+    n.local_rank = static_cast<int>(m.integer("local_rank", 0, kMaxInt));
+  }
   return n;
 }
 

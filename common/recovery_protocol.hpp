@@ -20,8 +20,10 @@
 //                                                     (round: the round being left)
 //   round   round=<int> rank=<int> world_size=<int> group_rank=<int> group_world_size=<int>
 //           local_world_size=<int> role_rank=<int> role_world_size=<int>
-//           master_addr=<host> master_port=<int> restart_count=<int>
-//           the new round: rebuild the group with these (the env contract's values)
+//           master_addr=<host> master_port=<int> restart_count=<int> [local_rank=<int>]
+//           the new round: rebuild the group with these (the env contract's values);
+//           local_rank is LOCAL_RANK as a worker started now gets it (a standby worker,
+//           kEnvStandby, learns it here; older agents leave it out)
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -45,6 +47,10 @@ inline constexpr const char* kEnvChangeWait = "DDPLAUNCH_RECOVERY_CHANGE_WAIT";
 // MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT), build what they can, and wait on the
 // channel for the `round` notice that admits their node (it carries those values).
 inline constexpr const char* kEnvSpare = "DDPLAUNCH_SPARE";
+// Set to 1 (with kEnvSpare=1) for a standby worker (--standby_workers): a parked process that
+// takes the place of one of its node's workers that died. It is started before anyone knows
+// which, so LOCAL_RANK is absent too; the round notice that promotes it carries local_rank.
+inline constexpr const char* kEnvStandby = "DDPLAUNCH_STANDBY";
 // The descriptor number the agent gives it (after stdin, stdout, stderr).
 inline constexpr int kChildFd = 3;
 inline constexpr size_t kMaxLineBytes = 4096;
@@ -109,6 +115,7 @@ std::vector<std::pair<std::string, std::string>> place_variables(const WorkerPla
 // The new round, as the agent sends it (type "round"): the worker's place in it.
 struct RoundNotice : WorkerPlace {
   int64_t round = 0;
+  int local_rank = -1;  // LOCAL_RANK as the env contract gives it (-1: not sent)
 
   [[nodiscard]] Message to_message() const;
   // ProtocolError naming the field when one is missing or out of range.

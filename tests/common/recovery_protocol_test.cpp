@@ -40,6 +40,16 @@ TEST_CASE("the round notice converts to a message and back", "[recovery_protocol
   Message missing = notice.to_message();
   missing.fields.erase("world_size");
   CHECK_THROWS_WITH(RoundNotice::from_message(missing), Contains("world_size"));
+
+  // local_rank: sent when known (a standby worker learns it here), absent from older agents.
+  CHECK(notice.to_message().fields.count("local_rank") == 0);
+  notice.local_rank = 5;
+  const Message with_local = notice.to_message();
+  CHECK(with_local.text("local_rank") == "5");
+  CHECK(RoundNotice::from_message(with_local) == notice);
+  Message bad_local = with_local;
+  bad_local.fields["local_rank"] = "-2";
+  CHECK_THROWS_WITH(RoundNotice::from_message(bad_local), Contains("local_rank"));
 }
 
 TEST_CASE("bad recovery lines are refused with the reason", "[recovery_protocol]") {
