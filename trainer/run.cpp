@@ -17,9 +17,10 @@ namespace wr = worker_runtime;
 int run_training(const TrainOptions& options) {
   set_blas_threads(options.blas_threads);
   const wr::EnvMap env = wr::current_env();
-  // A spare's worker has no RANK yet: init() waits for the round that admits its node.
+  // A spare's worker has no RANK yet: init() waits for the round that admits its node (a
+  // standby without the spare variable is refused there, not trained alone).
   const bool launched = env.contains(env::kRank) || env.contains(env::kSlurmProcId) ||
-                        env.contains(recovery::kEnvSpare);
+                        env.contains(recovery::kEnvSpare) || env.contains(recovery::kEnvStandby);
   std::unique_ptr<wr::DistContext> context;
   std::unique_ptr<SoloProcessGroup> solo;
   wr::ProcessGroup* group = nullptr;

@@ -222,17 +222,33 @@ std::unique_ptr<RecoveryClient> make_recovery_client(const EnvMap& env, int loca
 }
 
 std::unique_ptr<RecoveryClient> await_admission(EnvMap& env) {
-  const auto spare = env.find(recovery::kEnvSpare);
-  if (spare == env.end() || spare->second != "1") return nullptr;
-  const auto local = env.find(env::kLocalRank);
-  const auto local_rank =
-      try_parse_int(local == env.end() ? std::string() : local->second, 0, INT32_MAX);
-  if (!local_rank) {
-    throw ConfigError(std::string(env::kLocalRank) +
-                      " is not set to a rank >= 0 (a spare's worker, " + recovery::kEnvSpare +
-                      "=1, needs it)");
+  const auto flag = [&](const char* name) {
+    const auto it = env.find(name);
+    return it != env.end() && it->second == "1";
+  };
+  const bool standby = flag(recovery::kEnvStandby);
+  if (!flag(recovery::kEnvSpare)) {
+    if (standby) {
+      throw ConfigError(std::string(recovery::kEnvStandby) + "=1 without " + recovery::kEnvSpare +
+                        "=1: a standby worker is a parked spare; the agent sets both");
+    }
+    return nullptr;
   }
-  auto client = make_recovery_client(env, static_cast<int>(*local_rank));
+  // A standby's place is not known until its notice: it says hello as local rank 0 (the rank
+  // only labels the hello; the agent knows each worker by its channel).
+  int hello_rank = 0;
+  if (!standby) {
+    const auto local = env.find(env::kLocalRank);
+    const auto local_rank =
+        try_parse_int(local == env.end() ? std::string() : local->second, 0, INT32_MAX);
+    if (!local_rank) {
+      throw ConfigError(std::string(env::kLocalRank) +
+                        " is not set to a rank >= 0 (a spare's worker, " + recovery::kEnvSpare +
+                        "=1, needs it)");
+    }
+    hello_rank = static_cast<int>(*local_rank);
+  }
+  auto client = make_recovery_client(env, hello_rank);
   if (!client) {
     throw ConfigError(std::string(recovery::kEnvSpare) + "=1 without " + recovery::kEnvFd +
                       ": a spare's worker waits for its place on the agent's recovery channel");
@@ -240,9 +256,20 @@ std::unique_ptr<RecoveryClient> await_admission(EnvMap& env) {
   // A spare stands by as long as the job runs: no deadline of its own (the agent closes the
   // channel when it leaves).
   const recovery::RoundNotice notice = client->wait_round(std::chrono::hours(24 * 365));
+  if (standby && notice.local_rank < 0) {
+    throw ProtocolError("the round notice " + std::to_string(notice.round) +
+                        " that promotes this standby worker (" + recovery::kEnvStandby +
+                        "=1) has no local_rank: expected local_rank=<int> >= 0, the place it "
+                        "takes (an agent older than --standby_workers?)");
+  }
   for (auto& [name, value] : recovery::place_variables(notice)) env[name] = value;
   env[env::kLocalWorldSize] = std::to_string(notice.local_world_size);
+  // Only a standby takes LOCAL_RANK from the notice. A spare's was set by the agent when it
+  // started, its place already known, and may be virtual (--virtual_local_rank: 0, with
+  // CUDA_VISIBLE_DEVICES narrowed); a GPU chosen from it is right as it is.
+  if (standby) env[env::kLocalRank] = std::to_string(notice.local_rank);
   env.erase(recovery::kEnvSpare);
+  env.erase(recovery::kEnvStandby);
   return client;
 }
 

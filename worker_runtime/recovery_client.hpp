@@ -96,9 +96,12 @@ std::unique_ptr<RecoveryClient> make_recovery_client(const EnvMap& env, int loca
 // For a spare's worker ($DDPLAUNCH_SPARE=1, started before its node was admitted): makes the
 // client (local rank from LOCAL_RANK), waits on it for the round notice that admits the node
 // (as long as the node stands by), and sets the notice's values in env, the env contract of a
-// worker started in that round. Null, env untouched, for any other worker. ConfigError when
-// the variable is set without a recovery channel; RecoveryError when the agent closes the
-// channel first (the job ended without needing this node).
+// worker started in that round. A standby worker ($DDPLAUNCH_STANDBY=1 too) has no LOCAL_RANK
+// until then (hello says 0) and takes it from the notice's local_rank. Both variables are
+// erased. Null, env untouched, for any other worker. ConfigError when the spare variable is
+// set without a recovery channel, or the standby one without the spare one; ProtocolError when
+// a standby's notice lacks local_rank; RecoveryError when the agent closes the channel first
+// (the job ended without needing this node).
 std::unique_ptr<RecoveryClient> await_admission(EnvMap& env);
 
 }  // namespace ddp::worker_runtime

@@ -137,7 +137,8 @@ def main():
         for x, y, index in elastic.batches(loader):  # 4. rebuilt after a change
             with elastic.step():                    # 5. a change ends the step here
                 optimizer.zero_grad(set_to_none=True)
-                x, y = x.to(device), y.to(device)
+                # elastic.device, not device: a standby learns its GPU in Elastic().
+                x, y = x.to(elastic.device), y.to(elastic.device)
                 loss = loss_fn(elastic.model(x), y)
                 loss.backward()                     # the gradient all-reduce
                 optimizer.step()                    # only after it completed

@@ -160,6 +160,86 @@ TEST_CASE("make_recovery_client: unset, bad and closed descriptors", "[recovery]
   CHECK_THROWS_AS(make_recovery_client({{recovery::kEnvFd, "999999"}}, 0), ddp::ConfigError);
 }
 
+namespace {
+
+// A parked worker's env with its end of a channel whose agent already sent notice (the
+// worker reads it once it said hello). The client adopts the descriptor.
+EnvMap parked_env(test::AgentChannel& agent, EnvMap env, const recovery::RoundNotice& notice) {
+  ddp::Fd worker_end;
+  agent = test::AgentChannel::make(worker_end);
+  agent.send(notice.to_message());
+  env[recovery::kEnvFd] = std::to_string(worker_end.release());
+  return env;
+}
+
+}  // namespace
+
+TEST_CASE("await_admission: a spare's worker takes the round's values, keeps its LOCAL_RANK",
+          "[recovery]") {
+  EnvMap plain = {{"RANK", "0"}, {"LOCAL_RANK", "0"}};
+  CHECK(await_admission(plain) == nullptr);
+  CHECK(plain == EnvMap{{"RANK", "0"}, {"LOCAL_RANK", "0"}});
+
+  test::AgentChannel agent;
+  auto notice = notice_of(4, 5, 6);
+  notice.local_world_size = 2;
+  // Set by the agent at start, maybe virtual (--virtual_local_rank): the notice's is not used.
+  notice.local_rank = 1;
+  EnvMap env = parked_env(agent, {{recovery::kEnvSpare, "1"}, {"LOCAL_RANK", "0"}}, notice);
+  auto client = await_admission(env);
+  REQUIRE(client != nullptr);
+  CHECK(agent.read().integer("local_rank") == 0);  // hello
+  CHECK(env.at("RANK") == "5");
+  CHECK(env.at("WORLD_SIZE") == "6");
+  CHECK(env.at("LOCAL_WORLD_SIZE") == "2");
+  CHECK(env.at("TORCHELASTIC_RESTART_COUNT") == "0");
+  CHECK(env.at("LOCAL_RANK") == "0");
+  CHECK(env.count(recovery::kEnvSpare) == 0);
+
+  EnvMap no_local = {{recovery::kEnvSpare, "1"}};
+  CHECK_THROWS_WITH(await_admission(no_local), Contains("LOCAL_RANK is not set"));
+}
+
+TEST_CASE("await_admission: a standby worker learns LOCAL_RANK from its notice", "[recovery]") {
+  test::AgentChannel agent;
+  auto notice = notice_of(7, 3, 4);
+  notice.local_world_size = 4;
+  notice.local_rank = 3;
+  EnvMap env =
+      parked_env(agent, {{recovery::kEnvSpare, "1"}, {recovery::kEnvStandby, "1"}}, notice);
+  REQUIRE(env.count("LOCAL_RANK") == 0);
+  auto client = await_admission(env);
+  REQUIRE(client != nullptr);
+  CHECK(agent.read().integer("local_rank") == 0);  // its place was not known yet
+  CHECK(env.at("LOCAL_RANK") == "3");
+  CHECK(env.at("RANK") == "3");
+  CHECK(env.at("LOCAL_WORLD_SIZE") == "4");
+  CHECK(env.count(recovery::kEnvSpare) == 0);
+  CHECK(env.count(recovery::kEnvStandby) == 0);
+  // The env contract of a worker started in that round.
+  CHECK(parse_env(env).local_rank == 3);
+}
+
+TEST_CASE("await_admission: a standby's notice without local_rank, a standby that is no spare",
+          "[recovery]") {
+  test::AgentChannel agent;
+  EnvMap env = parked_env(agent, {{recovery::kEnvSpare, "1"}, {recovery::kEnvStandby, "1"}},
+                          notice_of(2, 1, 2));  // local_rank -1: not sent (an older agent)
+  CHECK_THROWS_AS(await_admission(env), ddp::ProtocolError);
+  test::AgentChannel again;
+  EnvMap env2 = parked_env(again, {{recovery::kEnvSpare, "1"}, {recovery::kEnvStandby, "1"}},
+                           notice_of(2, 1, 2));
+  const std::string error = test::error_of([&] { (void)await_admission(env2); });
+  CHECK_THAT(error, Contains("DDPLAUNCH_STANDBY=1"));
+  CHECK_THAT(error, Contains("no local_rank: expected local_rank=<int> >= 0"));
+  CHECK(env2.count("LOCAL_RANK") == 0);
+
+  EnvMap lone = {{recovery::kEnvStandby, "1"}, {"RANK", "0"}};
+  CHECK_THROWS_AS(await_admission(lone), ddp::ConfigError);
+  CHECK_THROWS_WITH(await_admission(lone),
+                    Contains("DDPLAUNCH_STANDBY=1 without DDPLAUNCH_SPARE=1"));
+}
+
 TEST_CASE("state agreement: the last step every survivor completed, from the lowest rank",
           "[recovery]") {
   using V = std::vector<int64_t>;

@@ -49,13 +49,17 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-__all__ = ["Elastic", "ResumableSampler", "RecoveryError", "Channel", "ENV_FD", "ENV_SPARE"]
+__all__ = ["Elastic", "ResumableSampler", "RecoveryError", "Channel", "ENV_FD", "ENV_SPARE",
+           "ENV_STANDBY"]
 
 ENV_FD = "DDPLAUNCH_RECOVERY_FD"
 ENV_CHANGE_WAIT = "DDPLAUNCH_RECOVERY_CHANGE_WAIT"
 # 1 for the workers of a spare node: started before the node is admitted, without RANK,
 # WORLD_SIZE, MASTER_ADDR and the rest of the round's variables; Elastic() waits for them.
 ENV_SPARE = "DDPLAUNCH_SPARE"
+# 1 (with ENV_SPARE=1) for a standby worker (--standby_workers): parked to take the place of
+# whichever worker of its node dies, so LOCAL_RANK is absent too; its round notice brings it.
+ENV_STANDBY = "DDPLAUNCH_STANDBY"
 _MAX_LINE = 4096
 # After a change was announced, how long a worker waits for its round notice (the agent's
 # re-join is bounded by its join_timeout).
@@ -253,6 +257,8 @@ class Channel:
             self.send("aborted", round=int(fields["round"]))
         elif kind == "round":
             notice = {k: fields[k] for k in ["round"] + list(_ROUND_FIELDS)}
+            if "local_rank" in fields:  # optional: older agents leave it out
+                notice["local_rank"] = fields["local_rank"]
             with self._cv:
                 announced = self._announced
             if not announced:
@@ -352,10 +358,12 @@ class Elastic:
         if optimizer is not None:
             optimizer.register_step_post_hook(self._on_optimizer_step)
         fd = _channel_fd()
+        # A standby has no LOCAL_RANK before its notice: its hello says 0 (the agent knows each
+        # worker by its channel).
         local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
         # hello before the group is built (building waits for every rank).
         self.channel = Channel(fd, local_rank, self._abort) if fd is not None else None
-        if os.environ.get(ENV_SPARE) == "1":
+        if os.environ.get(ENV_SPARE) == "1" or os.environ.get(ENV_STANDBY) == "1":
             self._await_admission()
         self._build()
         if self.channel:
@@ -395,16 +403,40 @@ class Elastic:
 
     def _await_admission(self):
         """A spare's worker: the model and optimizer are built (torch imported, the script's
-        set-up done); the round that admits this node brings the rest of the environment."""
+        set-up done); the round that admits this node brings the rest of the environment. A
+        standby's brings its LOCAL_RANK too."""
+        standby = os.environ.get(ENV_STANDBY) == "1"
+        if standby and os.environ.get(ENV_SPARE) != "1":
+            raise ValueError("%s=1 without %s=1: a standby worker is a parked spare; the agent "
+                             "sets both" % (ENV_STANDBY, ENV_SPARE))
         if self.channel is None:
             raise ValueError("%s=1 without %s: a spare's worker waits for its place on the "
                              "agent's recovery channel" % (ENV_SPARE, ENV_FD))
         notice = self.channel.wait_round(None)
+        if standby and not notice.get("local_rank", "").isdigit():
+            raise RecoveryError("the round notice %s that promotes this standby worker (%s=1) "
+                                "has local_rank=%s: expected local_rank=<int> >= 0, the place "
+                                "it takes (an agent older than --standby_workers?)"
+                                % (notice["round"], ENV_STANDBY,
+                                   notice.get("local_rank", "<absent>")))
         for key, var in _ROUND_FIELDS.items():
             os.environ[var] = notice[key]
-        del os.environ[ENV_SPARE]  # the DataLoader's processes are no spares
+        # Only a standby takes LOCAL_RANK from the notice: a spare's was set when it started,
+        # its place already known, and may be virtual (--virtual_local_rank: 0).
+        if standby:
+            os.environ["LOCAL_RANK"] = notice["local_rank"]
+        os.environ.pop(ENV_SPARE, None)  # the DataLoader's processes are no spares
+        os.environ.pop(ENV_STANDBY, None)
         self.round = int(notice["round"])
         self._report_stepped = True  # the agent times the admission to the first step
+        if standby and self.device.type == "cuda":
+            # The script chose cuda:$LOCAL_RANK before Elastic(), a guess on a standby: its GPU
+            # is the place it took. module.to() moves the tensors inside the same Parameter
+            # objects the optimizer holds, and a parked standby never stepped (no state yet).
+            device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+            if device != self.device:
+                self.module.to(device)
+                self.device = device
 
     def _abort(self, why):
         """On the reader thread: make the collective in flight fail now."""

@@ -132,6 +132,77 @@ def test_spare_admission():
               "the error names both variables: %s" % e)
 
 
+_ROUND_VARS = ("RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE",
+               "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+               "TORCHELASTIC_RESTART_COUNT", "LOCAL_RANK")
+
+
+def parked(agent_notice):
+    """An Elastic (the parts _await_admission uses, on the CPU) of a standby worker whose agent
+    already sent agent_notice; returns (elastic, agent, hello line)."""
+    agent, worker = socket.socketpair()
+    for var in _ROUND_VARS:
+        os.environ.pop(var, None)
+    os.environ[dr.ENV_SPARE] = "1"
+    os.environ[dr.ENV_STANDBY] = "1"
+    elastic = dr.Elastic.__new__(dr.Elastic)
+    elastic.channel = dr.Channel(os.dup(worker.fileno()), 0, lambda why: None)
+    worker.close()
+    elastic.round = 0
+    elastic._report_stepped = False
+    elastic.device = dr.torch.device("cpu")
+    hello = recv_line(agent)
+    agent.sendall(agent_notice)
+    return elastic, agent, hello
+
+
+def test_standby_admission():
+    """A standby worker (DDPLAUNCH_STANDBY=1 and DDPLAUNCH_SPARE=1, no LOCAL_RANK) learns its
+    local rank from the notice that promotes it; a notice without one is refused, naming it."""
+    check("ENV_STANDBY" in dr.__all__ and dr.ENV_STANDBY == "DDPLAUNCH_STANDBY", "ENV_STANDBY")
+    elastic, agent, hello = parked(
+        b"round round=5 rank=6 world_size=8 group_rank=1 group_world_size=2 "
+        b"local_world_size=4 role_rank=6 role_world_size=8 master_addr=10.0.0.1 "
+        b"master_port=29400 restart_count=5 local_rank=2\n")
+    check(hello == "hello pid=%d local_rank=0\n" % os.getpid(), "a standby's hello: " + hello)
+    elastic._await_admission()
+    check(os.environ.get("LOCAL_RANK") == "2", "LOCAL_RANK from the notice: %r"
+          % os.environ.get("LOCAL_RANK"))
+    check(os.environ.get("RANK") == "6" and os.environ.get("LOCAL_WORLD_SIZE") == "4",
+          "the round's values are the environment now")
+    check(dr.ENV_STANDBY not in os.environ and dr.ENV_SPARE not in os.environ,
+          "no longer a standby nor a spare")
+    check(elastic.round == 5, "the promoting round: %r" % elastic.round)
+    check(elastic.device == dr.torch.device("cpu"), "a CPU model stays where it is")
+    agent.close()
+
+    elastic, agent, _ = parked(
+        b"round round=5 rank=6 world_size=8 group_rank=1 group_world_size=2 "
+        b"local_world_size=4 role_rank=6 role_world_size=8 master_addr=10.0.0.1 "
+        b"master_port=29400 restart_count=5\n")
+    try:
+        elastic._await_admission()
+        check(False, "a standby's notice without local_rank must be refused")
+    except dr.RecoveryError as e:
+        check("local_rank" in str(e) and "DDPLAUNCH_STANDBY=1" in str(e),
+              "the error names local_rank and the standby: %s" % e)
+    check("LOCAL_RANK" not in os.environ, "no LOCAL_RANK made up")
+    agent.close()
+
+    os.environ.pop(dr.ENV_SPARE, None)
+    os.environ[dr.ENV_STANDBY] = "1"
+    lone = dr.Elastic.__new__(dr.Elastic)
+    lone.channel = None
+    try:
+        lone._await_admission()
+        check(False, "a standby that is no spare must be refused")
+    except ValueError as e:
+        check("DDPLAUNCH_STANDBY=1 without DDPLAUNCH_SPARE=1" in str(e),
+              "the error names both variables: %s" % e)
+    for var in _ROUND_VARS + (dr.ENV_SPARE, dr.ENV_STANDBY):
+        os.environ.pop(var, None)
+
+
 def test_sampler_resplit():
     class Fake:
         batch_size = None
@@ -205,6 +276,7 @@ test_state_agreement()
 test_env_errors()
 test_channel()
 test_spare_admission()
+test_standby_admission()
 test_sampler_resplit()
 if failures:
     sys.exit("%d check(s) failed" % len(failures))
