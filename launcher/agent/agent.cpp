@@ -39,16 +39,23 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
               [this](const std::string& message, PeerLoss loss) { on_store_lost(message, loss); }}),
       recovery_(
           io, options_.config.in_place_recovery, options_.config.recovery_timeout, events, group_,
-          InPlaceRecovery::Hooks{[this](size_t index) { return launcher_.start(index); },
+          InPlaceRecovery::Hooks{[this](size_t index) { return launcher_.replace(index); },
                                  [this](size_t index) {
                                    const auto identity = worker_identity(
                                        options_.config, attempt_info(), static_cast<int>(index));
-                                   return round_notice(identity, round_.attempt).to_message();
+                                   auto notice = round_notice(identity, round_.attempt);
+                                   // What LOCAL_RANK says (0 for each of them when virtual).
+                                   if (options_.config.virtual_local_rank) notice.local_rank = 0;
+                                   return notice.to_message();
                                  },
                                  [this](size_t index) { return launcher_.slot(index).rank; },
                                  [this] { return state_ == State::kHealthy; }, options_.read_proc,
                                  [this] { rendezvous_.workers_ready(); }}),
-      launcher_(options_, round_, group_, recovery_, logs_, events_,
+      standbys_(
+          io, spawner, events, options_.config.standby_workers, options_.config.recovery_timeout,
+          options_.run_dir,
+          [this](const std::string& error_file) { return launcher_.standby_spec(error_file); }),
+      launcher_(options_, round_, group_, recovery_, standbys_, logs_, events_,
                 WorkerLauncher::Hooks{
                     [this] { return attempt_info(); }, [this] { return hangs_.worker_env(); },
                     [this](size_t index, ExitStatus status) { on_worker_exit(index, status); },
@@ -169,12 +176,15 @@ void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections conn
         break;
     }
     watch_hangs();
+    standbys_.fill();
     return;
   }
   ++round_.generation;
   launcher_.reset(static_cast<size_t>(options_.config.nproc_per_node));
   begin_round(info, std::move(connections));
-  if (launcher_.start_all()) watch_hangs();
+  if (!launcher_.start_all()) return;
+  watch_hangs();
+  standbys_.fill();
 }
 
 bool Agent::park_workers(const std::string& reason) {
@@ -223,8 +233,11 @@ void Agent::on_worker_exit(size_t index, ExitStatus status) {
     case InPlaceRecovery::ExitMeaning::kReplacedLater:
       return;
     case InPlaceRecovery::ExitMeaning::kReplacedNow:
-      if (recovery_.parked() && signals_.first()) return;  // leaving: not started again
-      if (launcher_.start(index) && !recovery_.parked()) watch_hangs();
+      if (recovery_.parked()) {
+        if (!signals_.first()) launcher_.start(index);  // leaving: not started again
+        return;
+      }
+      if (launcher_.replace(index)) watch_hangs();
       return;
     case InPlaceRecovery::ExitMeaning::kNone:
       break;
@@ -454,7 +467,9 @@ Situation Agent::situation() const {
     s.cause = job_.failure()->restartable() ? EndCause::kJobFailed : EndCause::kFinal;
   }
   s.elastic = rendezvous_.kind().elastic;
-  s.in_place = recovery_.enabled() && state_ == State::kHealthy && group_.running_count() > 0;
+  // A node whose every worker is gone re-forms in place too when a standby can take a place.
+  s.in_place = recovery_.enabled() && state_ == State::kHealthy &&
+               (group_.running_count() > 0 || standbys_.available());
   s.restarts_spent = round_.restarts_spent;
   s.max_restarts = options_.config.max_restarts;
   s.job_can_restart = ending_.blocker.value_or("").empty();
@@ -491,9 +506,16 @@ void Agent::apply(const Decision& d) {
     case Decision::Action::kReformInPlace: {
       const std::string reason = end_cause_name(ending_.cause);
       if (d.restarts_spent > round_.restarts_spent) {
-        // Another node's failure: the same count every node keeps, nothing stopped here.
+        // A failure, here or on another node: the same count every node keeps, and only the
+        // failed worker is replaced.
         round_.restarts_spent = d.restarts_spent;
-        report_in_place_restart(events_, root, round_.restarts_spent, options_.config.max_restarts);
+        if (ending_.cause == EndCause::kWorkerFailed) {
+          report_own_failure_in_place(events_, failures_.all(), round_.restarts_spent,
+                                      options_.config.max_restarts, standbys_.available());
+        } else {
+          report_in_place_restart(events_, root, round_.restarts_spent,
+                                  options_.config.max_restarts);
+        }
       }
       recovery_.begin(reason, round_.attempt);
       report_recovery_started(events_, reason, round_.attempt, group_.running_pids());
@@ -557,6 +579,7 @@ void Agent::stop_then_finish(int exit_status) {
 void Agent::finish(int exit_status) {
   if (state_ == State::kExiting || state_ == State::kDone) return;
   state_ = State::kExiting;
+  standbys_.stop_all();
   group_.cancel_stop();
   hangs_.end();
   failures_.close_window();

@@ -25,6 +25,7 @@
 #include "launcher/agent/rendezvous_calls.hpp"
 #include "launcher/agent/round_history.hpp"
 #include "launcher/agent/signal_watch.hpp"
+#include "launcher/agent/standby_pool.hpp"
 #include "launcher/agent/worker_launcher.hpp"
 #include "launcher/output/error_report.hpp"
 #include "launcher/output/event_log.hpp"
@@ -117,6 +118,7 @@ class Agent {
   AttemptFailures failures_;  // this node's, this attempt
   JobWatch job_;              // the job's failure record and store, as the loop sees them
   InPlaceRecovery recovery_;
+  StandbyPool standbys_;     // --standby_workers: parked processes that replace dead workers
   WorkerLauncher launcher_;  // the workers' starts, and their slots
   HangResponse hangs_;
   SignalWatch signals_;  // and the first signal the agent received

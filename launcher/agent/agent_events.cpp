@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "common/peer_tolerance.hpp"
+#include "launcher/agent/attempt_report.hpp"
 #include "launcher/output/event_names.hpp"
 
 namespace ddp::launcher {
@@ -43,6 +44,19 @@ void report_worker_exit(EventLog& events, const WorkerSlot& slot, int pid, ExitS
                 ") exited: " + status.describe());
 }
 
+void report_standby_promoted(EventLog& events, const WorkerSlot& slot, int pid, bool hello,
+                             int64_t waited_ms) {
+  events.record(event::kStandbyPromoted, {{"rank", slot.rank},
+                                          {"local_rank", slot.local_rank},
+                                          {"pid", pid},
+                                          {"listening", hello},
+                                          {"waited_ms", waited_ms}});
+  DDP_LOG_INFO("rank " + std::to_string(slot.rank) + " (local_rank " +
+               std::to_string(slot.local_rank) + ") is now standby worker pid " +
+               std::to_string(pid) + (hello ? ", parked " : ", still starting, started ") +
+               std::to_string(waited_ms) + " ms ago");
+}
+
 void report_spawn_failed(EventLog& events, const WorkerSlot& slot, const std::string& what) {
   DDP_LOG_ERROR(what);
   events.record(event::kSpawnFailed, {{"local_rank", slot.local_rank}, {"message", what}});
@@ -81,6 +95,23 @@ void report_in_place_restart(EventLog& events, const std::optional<rendezvous::F
   DDP_LOG_WARN("the job failed on another node (" + (root ? root->describe() : "") +
                "); re-forming in place, restart " + std::to_string(restarts_spent) + " of " +
                std::to_string(max_restarts));
+}
+
+void report_own_failure_in_place(EventLog& events, const std::vector<WorkerFailure>& failures,
+                                 int restarts_spent, int max_restarts, bool standby) {
+  nlohmann::json event = {{"restarts_spent", restarts_spent}, {"in_place", true}};
+  std::string what = "a worker failed";
+  if (!failures.empty()) {
+    const auto& failure = failures.at(root_cause_index(failures));
+    what = describe_local(failure);
+    event.update({{"failed_rank", failure.rank},
+                  {"exit_code", failure.status.exit_code},
+                  {"signal", failure.status.signal}});
+  }
+  events.record(event::kRestart, event);
+  DDP_LOG_WARN("a worker failed on this node (" + what + "); re-forming in place with " +
+               (standby ? "a standby worker" : "a fresh worker") + " in its place, restart " +
+               std::to_string(restarts_spent) + " of " + std::to_string(max_restarts));
 }
 
 void report_recovery_started(EventLog& events, const std::string& reason, int attempt,

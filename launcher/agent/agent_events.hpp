@@ -23,6 +23,10 @@ void report_round(EventLog& events, const rendezvous::RendezvousInfo& info, int 
 void report_worker_start(EventLog& events, const WorkerSlot& slot, int pid, int attempt);
 void report_worker_exit(EventLog& events, const WorkerSlot& slot, int pid, ExitStatus status,
                         int attempt);
+// A standby worker (pid) took slot's place; hello: it listened already; waited_ms: since it
+// started.
+void report_standby_promoted(EventLog& events, const WorkerSlot& slot, int pid, bool hello,
+                             int64_t waited_ms);
 // The worker could not be started (what: the spawner's error).
 void report_spawn_failed(EventLog& events, const WorkerSlot& slot, const std::string& what);
 // The worker is still there after SIGKILL.
@@ -32,6 +36,10 @@ void report_escaped(EventLog& events, const std::vector<std::string>& escaped, i
 // Another node's failure spends a restart while this node re-forms in place.
 void report_in_place_restart(EventLog& events, const std::optional<rendezvous::FailureRecord>& root,
                              int restarts_spent, int max_restarts);
+// A worker of this node failed (failures: this attempt's) and the group re-forms in place: only
+// it is replaced (by a standby worker when standby), a restart spent on every node.
+void report_own_failure_in_place(EventLog& events, const std::vector<WorkerFailure>& failures,
+                                 int restarts_spent, int max_restarts, bool standby);
 // This node stands by as a spare for job run_id, or was admitted (notice.kind).
 void report_spare(EventLog& events, const std::string& run_id,
                   const rendezvous::SpareNotice& notice);

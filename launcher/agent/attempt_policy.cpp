@@ -124,7 +124,9 @@ Decision decide(const Situation& s) {
       if (!s.elastic) return {Action::kGiveUp, s.restarts_spent};
       return {s.in_place ? Action::kReformInPlace : Action::kRejoin, s.restarts_spent};
     case EndCause::kWorkerFailed:
-      return spend_or_give_up(s, Action::kRestart);
+      // In place (workers still run here, or a standby can take the failed one's place): only
+      // the failed worker is replaced; every node spends the restart all the same.
+      return spend_or_give_up(s, s.in_place ? Action::kReformInPlace : Action::kRestart);
     case EndCause::kJobFailed:
       // Another node's failure: workers that still run here can re-form in place.
       return spend_or_give_up(s, s.in_place ? Action::kReformInPlace : Action::kRestart);

@@ -36,7 +36,7 @@ EndCause graver(EndCause current, EndCause news);
 struct Situation {
   EndCause cause = EndCause::kNone;
   bool elastic = false;   // the rendezvous re-forms groups (RendezvousHandler::kind())
-  bool in_place = false;  // --in_place_recovery, and this node's workers still run
+  bool in_place = false;  // --in_place_recovery, and workers still run here (or a standby can)
   int restarts_spent = 0;
   int max_restarts = 0;
   // The job as a whole can still restart (RendezvousHandler::restart_blocker() said nothing,

@@ -69,6 +69,15 @@ void InPlaceRecovery::worker_started(size_t index) {
   if (auto& link = slots_.at(index).link) link->close_child_end();
 }
 
+void InPlaceRecovery::adopt(size_t index, std::unique_ptr<RecoveryLink> link, bool hello) {
+  auto& slot = slots_.at(index);
+  slot.link = std::move(link);
+  slot.hello = hello;
+  slot.respawn_on_exit = false;
+  slot.notice_on_hello = !hello || under_way_;
+  if (!slot.notice_on_hello) slot.link->send(hooks_.notice(index));
+}
+
 void InPlaceRecovery::park(const std::string& reason) {
   current_ = RecoveryRecord{};
   current_.reason = reason;

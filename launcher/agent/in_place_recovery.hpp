@@ -79,6 +79,10 @@ class InPlaceRecovery {
   int open_channel(size_t index, const RecoveryLink::MessageHandler& on_message);
   // The worker of slot index started: the agent's copy of its end is closed.
   void worker_started(size_t index);
+  // Slot index's worker is now a standby worker (standby_pool.hpp) with its channel link
+  // (whose messages the caller routes to on_message): it gets its round notice at once when it
+  // listens already (hello), or as soon as it does.
+  void adopt(size_t index, std::unique_ptr<RecoveryLink> link, bool hello);
   // A message from slot index's worker.
   void on_message(size_t index, const recovery::Message& message);
 

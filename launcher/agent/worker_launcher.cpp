@@ -10,12 +10,13 @@
 namespace ddp::launcher {
 
 WorkerLauncher::WorkerLauncher(const AgentOptions& options, const RoundHistory& round,
-                               WorkerGroup& group, InPlaceRecovery& recovery, LogRouter& logs,
-                               EventLog& events, Hooks hooks)
+                               WorkerGroup& group, InPlaceRecovery& recovery, StandbyPool& standbys,
+                               LogRouter& logs, EventLog& events, Hooks hooks)
     : options_(options),
       round_(round),
       group_(group),
       recovery_(recovery),
+      standbys_(standbys),
       logs_(logs),
       events_(events),
       hooks_(std::move(hooks)) {}
@@ -72,6 +73,44 @@ bool WorkerLauncher::start(size_t index) {
   recovery_.worker_started(index);
   report_worker_start(events_, slot, pid, round_.attempt);
   return true;
+}
+
+bool WorkerLauncher::replace(size_t index) {
+  auto standby = standbys_.take();
+  if (!standby) return start(index);
+  auto& slot = slots_.at(index);
+  slot.begin(round_.info.rank_offset + slot.local_rank,
+             round_.attempt_dir(options_.run_dir) / std::to_string(slot.local_rank));
+  slot.error_file = standby->error_file;  // what its environment names
+  auto callbacks = group_.adopt(index, standby->pid,
+                                routed_to(logs_, slot.local_rank, [this, index](ExitStatus status) {
+                                  hooks_.exited(index, status);
+                                }));
+  standby->connect(std::move(callbacks),
+                   [this, index, generation = round_.generation](const recovery::Message& message) {
+                     if (generation == round_.generation && index < slots_.size()) {
+                       recovery_.on_message(index, message);
+                     }
+                   });
+  recovery_.adopt(index, std::move(standby->link), standby->hello);
+  const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - standby->started)
+                             .count();
+  report_standby_promoted(events_, slot, standby->pid, standby->hello, waited_ms);
+  report_worker_start(events_, slot, standby->pid, round_.attempt);
+  standbys_.fill();
+  return true;
+}
+
+WorkerProcessSpec WorkerLauncher::standby_spec(const std::string& error_file) const {
+  AttemptInfo attempt = hooks_.attempt();
+  attempt.spare = true;
+  WorkerProcessSpec spec = worker_spec(options_.config, options_.env, attempt, 0, error_file,
+                                       hooks_.extra_env(), CpuBinding{});
+  const std::string local_rank = std::string(env::kLocalRank) + "=";
+  std::erase_if(spec.env, [&](const std::string& entry) { return entry.starts_with(local_rank); });
+  spec.env.push_back(std::string(recovery::kEnvStandby) + "=1");
+  return spec;
 }
 
 bool WorkerLauncher::start_all() {

@@ -11,6 +11,7 @@
 #include "launcher/agent/agent_options.hpp"
 #include "launcher/agent/in_place_recovery.hpp"
 #include "launcher/agent/round_history.hpp"
+#include "launcher/agent/standby_pool.hpp"
 #include "launcher/agent/worker_slots.hpp"
 #include "launcher/output/event_log.hpp"
 #include "launcher/output/log_router.hpp"
@@ -33,7 +34,8 @@ class WorkerLauncher {
 
   // round: the agent's, read at each start (attempt, generation, rank offset).
   WorkerLauncher(const AgentOptions& options, const RoundHistory& round, WorkerGroup& group,
-                 InPlaceRecovery& recovery, LogRouter& logs, EventLog& events, Hooks hooks);
+                 InPlaceRecovery& recovery, StandbyPool& standbys, LogRouter& logs,
+                 EventLog& events, Hooks hooks);
 
   // Declares the store namespace of the round's workers' PyTorch clients
   // (AgentOptions::set_worker_namespace), by the round: every node of a round agrees on it, so
@@ -48,6 +50,13 @@ class WorkerLauncher {
   // Starts slot index's worker for the current round; false when it could not
   // (Hooks::start_failed has been called).
   bool start(size_t index);
+  // A worker for slot index in place of one that died, in a group re-formed in place: a
+  // standby worker when one stands by (it gets its round notice; the pool starts another),
+  // else start(index). False when none could be had (Hooks::start_failed has been called).
+  bool replace(size_t index);
+  // The process a standby worker is started as: the worker's program with the spare's
+  // environment (no round variables), no LOCAL_RANK, DDPLAUNCH_STANDBY=1, no CPU binding.
+  [[nodiscard]] WorkerProcessSpec standby_spec(const std::string& error_file) const;
   // Starts every slot's worker and records workers_started; false at the first that could not.
   bool start_all();
   // count workers started before this node is admitted into a round (a spare, or a node
@@ -63,6 +72,7 @@ class WorkerLauncher {
   const RoundHistory& round_;
   WorkerGroup& group_;
   InPlaceRecovery& recovery_;
+  StandbyPool& standbys_;
   LogRouter& logs_;
   EventLog& events_;
   Hooks hooks_;

@@ -168,6 +168,7 @@ struct RawOptions {
   bool in_place_recovery = false;
   double recovery_timeout = 60.0;
   std::string spare_workers = "hot";
+  int standby_workers = 0;
   std::string prefix_template = "[${role_name}${local_rank}]:";
   std::string pass_local_rank_arg;
   bool use_env = false;
@@ -267,6 +268,11 @@ void add_options(CLI::App& app, RawOptions& raw) {
                  "its workers at once and parks them before their first collective (hot, the "
                  "default), or only once it is admitted (cold: for scripts that read RANK or "
                  "MASTER_ADDR before ddplaunch_recovery.Elastic; docs/recovery.md, Spares)");
+  app.add_option("--standby_workers,--standby-workers", raw.standby_workers,
+                 "With --in_place_recovery, N parked processes per node (default 0) that take "
+                 "the place of a worker of this node that dies or hangs, so the group re-forms "
+                 "without waiting for a fresh worker's start-up (docs/recovery.md, Standby "
+                 "workers)");
   app.add_option(
       "--log_line_prefix_template,--log-line-prefix-template", raw.prefix_template,
       "Console line prefix; ${role_name}, ${rank}, ${local_rank}, ${hostname} are replaced");
@@ -447,6 +453,7 @@ LaunchConfig to_config(const RawOptions& raw, std::vector<std::string> rest, con
     throw ConfigError("--spare_workers=" + raw.spare_workers + ": expected hot or cold");
   }
   config.hot_spares = raw.spare_workers == "hot";
+  config.standby_workers = raw.standby_workers;
   config.log_line_prefix_template = raw.prefix_template;
   // torchrun 2.x has no flag, only this variable; as there, an empty value means the default.
   if (auto it = env.find(env::kLogLinePrefixTemplate);

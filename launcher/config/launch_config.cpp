@@ -25,6 +25,39 @@ int cpu_count() {
   return static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
 
+// A standby worker starts before anyone knows which local rank it takes: what is chosen by the
+// local rank when a process starts cannot be given to it.
+void check_standby_workers(const LaunchConfig& config) {
+  const int n = config.standby_workers;
+  if (n == 0) return;
+  const std::string flag = "--standby_workers=" + std::to_string(n);
+  if (n < 0 || n > 64) {
+    throw ConfigError(flag + ": expected 0 to 64 parked processes per node");
+  }
+  if (!config.in_place_recovery) {
+    throw ConfigError(flag +
+                      " needs --in_place_recovery: a standby takes a dead worker's place "
+                      "through the in-place re-form (docs/recovery.md, Standby workers)");
+  }
+  if (!config.hot_spares) {
+    throw ConfigError(flag +
+                      " with --spare_workers cold: a standby waits, parked, as a hot "
+                      "spare's workers do; a script that cannot be parked cannot stand by");
+  }
+  if (config.virtual_local_rank) {
+    throw ConfigError(flag +
+                      " with --virtual_local_rank: each worker's CUDA_VISIBLE_DEVICES "
+                      "is chosen by its local rank before it starts, which a standby "
+                      "does not know yet");
+  }
+  if (config.pass_local_rank_arg) {
+    throw ConfigError(flag +
+                      " with --pass_local_rank_arg: the --local_rank argument is chosen "
+                      "before the worker starts, which a standby does not know yet; "
+                      "read LOCAL_RANK after ddplaunch_recovery.Elastic() instead");
+  }
+}
+
 }  // namespace
 
 bool asks_elastic_rendezvous(const LaunchConfig& config) {
@@ -200,6 +233,7 @@ void validate_config(const LaunchConfig& config, const Environment& env) {
         "--in_place_recovery with --no_agent_store: a kept worker re-joins through the agent's "
         "store (worker rank 0's store may be on the lost node); drop one of the two");
   }
+  check_standby_workers(config);
   if (config.module && config.no_python && !config.run_path) {
     throw ConfigError("-m/--module and --no_python cannot be used together");
   }

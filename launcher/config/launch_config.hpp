@@ -61,6 +61,9 @@ struct LaunchConfig {
   // --spare_workers hot: with in-place recovery, a spare node's workers start while it stands
   // by and wait, parked, for the round that admits it (docs/recovery.md, Spares).
   bool hot_spares = true;
+  // --standby_workers N: with in-place recovery, N parked processes per node that take the
+  // place of a worker of this node that dies (docs/recovery.md, Standby workers).
+  int standby_workers = 0;
 
   // --- rendezvous (nullopt = not given; the factory applies defaults) ---
   std::optional<std::string> nnodes;  // "N" or "MIN:MAX"

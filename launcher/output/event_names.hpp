@@ -40,6 +40,14 @@ inline constexpr char kSignal[] = "signal";
 inline constexpr char kSpare[] = "spare";
 // this spare was admitted into a round (round, group_rank)
 inline constexpr char kSpareAdmitted[] = "spare_admitted";
+// a standby worker started (pid), listens on its channel (pid, ms), died standing by (pid,
+// exit_code, signal, listening), took a dead worker's place (pid, rank, local_rank,
+// waited_ms), or the node's standbys were turned off (reason)
+inline constexpr char kStandbyStart[] = "standby_start";
+inline constexpr char kStandbyReady[] = "standby_ready";
+inline constexpr char kStandbyExit[] = "standby_exit";
+inline constexpr char kStandbyPromoted[] = "standby_promoted";
+inline constexpr char kStandbyOff[] = "standby_off";
 // a worker could not be started
 inline constexpr char kSpawnFailed[] = "spawn_failed";
 // the group is being stopped (signal sent)

@@ -91,6 +91,7 @@ recovery::RoundNotice round_notice(const WorkerIdentity& identity, int64_t round
   recovery::RoundNotice notice;
   static_cast<recovery::WorkerPlace&>(notice) = identity;  // the same fields, by definition
   notice.round = round;
+  notice.local_rank = identity.local_rank;
   return notice;
 }
 

@@ -21,8 +21,20 @@ void WorkerGroup::reset(size_t count) {
 }
 
 int WorkerGroup::start(size_t index, const WorkerProcessSpec& spec, WorkerCallbacks callbacks) {
-  auto& slot = slots_.at(index);
-  slot.running = false;
+  slots_.at(index).running = false;
+  const int pid = spawner_.spawn(spec, tracked(index, std::move(callbacks)));
+  mark_running(index, pid);
+  return pid;
+}
+
+WorkerCallbacks WorkerGroup::adopt(size_t index, int pid, WorkerCallbacks callbacks) {
+  slots_.at(index).running = false;
+  auto tracked_callbacks = tracked(index, std::move(callbacks));
+  mark_running(index, pid);
+  return tracked_callbacks;
+}
+
+WorkerCallbacks WorkerGroup::tracked(size_t index, WorkerCallbacks callbacks) {
   auto on_exit = std::move(callbacks.on_exit);
   callbacks.on_exit = [this, generation = generation_, index,
                        on_exit = std::move(on_exit)](ExitStatus status) {
@@ -31,10 +43,14 @@ int WorkerGroup::start(size_t index, const WorkerProcessSpec& spec, WorkerCallba
     --running_;
     if (on_exit) on_exit(status);
   };
-  slot.pid = spawner_.spawn(spec, std::move(callbacks));
+  return callbacks;
+}
+
+void WorkerGroup::mark_running(size_t index, int pid) {
+  auto& slot = slots_.at(index);
+  slot.pid = pid;
   slot.running = true;
   ++running_;
-  return slot.pid;
 }
 
 std::string WorkerGroup::running_pids() const {

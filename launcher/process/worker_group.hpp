@@ -47,6 +47,10 @@ class WorkerGroup {
   // on_exit is called once, when this worker ends while the group is current, after the slot
   // is marked not running. Throws as WorkerSpawner::spawn; the slot is then not running.
   int start(size_t index, const WorkerProcessSpec& spec, WorkerCallbacks callbacks);
+  // Makes pid, a process the spawner started earlier (a standby worker), slot index's
+  // worker, as start() would have; returns the callbacks its output and exit must go to from
+  // now on (the exit counted for this slot, once, as a started worker's).
+  WorkerCallbacks adopt(size_t index, int pid, WorkerCallbacks callbacks);
 
   [[nodiscard]] bool running(size_t index) const { return slots_.at(index).running; }
   [[nodiscard]] int pid(size_t index) const { return slots_.at(index).pid; }  // 0: never started
@@ -82,6 +86,9 @@ class WorkerGroup {
     int pid = 0;
     bool running = false;
   };
+  // callbacks whose on_exit marks slot index not running first (only for this group).
+  WorkerCallbacks tracked(size_t index, WorkerCallbacks callbacks);
+  void mark_running(size_t index, int pid);
   void kill_after_grace(uint64_t stop,
                         std::function<void(const std::vector<UnkillableWorker>&)> on_unkillable);
   void give_up_later(uint64_t stop,

@@ -70,6 +70,7 @@ struct RecoveringWorkers {
 
   // What a fresh worker of a later round does: re-form and finish.
   void on_fresh(size_t i) {
+    if (h.spawner.env(i, "DDPLAUNCH_STANDBY") == "1") return;  // it waits for its notice
     const int64_t round = std::stoll(h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT"));
     if (round == 0) return;
     channels[i]->send(make_message("joined", {{"round", round},
@@ -295,13 +296,88 @@ TEST_CASE(
     if (name == "workers_resumed") asio::post(h.io, [&] { h.spawner.exit(1, ExitStatus{3, 0}); });
   };
   CHECK(h.run() == 0);
-  // Round 0, the re-form into round 1, then the restart into round 2: both workers fresh.
+  // Round 0, the re-form into round 1, then the failure re-formed in place into round 2 (a
+  // restart spent): local rank 1 fresh there, local rank 0 kept through both.
   CHECK(h.rendezvous.calls == 3);
   CHECK(h.restarts == 1);
-  REQUIRE(h.spawner.workers.size() == 4);
-  for (size_t i : {2, 3}) CHECK(h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "2");
-  CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGTERM});  // stopped for the restart
+  REQUIRE(h.spawner.workers.size() == 3);
+  CHECK(h.spawner.env(2, "TORCHELASTIC_RESTART_COUNT") == "2");
+  CHECK(h.spawner.env(2, "LOCAL_RANK") == "1");
+  CHECK(h.spawner.workers[0].signals.empty());  // never stopped
   REQUIRE(workers.received[1].size() == 2);
   CHECK(workers.received[1][1].type == "round");
-  CHECK(workers.events("in_place_recovery").empty());
+  REQUIRE(!workers.received[0].empty());
+  CHECK(workers.received[0].back().type == "round");
+  CHECK(workers.received[0].back().integer("round") == 2);
+  const auto recoveries = workers.events("in_place_recovery");
+  REQUIRE(recoveries.size() == 1);
+  CHECK(recoveries[0]["reason"] == "worker_failed");
+  CHECK(recoveries[0]["round"] == 2);
+  CHECK(recoveries[0]["kept"] == 1);
+  CHECK(recoveries[0]["restarted"] == 1);
+}
+
+TEST_CASE(
+    "in place with a standby: this node's only worker fails, the standby takes its place in a "
+    "re-form in place, a restart spent",
+    "[agent][recovery][standby]") {
+  Harness h(1, /*max_restarts=*/1);
+  h.options.config.standby_workers = 1;
+  RecoveringWorkers workers(h);
+  workers.on_event = [&](const nlohmann::json& event) {
+    const std::string name = event.value("event", "");
+    // The worker and the standby listen: the worker crashes.
+    if (name == "standby_ready" && h.rendezvous.calls == 1) {
+      asio::post(h.io, [&] { h.spawner.exit(0, ExitStatus{3, 0}); });
+    }
+  };
+  CHECK(h.run() == 0);
+  // One re-form, no stop: the standby (process 1) finished the job as rank 0.
+  CHECK(h.rendezvous.calls == 2);
+  CHECK(h.restarts == 1);
+  REQUIRE(h.spawner.workers.size() >= 2);
+  CHECK(h.spawner.env(1, "DDPLAUNCH_STANDBY") == "1");
+  CHECK(h.spawner.env(1, "LOCAL_RANK").empty());
+  REQUIRE(!workers.received[1].empty());
+  const auto notice = ddp::recovery::RoundNotice::from_message(workers.received[1][0]);
+  CHECK(notice.round == 1);
+  CHECK(notice.rank == 0);
+  CHECK(notice.local_rank == 0);
+  CHECK(notice.restart_count == 1);
+  const auto promoted = workers.events("standby_promoted");
+  REQUIRE(promoted.size() == 1);
+  CHECK(promoted[0]["pid"] == h.spawner.workers[1].pid);
+  const auto done = workers.events("in_place_recovery");
+  REQUIRE(done.size() == 1);
+  CHECK(done[0]["reason"] == "worker_failed");
+  CHECK(done[0]["kept"] == 0);
+  CHECK(done[0]["restarted"] == 1);
+  const auto restart = workers.events("restart");
+  REQUIRE(restart.size() == 1);
+  CHECK(restart[0]["in_place"] == true);
+  CHECK(restart[0]["failed_rank"] == 0);
+  CHECK(restart[0]["exit_code"] == 3);
+  for (const auto& stopping : workers.events("stopping")) CHECK(stopping["reason"] != "failure");
+  // The standby started in its place was killed when the agent left: nothing outlives it.
+  for (size_t i = 2; i < h.spawner.workers.size(); ++i) {
+    CHECK((h.spawner.workers[i].released || h.spawner.workers[i].exited));
+  }
+}
+
+TEST_CASE("in place without a standby: a single worker's failure restarts it as before",
+          "[agent][recovery][standby]") {
+  Harness h(1, /*max_restarts=*/1);
+  RecoveringWorkers workers(h);
+  workers.on_event = [&](const nlohmann::json& event) {
+    if (event.value("event", "") != "worker_channel") return;
+    // The first worker crashes; the one restarted after it finishes.
+    const size_t i = h.rendezvous.calls == 1 ? 0 : 1;
+    asio::post(h.io, [&h, i] { h.spawner.exit(i, ExitStatus{i == 0 ? 3 : 0, 0}); });
+  };
+  CHECK(h.run() == 0);
+  CHECK(h.restarts == 1);
+  REQUIRE(h.spawner.workers.size() == 2);
+  CHECK(h.spawner.env(1, "TORCHELASTIC_RESTART_COUNT") == "1");
+  CHECK(workers.events("recovery_started").empty());  // a restart, not a re-form
+  CHECK(workers.events("standby_start").empty());
 }

@@ -44,9 +44,13 @@ TEST_CASE("attempt policy: what follows each end, as a table", "[agent][attempt]
       {EndCause::kStoreSilent, true, true, 1, 3, true, Action::kReformInPlace, 1, false},
       {EndCause::kStoreSilent, false, false, 0, 3, true, Action::kGiveUp, 0, false},
       {EndCause::kStoreLost, true, false, 0, 3, true, Action::kGiveUp, 0, false},
-      // This node's failure: a restart while one is left and the job can take it.
+      // This node's failure: a restart while one is left and the job can take it; in place
+      // (workers still run here, or a standby can take the failed one's place) only the
+      // failed worker is replaced, and the restart is spent all the same.
       {EndCause::kWorkerFailed, false, false, 0, 2, true, Action::kRestart, 1, false},
-      {EndCause::kWorkerFailed, true, true, 1, 2, true, Action::kRestart, 2, false},
+      {EndCause::kWorkerFailed, true, false, 1, 2, true, Action::kRestart, 2, false},
+      {EndCause::kWorkerFailed, true, true, 1, 2, true, Action::kReformInPlace, 2, false},
+      {EndCause::kWorkerFailed, true, true, 2, 2, true, Action::kGiveUp, 2, false},
       {EndCause::kWorkerFailed, false, false, 2, 2, true, Action::kGiveUp, 2, false},
       {EndCause::kWorkerFailed, false, false, 0, 0, true, Action::kGiveUp, 0, false},
       {EndCause::kWorkerFailed, false, false, 0, 2, false, Action::kGiveUp, 0, true},
