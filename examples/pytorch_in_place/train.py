@@ -69,6 +69,8 @@ def parse_args():
     p.add_argument("--slow_step_ms", type=int, default=0)
     p.add_argument("--fault_kill_node_at_step", type=int, default=0)
     p.add_argument("--fault_hang_at_step", type=int, default=0)
+    p.add_argument("--fault_crash_at_step", type=int, default=0,
+                   help="this rank exits 3 after this step (once: a marker in --sample_log)")
     p.add_argument("--fault_rank", type=int, default=-1, help="default: the last rank")
     p.add_argument("--hold_at_step", type=int, action="append", default=[],
                    help="after this step every rank waits until <--hold_file>.<step> exists (a "
@@ -203,7 +205,7 @@ def chaos_fields(args, elastic):
 
 
 def fault(args, elastic, ckpt):
-    """Test faults: this node dies, or this rank hangs (once), after a given step."""
+    """Test faults: this node dies, or this rank crashes or hangs (once), after a given step."""
     rank = args.fault_rank if args.fault_rank >= 0 else elastic.world_size - 1
     if elastic.rank != rank:
         return
@@ -219,6 +221,12 @@ def fault(args, elastic, ckpt):
             elastic.rank, os.getppid(), step), flush=True)
         os.kill(os.getppid(), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
+    if args.fault_crash_at_step and step == args.fault_crash_at_step:
+        marker = os.path.join(args.sample_log or "/tmp", ".crashed")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            print("rank %d: crashing (exit 3) after step %d" % (elastic.rank, step), flush=True)
+            os._exit(3)
     if args.fault_hang_at_step and step == args.fault_hang_at_step:
         marker = os.path.join(args.sample_log or "/tmp", ".hung")
         if not os.path.exists(marker):

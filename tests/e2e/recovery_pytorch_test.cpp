@@ -593,6 +593,82 @@ TEST_CASE("recovery pytorch: a hung rank is dumped and restarted, the other node
   CHECK(per_epoch.at(1).size() == samples_after(0, 3));
 }
 
+// A worker crash, and a hang, on a node with a standby worker (--standby_workers 1): the
+// standby, started and parked while the job ran, takes the failed rank's place; every node
+// re-forms in place (nobody stopped), each spends the one restart, and every sample of the
+// epoch is trained once. Without the standby the failed rank's node restarts its worker cold
+// (the hang case above).
+void standby_replaces(const Torch& torch, const std::vector<std::string>& fault,
+                      const std::vector<std::string>& extra_agent_flags) {
+  Nodes nodes(torch);
+  std::vector<std::string> agent{"--in_place_recovery", "--standby_workers", "1",
+                                 "--max_restarts", "1"};
+  agent.insert(agent.end(), extra_agent_flags.begin(), extra_agent_flags.end());
+  std::vector<std::string> flags{"--epochs", "2", "--fault_rank", "1"};
+  flags.insert(flags.end(), fault.begin(), fault.end());
+  for (const char* tag : {"a", "b", "c"}) nodes.start(tag, "3", agent, flags);
+  const auto survivors = nodes.survivors();
+  INFO(nodes.logs());
+  REQUIRE(survivors.size() == 3);
+  int promoted_nodes = 0;
+  for (const char* tag : {"a", "b", "c"}) {
+    INFO("node " << tag);
+    const auto promoted = nodes.events(tag, "standby_promoted");
+    const auto done = nodes.events(tag, "in_place_recovery");
+    REQUIRE(done.size() == 1);
+    CHECK(nodes.events(tag, "workers_stopped").size() <= 1);  // the end of the job only
+    for (const auto& stopping : nodes.events(tag, "stopping")) {
+      CHECK(stopping["reason"] != "failure");
+    }
+    const auto restart = nodes.events(tag, "restart");
+    REQUIRE(restart.size() == 1);
+    CHECK(restart[0]["restarts_spent"] == 1);
+    CHECK(restart[0]["in_place"] == true);
+    CHECK(!nodes.events(tag, "standby_ready").empty());  // each node had one standing by
+    if (promoted.empty()) {
+      CHECK(done[0]["kept"] == 1);
+      CHECK(done[0]["restarted"] == 0);
+      CHECK(nodes.events(tag, "worker_start").size() == 1);
+      continue;
+    }
+    ++promoted_nodes;
+    REQUIRE(promoted.size() == 1);
+    CHECK(promoted[0]["rank"] == 1);
+    CHECK(promoted[0]["listening"] == true);
+    CHECK(done[0]["reason"] == "worker_failed");
+    CHECK(done[0]["kept"] == 0);
+    CHECK(done[0]["restarted"] == 1);
+    // The first worker, then the standby in its place (no cold start).
+    const auto starts = nodes.events(tag, "worker_start");
+    REQUIRE(starts.size() == 2);
+    CHECK(starts[1]["pid"] == promoted[0]["pid"]);
+  }
+  CHECK(promoted_nodes == 1);
+  CHECK_THAT(nodes.logs(), Contains("re-forming in place with a standby worker in its place"));
+  CHECK_THAT(nodes.logs(), Contains("params in sync on 3 ranks"));
+  const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
+  REQUIRE(per_epoch.size() == 2);
+  CHECK(per_epoch.at(0).size() == samples_after(0, 3));
+  CHECK(per_epoch.at(1).size() == samples_after(0, 3));
+}
+
+TEST_CASE("recovery pytorch: a crashed rank's place goes to its node's standby worker, every "
+          "node stays in place",
+          "[e2e][recovery][pytorch][standby]") {
+  const Torch* torch = newest_torch();
+  if (torch == nullptr) return;
+  standby_replaces(*torch, {"--fault_crash_at_step", "4"}, {});
+}
+
+TEST_CASE("recovery pytorch: a hung rank's place goes to its node's standby worker once it is "
+          "dumped, every node stays in place",
+          "[e2e][recovery][pytorch][standby][hang]") {
+  const Torch* torch = newest_torch();
+  if (torch == nullptr) return;
+  standby_replaces(*torch, {"--fault_hang_at_step", "4"}, {"--hang_timeout", "8"});
+  // (the hang test above: the same hang without a standby restarts that node's worker cold)
+}
+
 // Expected: exit 0, both ranks finish; the module without ddplaunch's channel is a plain loop.
 TEST_CASE("recovery pytorch: the same script under torchrun runs as a plain DDP loop",
           "[e2e][recovery][pytorch][torchrun]") {
