@@ -370,6 +370,48 @@ TEST_CASE("recovery e2e: a hung rank is dumped and restarted, the other nodes re
   CHECK(per_epoch.at(1).size() == static_cast<size_t>(samples_after(0, 3)));
 }
 
+// The native trainer's rank 1 SIGKILLs itself after step 4 on a job with a standby worker per
+// node: its node's standby takes the place; nobody is stopped, every node re-forms in place and
+// spends the one restart, and epoch 1 trains every sample once at world 3.
+TEST_CASE("recovery e2e: a killed rank's place goes to its node's standby worker",
+          "[e2e][recovery][standby]") {
+  Nodes nodes;
+  const auto flags = train_flags(nodes.dir, 2, {"--fault_kill_at_step", "4", "--fault_rank", "1"});
+  const std::vector<std::string> agent{"--in_place_recovery", "--standby_workers", "1",
+                                       "--max_restarts", "1"};
+  for (const char* tag : {"a", "b", "c"}) {
+    const std::string addr = std::string("127.0.0.") + std::to_string(tag[0] - 'a' + 1);
+    nodes.start(tag, addr, "3", agent, flags);
+  }
+  const auto outcome = wait_all(nodes);
+  INFO(nodes.logs());
+  REQUIRE(outcome.survivors.size() == 3);
+  int promoted_nodes = 0;
+  for (const char* tag : {"a", "b", "c"}) {
+    INFO("node " << tag);
+    const auto done = nodes.events(tag, "in_place_recovery");
+    REQUIRE(done.size() == 1);
+    CHECK(done[0]["step"] == 4);
+    CHECK(nodes.events(tag, "restart").size() == 1);
+    for (const auto& stopping : nodes.events(tag, "stopping")) {
+      CHECK(stopping["reason"] != "failure");
+    }
+    const auto promoted = nodes.events(tag, "standby_promoted");
+    if (promoted.empty()) {
+      CHECK(nodes.events(tag, "worker_start").size() == 1);
+      continue;
+    }
+    ++promoted_nodes;
+    CHECK(promoted[0]["rank"] == 1);
+    CHECK(done[0]["reason"] == "worker_failed");
+    CHECK(done[0]["restarted"] == 1);
+  }
+  CHECK(promoted_nodes == 1);
+  const auto per_epoch = samples_per_epoch(nodes.dir + "/samples");
+  REQUIRE(per_epoch.size() == 2);
+  CHECK(per_epoch.at(1).size() == static_cast<size_t>(samples_after(0, 3)));
+}
+
 TEST_CASE("recovery e2e: a node started without --in_place_recovery fails the job, saying so",
           "[e2e][recovery]") {
   // The two modes run different collectives (the in-place ranks start with the state
