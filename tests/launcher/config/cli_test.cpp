@@ -158,6 +158,30 @@ TEST_CASE("spares: --spare_workers hot by default, cold on request, nothing else
              Contains("--spare_workers=warm") && Contains("expected hot or cold"));
 }
 
+TEST_CASE("standby workers: --standby_workers N with in-place recovery; what it cannot be given",
+          "[cli][recovery][standby]") {
+  CHECK(parse({"/bin/true"}).standby_workers == 0);
+  CHECK(parse({"--in_place_recovery", "--standby_workers", "2", "/bin/true"}).standby_workers == 2);
+  CHECK(parse({"--in_place_recovery", "--standby-workers=1", "/bin/true"}).standby_workers == 1);
+  CHECK_THAT(error_of({"--standby_workers", "1", "/bin/true"}),
+             Contains("--standby_workers=1 needs --in_place_recovery"));
+  CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=-1", "/bin/true"}),
+             Contains("--standby_workers=-1") && Contains("expected 0 to 64"));
+  CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=65", "/bin/true"}),
+             Contains("expected 0 to 64"));
+  CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=x", "/bin/true"}),
+             Contains("--standby_workers"));
+  CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=1", "--spare_workers=cold",
+                       "/bin/true"}),
+             Contains("with --spare_workers cold"));
+  CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=1", "--virtual_local_rank",
+                       "/bin/true"}),
+             Contains("with --virtual_local_rank"));
+  CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=1", "--pass_local_rank_arg",
+                       "/bin/true"}),
+             Contains("with --pass_local_rank_arg"));
+}
+
 TEST_CASE("redirects and tee take torchrun's values and per-rank maps", "[cli]") {
   auto config = parse({"-r", "3", "--tee=0:1,1:2", "/bin/true"});
   CHECK(config.redirects.mode_for(5) == 3);
