@@ -27,7 +27,8 @@ import cluster as netns  # noqa: E402
 import runner  # noqa: E402
 import schedule as sched  # noqa: E402
 
-LABELS = {"inplace": "ddplaunch --in_place_recovery", "restart": "ddplaunch, restarts",
+LABELS = {"inplace": "ddplaunch --in_place_recovery (--standby_workers)",
+          "restart": "ddplaunch, restarts",
           "torchrun": "torchrun 2.15 (c10d)"}
 
 
@@ -67,6 +68,9 @@ def parse_args(argv):
     p.add_argument("--step_ms", type=int, default=50, help="the script's --slow_step_ms")
     p.add_argument("--checkpoint_every", type=int, default=20)
     p.add_argument("--max_restarts", type=int, default=100)
+    p.add_argument("--standby_workers", type=int, default=1,
+                   help="in place: --standby_workers per node (a crashed or hung worker's place "
+                        "goes to a parked process; 0: a fresh worker starts cold)")
     p.add_argument("--hang_timeout", type=float, default=30,
                    help="ddplaunch's; longer than a pause (20 s): see docs/chaos.md")
     p.add_argument("--startup_s", type=float, default=120)

@@ -8,6 +8,7 @@ Ways (`mode`):
 Every node runs one worker: examples/pytorch_in_place/train.py with --sample_log and
 --chaos_fields (each step's time, world, position and parameter checksum on every rank).
 """
+import json
 import os
 import re
 import signal
@@ -53,8 +54,9 @@ def signal_pid(pid, sig):
 
 
 class Agent:
-    def __init__(self, slot, proc, log_path, started):
+    def __init__(self, slot, proc, log_path, started, events_path=None):
         self.slot = slot
+        self.events_path = events_path
         self.proc = proc
         self.log_path = log_path
         self.started = started
@@ -63,10 +65,28 @@ class Agent:
         self.exited_at = None
 
     def workers(self):
-        """The agent's worker processes (the script's main processes, not their loaders)."""
-        return [p for p in children(self.proc.pid)
-                if os.path.basename(cmdline(p).split(" ")[0]).startswith("python") and
-                "train.py" in cmdline(p)]  # not ddplaunch's orphan guardian (a fork of it)
+        """The agent's worker processes (the script's main processes, not their loaders, nor a
+        standby worker that waits to take a place: ddplaunch's events name the current one)."""
+        ws = [p for p in children(self.proc.pid)
+              if os.path.basename(cmdline(p).split(" ")[0]).startswith("python") and
+              "train.py" in cmdline(p)]  # not ddplaunch's orphan guardian (a fork of it)
+        current = self.current_worker()
+        return [current] if current in ws else ([] if current else ws)
+
+    def current_worker(self):
+        """The pid of the last worker_start in this agent's events (ddplaunch), else 0."""
+        pid = 0
+        try:
+            with open(self.events_path) as f:
+                for line in f:
+                    if '"worker_start"' in line:
+                        try:
+                            pid = int(json.loads(line).get("pid", 0))
+                        except ValueError:
+                            pass
+        except (OSError, TypeError):
+            return 0
+        return pid
 
 
 class Run:
@@ -111,7 +131,7 @@ class Run:
                "--max_restarts", str(o.max_restarts), "--hang_timeout", str(o.hang_timeout),
                "--events_file", os.path.join(self.dir, "logs", "events.%d" % slot)]
         if self.mode == "inplace":
-            cmd.append("--in_place_recovery")
+            cmd += ["--in_place_recovery", "--standby_workers", str(o.standby_workers)]
         return cmd + script
 
     def start_agent(self, slot):
@@ -124,7 +144,9 @@ class Run:
             proc = subprocess.Popen(self.cluster.exec_prefix(slot) + self.command(slot, endpoint),
                                     stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
-        self.agents[slot] = Agent(slot, proc, log_path, time.time())
+        events = (os.path.join(self.dir, "logs", "events.%d" % slot)
+                  if self.mode != "torchrun" else None)
+        self.agents[slot] = Agent(slot, proc, log_path, time.time(), events)
         self.log("  node %d (%s) started: pid %d, store %s" % (slot, self.cluster.addrs[slot],
                                                               proc.pid, endpoint))
 
