@@ -37,20 +37,21 @@ Agent::Agent(asio::io_context& io, AgentOptions options, WorkerSpawner& spawner,
                 if (job_.settle()) decide_now();
               },
               [this](const std::string& message, PeerLoss loss) { on_store_lost(message, loss); }}),
-      recovery_(
-          io, options_.config.in_place_recovery, options_.config.recovery_timeout, events, group_,
-          InPlaceRecovery::Hooks{[this](size_t index) { return launcher_.replace(index); },
-                                 [this](size_t index) {
-                                   const auto identity = worker_identity(
-                                       options_.config, attempt_info(), static_cast<int>(index));
-                                   auto notice = round_notice(identity, round_.attempt);
-                                   // What LOCAL_RANK says (0 for each of them when virtual).
-                                   if (options_.config.virtual_local_rank) notice.local_rank = 0;
-                                   return notice.to_message();
-                                 },
-                                 [this](size_t index) { return launcher_.slot(index).rank; },
-                                 [this] { return state_ == State::kHealthy; }, options_.read_proc,
-                                 [this] { rendezvous_.workers_ready(); }}),
+      recovery_(io, options_.config.in_place_recovery, options_.config.recovery_timeout, events,
+                group_,
+                InPlaceRecovery::Hooks{
+                    [this](size_t index) { return launcher_.replace(index); },
+                    [this](size_t index) {
+                      const auto identity =
+                          worker_identity(options_.config, attempt_info(), static_cast<int>(index));
+                      auto notice = round_notice(identity, round_.attempt);
+                      // What LOCAL_RANK says (0 for each of them when virtual).
+                      if (options_.config.virtual_local_rank) notice.local_rank = 0;
+                      return notice.to_message();
+                    },
+                    [this](size_t index) { return launcher_.slot(index).rank; },
+                    [this] { return state_ == State::kHealthy; }, options_.read_proc,
+                    [this] { rendezvous_.workers_ready(); }, [this] { standbys_.fill(); }}),
       standbys_(
           io, spawner, events, options_.config.standby_workers, options_.config.recovery_timeout,
           options_.run_dir,
@@ -176,15 +177,12 @@ void Agent::on_round(const rendezvous::RendezvousInfo& info, JobConnections conn
         break;
     }
     watch_hangs();
-    standbys_.fill();
     return;
   }
   ++round_.generation;
   launcher_.reset(static_cast<size_t>(options_.config.nproc_per_node));
   begin_round(info, std::move(connections));
-  if (!launcher_.start_all()) return;
-  watch_hangs();
-  standbys_.fill();
+  if (launcher_.start_all()) watch_hangs();
 }
 
 bool Agent::park_workers(const std::string& reason) {
@@ -467,9 +465,10 @@ Situation Agent::situation() const {
     s.cause = job_.failure()->restartable() ? EndCause::kJobFailed : EndCause::kFinal;
   }
   s.elastic = rendezvous_.kind().elastic;
-  // A node whose every worker is gone re-forms in place too when a standby can take a place.
+  // A node whose every worker failed re-forms in place too when a standby can take a place.
+  const bool failed = s.cause == EndCause::kWorkerFailed || s.cause == EndCause::kJobFailed;
   s.in_place = recovery_.enabled() && state_ == State::kHealthy &&
-               (group_.running_count() > 0 || standbys_.available());
+               (group_.running_count() > 0 || (failed && standbys_.available()));
   s.restarts_spent = round_.restarts_spent;
   s.max_restarts = options_.config.max_restarts;
   s.job_can_restart = ending_.blocker.value_or("").empty();

@@ -170,7 +170,11 @@ void InPlaceRecovery::on_message(size_t index, const recovery::Message& message)
                      {{"rank", hooks_.rank_of(index)}, {"pid", group_.pid(index)}});
       if (slot.notice_on_hello && !under_way_) slot.link->send(hooks_.notice(index));
       slot.notice_on_hello = false;
-      if (parked_) report_ready();
+      if (parked_) {
+        report_ready();
+      } else if (hooks_.listening && all_listening()) {
+        hooks_.listening();
+      }
       return;
     }
     if (message.type == recovery::kAborted) {
@@ -208,6 +212,13 @@ void InPlaceRecovery::on_message(size_t index, const recovery::Message& message)
     DDP_LOG_WARN("rank " + std::to_string(hooks_.rank_of(index)) +
                  " sent a bad recovery message: " + e.what());
   }
+}
+
+bool InPlaceRecovery::all_listening() const {
+  for (size_t index = 0; index < slots_.size(); ++index) {
+    if (group_.running(index) && !slots_[index].hello) return false;
+  }
+  return true;
 }
 
 bool InPlaceRecovery::all_reached(int64_t Progress::*field, int64_t round) const {

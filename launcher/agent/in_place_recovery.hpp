@@ -60,6 +60,9 @@ class InPlaceRecovery {
     // The parked workers are as ready as they will be before admission: every one listens on
     // its channel, or --recovery_timeout passed, or one was given up on (null: nobody to tell).
     std::function<void()> parked_ready;
+    // Every running worker of a round (not parked) listens on its channel: it said hello last
+    // (null: nobody to tell). Standby workers start then, not beside the workers' own start-up.
+    std::function<void()> listening;
   };
 
   // enabled: --in_place_recovery; timeout: --recovery_timeout.
@@ -138,6 +141,8 @@ class InPlaceRecovery {
   void report();
   // Says once every parked worker is listening (hooks' parked_ready).
   void report_ready();
+  // True when every running worker said hello.
+  [[nodiscard]] bool all_listening() const;
   // True when every worker still to take part (not finished) reached round in field.
   [[nodiscard]] bool all_reached(int64_t Progress::*field, int64_t round) const;
   // Workers of the current round kept in place, and those started afresh for it.
