@@ -88,6 +88,15 @@ void AgentMetrics::observe(const nlohmann::json& event) {
     ++spare_admissions_;
   } else if (name == event::kNotNeeded) {
     spare_ = false;
+  } else if (name == event::kStandbyReady) {
+    standby_ready_.insert(field<int>(event, "pid", 0));
+  } else if (name == event::kStandbyExit) {
+    standby_ready_.erase(field<int>(event, "pid", 0));
+  } else if (name == event::kStandbyPromoted) {
+    standby_ready_.erase(field<int>(event, "pid", 0));
+    ++standby_promotions_;
+  } else if (name == event::kStandbyOff) {
+    standby_ready_.clear();
   } else if (name == event::kRendezvous) {
     spare_ = false;
     round_ = field<int64_t>(event, "round", round_);
@@ -185,6 +194,7 @@ void AgentMetrics::observe(const nlohmann::json& event) {
     remember(hangs_, std::move(record));
   } else if (name == event::kFinish) {
     spare_ = false;
+    standby_ready_.clear();
     exit_code_ = field<int>(event, "exit_code", 0);
   }
 }
@@ -232,6 +242,13 @@ std::string render_prometheus(const std::string& agent_state, const AgentMetrics
   out.family("ddplaunch_spare_admissions_total", "counter",
              "Times this node was admitted into the group after standing by as a spare.");
   out.sample("ddplaunch_spare_admissions_total", static_cast<double>(metrics.spare_admissions()));
+  out.family("ddplaunch_standby_workers", "gauge",
+             "Standby workers (--standby_workers) of this node parked and listening now.");
+  out.sample("ddplaunch_standby_workers", static_cast<double>(metrics.standby_ready()));
+  out.family("ddplaunch_standby_promotions_total", "counter",
+             "Times a standby worker of this node took a failed worker's place.");
+  out.sample("ddplaunch_standby_promotions_total",
+             static_cast<double>(metrics.standby_promotions()));
   out.family("ddplaunch_workers", "gauge", "Workers of the current round, by state.");
   for (const char* state : kWorkerStates) {
     int count = 0;

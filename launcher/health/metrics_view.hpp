@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,11 @@ class AgentMetrics {
   // standing by here was admitted.
   [[nodiscard]] bool spare() const { return spare_; }
   [[nodiscard]] int64_t spare_admissions() const { return spare_admissions_; }
+  // Standby workers (--standby_workers) that listen, parked, now; how many took a place.
+  [[nodiscard]] int64_t standby_ready() const {
+    return static_cast<int64_t>(standby_ready_.size());
+  }
+  [[nodiscard]] int64_t standby_promotions() const { return standby_promotions_; }
 
  private:
   WorkerHealth* worker_by_pid(int pid);
@@ -147,6 +153,8 @@ class AgentMetrics {
   std::optional<int> exit_code_;
   bool spare_ = false;
   int64_t spare_admissions_ = 0;
+  std::set<int> standby_ready_;  // pids
+  int64_t standby_promotions_ = 0;
 };
 
 // True for the one state in which /health answers 200.

@@ -265,3 +265,23 @@ TEST_CASE("metrics: a spare the job ended without is no longer one", "[metrics]"
   CHECK(s["ddplaunch_spare"] == "0");
   CHECK(s["ddplaunch_spare_admissions_total"] == "0");
 }
+
+TEST_CASE("metrics: standby workers parked now, and how many took a place", "[metrics][standby]") {
+  AgentMetrics m("job7", 3);
+  auto s = samples(render_prometheus("HEALTHY", m));
+  CHECK(s["ddplaunch_standby_workers"] == "0");
+  CHECK(s["ddplaunch_standby_promotions_total"] == "0");
+  m.observe(event("standby_start", 100, {{"pid", 41}}));
+  CHECK(samples(render_prometheus("HEALTHY", m))["ddplaunch_standby_workers"] == "0");
+  m.observe(event("standby_ready", 102, {{"pid", 41}, {"ms", 2000}}));
+  m.observe(event("standby_ready", 103, {{"pid", 42}, {"ms", 2100}}));
+  CHECK(samples(render_prometheus("HEALTHY", m))["ddplaunch_standby_workers"] == "2");
+  m.observe(event("standby_promoted", 200, {{"pid", 41}, {"rank", 1}, {"local_rank", 0}}));
+  m.observe(event("standby_exit", 210, {{"pid", 42}, {"exit_code", 0}, {"signal", 9}}));
+  s = samples(render_prometheus("HEALTHY", m));
+  CHECK(s["ddplaunch_standby_workers"] == "0");
+  CHECK(s["ddplaunch_standby_promotions_total"] == "1");
+  m.observe(event("standby_ready", 220, {{"pid", 43}}));
+  m.observe(event("standby_off", 230, {{"reason", "three died in a row"}}));
+  CHECK(samples(render_prometheus("HEALTHY", m))["ddplaunch_standby_workers"] == "0");
+}
