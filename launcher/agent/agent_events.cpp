@@ -117,6 +117,11 @@ void report_own_failure_in_place(EventLog& events, const std::vector<WorkerFailu
 void report_recovery_started(EventLog& events, const std::string& reason, int attempt,
                              const std::string& pids) {
   events.record(event::kRecoveryStarted, {{"reason", reason}, {"round", attempt}, {"pids", pids}});
+  if (reason == "worker_failed") {  // this node's failure, said just before
+    DDP_LOG_INFO("re-forming the group in place" +
+                 (pids == "none running" ? std::string() : "; keeping pids " + pids));
+    return;
+  }
   DDP_LOG_INFO("membership changed (" + reason + "); keeping the workers (pids " + pids +
                ") and re-forming the group in place");
 }

@@ -108,9 +108,15 @@ void InPlaceRecovery::begin(const std::string& reason, int64_t from_round) {
   recovery::Message abort;
   abort.type = std::string(recovery::kAbort);
   abort.set("round", from_round).set("reason", reason);
+  bool told = false;
   for (size_t index = 0; index < slots_.size(); ++index) {
-    if (group_.running(index) && slots_[index].link) slots_[index].link->send(abort);
+    if (group_.running(index) && slots_[index].link) {
+      slots_[index].link->send(abort);
+      told = told || slots_[index].hello;
+    }
   }
+  // Nothing here listens to abort (this node's only worker failed): that phase is over at once.
+  if (!told) current_.aborted = current_.noticed;
 }
 
 InPlaceRecovery::Resumed InPlaceRecovery::resume(int64_t round) {

@@ -352,6 +352,7 @@ TEST_CASE(
   CHECK(done[0]["reason"] == "worker_failed");
   CHECK(done[0]["kept"] == 0);
   CHECK(done[0]["restarted"] == 1);
+  CHECK(done[0]["aborted_ms"] == 0);  // nothing here to abort: that phase is over at once
   const auto restart = workers.events("restart");
   REQUIRE(restart.size() == 1);
   CHECK(restart[0]["in_place"] == true);
