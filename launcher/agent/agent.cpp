@@ -465,10 +465,11 @@ Situation Agent::situation() const {
     s.cause = job_.failure()->restartable() ? EndCause::kJobFailed : EndCause::kFinal;
   }
   s.elastic = rendezvous_.kind().elastic;
-  // A node whose every worker failed re-forms in place too when a standby can take a place.
-  const bool failed = s.cause == EndCause::kWorkerFailed || s.cause == EndCause::kJobFailed;
+  // In place: the workers that still run re-form. After a failure here, only when a standby
+  // can take the failed worker's place; without one this node restarts its workers as before.
+  const bool failed_here = ending_.cause == EndCause::kWorkerFailed;
   s.in_place = recovery_.enabled() && state_ == State::kHealthy &&
-               (group_.running_count() > 0 || (failed && standbys_.available()));
+               (failed_here ? standbys_.available() : group_.running_count() > 0);
   s.restarts_spent = round_.restarts_spent;
   s.max_restarts = options_.config.max_restarts;
   s.job_can_restart = ending_.blocker.value_or("").empty();

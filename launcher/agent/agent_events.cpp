@@ -118,8 +118,9 @@ void report_recovery_started(EventLog& events, const std::string& reason, int at
                              const std::string& pids) {
   events.record(event::kRecoveryStarted, {{"reason", reason}, {"round", attempt}, {"pids", pids}});
   if (reason == "worker_failed") {  // this node's failure, said just before
-    DDP_LOG_INFO("re-forming the group in place" +
-                 (pids == "none running" ? std::string() : "; keeping pids " + pids));
+    std::string line = "re-forming the group in place";
+    if (pids != "none running") line += "; keeping pids " + pids;
+    DDP_LOG_INFO(line);
     return;
   }
   DDP_LOG_INFO("membership changed (" + reason + "); keeping the workers (pids " + pids +

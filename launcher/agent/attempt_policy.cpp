@@ -124,11 +124,10 @@ Decision decide(const Situation& s) {
       if (!s.elastic) return {Action::kGiveUp, s.restarts_spent};
       return {s.in_place ? Action::kReformInPlace : Action::kRejoin, s.restarts_spent};
     case EndCause::kWorkerFailed:
-      // In place (workers still run here, or a standby can take the failed one's place): only
-      // the failed worker is replaced; every node spends the restart all the same.
-      return spend_or_give_up(s, s.in_place ? Action::kReformInPlace : Action::kRestart);
     case EndCause::kJobFailed:
-      // Another node's failure: workers that still run here can re-form in place.
+      // In place (workers still run here; after a failure here, a standby can take the failed
+      // worker's place: the agent says so) only the failed worker is replaced; every node
+      // spends the restart all the same.
       return spend_or_give_up(s, s.in_place ? Action::kReformInPlace : Action::kRestart);
     case EndCause::kNone:
     case EndCause::kStoreLost:

@@ -35,8 +35,9 @@ EndCause graver(EndCause current, EndCause news);
 // What the decision needs to know besides the cause.
 struct Situation {
   EndCause cause = EndCause::kNone;
-  bool elastic = false;   // the rendezvous re-forms groups (RendezvousHandler::kind())
-  bool in_place = false;  // --in_place_recovery, and workers still run here (or a standby can)
+  bool elastic = false;  // the rendezvous re-forms groups (RendezvousHandler::kind())
+  bool in_place =
+      false;  // --in_place_recovery, workers still run (after a failure here: a standby)
   int restarts_spent = 0;
   int max_restarts = 0;
   // The job as a whole can still restart (RendezvousHandler::restart_blocker() said nothing,

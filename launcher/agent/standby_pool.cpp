@@ -13,7 +13,7 @@ namespace ddp::launcher {
 namespace {
 
 // A standby's output while it stands by, per stream, kept for the rank it will become.
-constexpr size_t kHeldBytes = 64 * 1024;
+constexpr size_t kHeldBytes = size_t{64} * 1024;
 // Standbys that may die in a row while standing by before the pool gives up on them.
 constexpr int kDeathsInARow = 3;
 
@@ -72,17 +72,17 @@ struct StandbyPool::Entry {
 
 void StandbyPool::Standby::connect(WorkerCallbacks callbacks,
                                    RecoveryLink::MessageHandler on_message) {
-  route->detach_pool();
-  route->target = std::move(callbacks);
-  route->on_message = std::move(on_message);
+  route_->detach_pool();
+  route_->target = std::move(callbacks);
+  route_->on_message = std::move(on_message);
   for (int stream = 1; stream <= 2; ++stream) {
-    auto& text = route->held.at(static_cast<size_t>(stream - 1));
-    if (!text.empty() && route->target.on_output) route->target.on_output(stream, text);
+    auto& text = route_->held.at(static_cast<size_t>(stream - 1));
+    if (!text.empty() && route_->target.on_output) route_->target.on_output(stream, text);
     text.clear();
   }
-  if (route->dropped > 0 && route->target.on_output) {
-    route->target.on_output(2, "[ddplaunch: " + std::to_string(route->dropped) +
-                                   " bytes this process wrote while it stood by were not kept]\n");
+  if (route_->dropped > 0 && route_->target.on_output) {
+    route_->target.on_output(2, "[ddplaunch: " + std::to_string(route_->dropped) +
+                                    " bytes this process wrote while it stood by were not kept]\n");
   }
 }
 
@@ -240,7 +240,7 @@ std::optional<StandbyPool::Standby> StandbyPool::take() {
   standby.hello = entry->hello;
   standby.error_file = entry->error_file;
   standby.started = entry->started;
-  standby.route = entry->route;
+  standby.route_ = entry->route;
   return standby;
 }
 

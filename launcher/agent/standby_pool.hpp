@@ -51,7 +51,7 @@ class StandbyPool {
    private:
     friend class StandbyPool;
     struct Route;
-    std::shared_ptr<Route> route;
+    std::shared_ptr<Route> route_;
   };
 
   // count: --standby_workers; hello_timeout: --recovery_timeout; dir: where their error files

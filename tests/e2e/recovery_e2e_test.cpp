@@ -376,7 +376,12 @@ TEST_CASE("recovery e2e: a hung rank is dumped and restarted, the other nodes re
 TEST_CASE("recovery e2e: a killed rank's place goes to its node's standby worker",
           "[e2e][recovery][standby]") {
   Nodes nodes;
-  const auto flags = train_flags(nodes.dir, 2, {"--fault_kill_at_step", "4", "--fault_rank", "1"});
+  // 100 ms steps: the standby (started once its node's worker listens, before the group is
+  // built) is there before step 4; whether it listens yet does not matter (it gets its notice
+  // when it does).
+  const auto flags = train_flags(
+      nodes.dir, 2,
+      {"--fault_kill_at_step", "4", "--fault_rank", "1", "--fault_slow_step_ms", "100"});
   const std::vector<std::string> agent{"--in_place_recovery", "--standby_workers", "1",
                                        "--max_restarts", "1"};
   for (const char* tag : {"a", "b", "c"}) {

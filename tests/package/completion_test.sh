@@ -36,8 +36,8 @@ got=$(complete_line ddplaunch --nnodes 1 --standalone train.py --npr)
 [ -z "$got" ] || fail "after the program, 'ddplaunch ... train.py --npr' offers '$got'"
 got=$(complete_line ddplaunch --nproc_per_node = 2 train.py --npr)
 [ -z "$got" ] || fail "after the program, 'ddplaunch --nproc_per_node=2 train.py --npr' offers '$got'"
-got=$(complete_line ddplaunch --nnodes 1 --stan)
-[ "$got" = --standalone ] || fail "'ddplaunch --nnodes 1 --stan' offers '$got', expected --standalone"
+got=$(complete_line ddplaunch --nnodes 1 --standa)
+[ "$got" = --standalone ] || fail "'ddplaunch --nnodes 1 --standa' offers '$got', expected --standalone"
 
 # ddpstore: its own options, and the values of a set from its --help ({auto,epoll,io_uring}).
 got=$(complete_line ddpstore --po)

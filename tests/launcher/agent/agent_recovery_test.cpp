@@ -296,25 +296,15 @@ TEST_CASE(
     if (name == "workers_resumed") asio::post(h.io, [&] { h.spawner.exit(1, ExitStatus{3, 0}); });
   };
   CHECK(h.run() == 0);
-  // Round 0, the re-form into round 1, then the failure re-formed in place into round 2 (a
-  // restart spent): local rank 1 fresh there, local rank 0 kept through both.
+  // Round 0, the re-form into round 1, then the restart into round 2: both workers fresh.
   CHECK(h.rendezvous.calls == 3);
   CHECK(h.restarts == 1);
-  REQUIRE(h.spawner.workers.size() == 3);
-  CHECK(h.spawner.env(2, "TORCHELASTIC_RESTART_COUNT") == "2");
-  CHECK(h.spawner.env(2, "LOCAL_RANK") == "1");
-  CHECK(h.spawner.workers[0].signals.empty());  // never stopped
+  REQUIRE(h.spawner.workers.size() == 4);
+  for (size_t i : {2, 3}) CHECK(h.spawner.env(i, "TORCHELASTIC_RESTART_COUNT") == "2");
+  CHECK(h.spawner.workers[0].signals == std::vector<int>{SIGTERM});  // stopped for the restart
   REQUIRE(workers.received[1].size() == 2);
   CHECK(workers.received[1][1].type == "round");
-  REQUIRE(!workers.received[0].empty());
-  CHECK(workers.received[0].back().type == "round");
-  CHECK(workers.received[0].back().integer("round") == 2);
-  const auto recoveries = workers.events("in_place_recovery");
-  REQUIRE(recoveries.size() == 1);
-  CHECK(recoveries[0]["reason"] == "worker_failed");
-  CHECK(recoveries[0]["round"] == 2);
-  CHECK(recoveries[0]["kept"] == 1);
-  CHECK(recoveries[0]["restarted"] == 1);
+  CHECK(workers.events("in_place_recovery").empty());
 }
 
 TEST_CASE(
@@ -381,4 +371,35 @@ TEST_CASE("in place without a standby: a single worker's failure restarts it as 
   CHECK(h.spawner.env(1, "TORCHELASTIC_RESTART_COUNT") == "1");
   CHECK(workers.events("recovery_started").empty());  // a restart, not a re-form
   CHECK(workers.events("standby_start").empty());
+}
+
+TEST_CASE(
+    "in place with a standby: one of two workers fails, the other is kept, the standby "
+    "takes the failed one's place",
+    "[agent][recovery][standby]") {
+  Harness h(2, /*max_restarts=*/1);
+  h.options.config.standby_workers = 1;
+  RecoveringWorkers workers(h);
+  workers.on_event = [&](const nlohmann::json& event) {
+    if (event.value("event", "") == "standby_ready" && h.rendezvous.calls == 1) {
+      asio::post(h.io, [&] { h.spawner.exit(1, ExitStatus{3, 0}); });  // local rank 1 fails
+    }
+  };
+  CHECK(h.run() == 0);
+  CHECK(h.rendezvous.calls == 2);
+  CHECK(h.restarts == 1);
+  CHECK(h.spawner.workers[0].signals.empty());  // kept: abort, then its round notice
+  REQUIRE(workers.received[0].size() == 2);
+  CHECK(workers.received[0][0].type == "abort");
+  CHECK(workers.received[0][1].integer("round") == 1);
+  // Process 2 is the standby: it became local rank 1.
+  CHECK(h.spawner.env(2, "DDPLAUNCH_STANDBY") == "1");
+  REQUIRE(!workers.received[2].empty());
+  const auto notice = ddp::recovery::RoundNotice::from_message(workers.received[2][0]);
+  CHECK(notice.local_rank == 1);
+  CHECK(notice.rank == 1);
+  const auto done = workers.events("in_place_recovery");
+  REQUIRE(done.size() == 1);
+  CHECK(done[0]["kept"] == 1);
+  CHECK(done[0]["restarted"] == 1);
 }

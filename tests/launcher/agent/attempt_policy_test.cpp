@@ -45,7 +45,7 @@ TEST_CASE("attempt policy: what follows each end, as a table", "[agent][attempt]
       {EndCause::kStoreSilent, false, false, 0, 3, true, Action::kGiveUp, 0, false},
       {EndCause::kStoreLost, true, false, 0, 3, true, Action::kGiveUp, 0, false},
       // This node's failure: a restart while one is left and the job can take it; in place
-      // (workers still run here, or a standby can take the failed one's place) only the
+      // (a standby can take the failed worker's place) only the
       // failed worker is replaced, and the restart is spent all the same.
       {EndCause::kWorkerFailed, false, false, 0, 2, true, Action::kRestart, 1, false},
       {EndCause::kWorkerFailed, true, false, 1, 2, true, Action::kRestart, 2, false},

@@ -158,7 +158,7 @@ TEST_CASE("spares: --spare_workers hot by default, cold on request, nothing else
              Contains("--spare_workers=warm") && Contains("expected hot or cold"));
 }
 
-TEST_CASE("standby workers: --standby_workers N with in-place recovery; what it cannot be given",
+TEST_CASE("standby workers: --standby_workers N with in-place recovery, and what it refuses",
           "[cli][recovery][standby]") {
   CHECK(parse({"/bin/true"}).standby_workers == 0);
   CHECK(parse({"--in_place_recovery", "--standby_workers", "2", "/bin/true"}).standby_workers == 2);
@@ -171,12 +171,12 @@ TEST_CASE("standby workers: --standby_workers N with in-place recovery; what it 
              Contains("expected 0 to 64"));
   CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=x", "/bin/true"}),
              Contains("--standby_workers"));
-  CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=1", "--spare_workers=cold",
-                       "/bin/true"}),
-             Contains("with --spare_workers cold"));
-  CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=1", "--virtual_local_rank",
-                       "/bin/true"}),
-             Contains("with --virtual_local_rank"));
+  CHECK_THAT(
+      error_of({"--in_place_recovery", "--standby_workers=1", "--spare_workers=cold", "/bin/true"}),
+      Contains("with --spare_workers cold"));
+  CHECK_THAT(
+      error_of({"--in_place_recovery", "--standby_workers=1", "--virtual_local_rank", "/bin/true"}),
+      Contains("with --virtual_local_rank"));
   CHECK_THAT(error_of({"--in_place_recovery", "--standby_workers=1", "--pass_local_rank_arg",
                        "/bin/true"}),
              Contains("with --pass_local_rank_arg"));
