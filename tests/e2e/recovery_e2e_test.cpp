@@ -73,6 +73,16 @@ struct Nodes {
     return *agents.back();
   }
 
+  // Nodes a, b and c at 127.0.0.1, .2 and .3.
+  void start_abc(const std::string& nnodes, const std::vector<std::string>& agent_flags,
+                 const std::vector<std::string>& train_flags,
+                 const std::string& rdzv_conf = kFastConf) {
+    for (const char* tag : {"a", "b", "c"}) {
+      const std::string addr = std::string("127.0.0.") + std::to_string(tag[0] - 'a' + 1);
+      start(tag, addr, nnodes, agent_flags, train_flags, rdzv_conf);
+    }
+  }
+
   [[nodiscard]] std::string events_path(const std::string& tag) const {
     return dir + "/" + tag + ".events";
   }
@@ -221,10 +231,7 @@ TEST_CASE("recovery e2e: a node SIGKILLed mid-epoch, the survivors keep their pr
   Nodes nodes;
   // The last rank kills its own agent (and itself) after step 5: 5 * 16 * 3 = 240 samples in.
   const auto flags = train_flags(nodes.dir, 2, {"--fault_kill_node_at_step", "5"});
-  for (const char* tag : {"a", "b", "c"}) {
-    const std::string addr = std::string("127.0.0.") + std::to_string(tag[0] - 'a' + 1);
-    nodes.start(tag, addr, "2:3", {"--in_place_recovery"}, flags);
-  }
+  nodes.start_abc("2:3", {"--in_place_recovery"}, flags);
   const auto outcome = wait_all(nodes);
   INFO(nodes.logs());
   REQUIRE(outcome.killed.size() == 1);
@@ -263,10 +270,7 @@ TEST_CASE(
   const auto flags = train_flags(nodes.dir, 12, {"--fault_slow_step_ms", "50"});
   const std::string conf =
       "last_call_timeout=60,join_timeout=60,heartbeat_interval=0.2,lease_timeout=1";
-  for (const char* tag : {"a", "b", "c"}) {
-    const std::string addr = std::string("127.0.0.") + std::to_string(tag[0] - 'a' + 1);
-    nodes.start(tag, addr, "2:3", {"--in_place_recovery"}, flags, conf);
-  }
+  nodes.start_abc("2:3", {"--in_place_recovery"}, flags, conf);
   REQUIRE(nodes.wait_for_any_log("[train] epoch 1 step", kGuard));
   const auto started = nodes.events("c", "worker_start");
   REQUIRE(started.size() == 1);
@@ -337,10 +341,7 @@ TEST_CASE("recovery e2e: a hung rank is dumped and restarted, the other nodes re
   const auto flags = train_flags(nodes.dir, 2, {"--fault_hang_at_step", "4", "--fault_rank", "1"});
   const std::vector<std::string> agent{"--in_place_recovery", "--hang_timeout", "2",
                                        "--max_restarts", "1"};
-  for (const char* tag : {"a", "b", "c"}) {
-    const std::string addr = std::string("127.0.0.") + std::to_string(tag[0] - 'a' + 1);
-    nodes.start(tag, addr, "3", agent, flags);
-  }
+  nodes.start_abc("3", agent, flags);
   const auto outcome = wait_all(nodes);
   INFO(nodes.logs());
   REQUIRE(outcome.survivors.size() == 3);
@@ -384,10 +385,7 @@ TEST_CASE("recovery e2e: a killed rank's place goes to its node's standby worker
       {"--fault_kill_at_step", "4", "--fault_rank", "1", "--fault_slow_step_ms", "100"});
   const std::vector<std::string> agent{"--in_place_recovery", "--standby_workers", "1",
                                        "--max_restarts", "1"};
-  for (const char* tag : {"a", "b", "c"}) {
-    const std::string addr = std::string("127.0.0.") + std::to_string(tag[0] - 'a' + 1);
-    nodes.start(tag, addr, "3", agent, flags);
-  }
+  nodes.start_abc("3", agent, flags);
   const auto outcome = wait_all(nodes);
   INFO(nodes.logs());
   REQUIRE(outcome.survivors.size() == 3);
@@ -454,10 +452,7 @@ TEST_CASE(
                      "--checkpoint_every", "6", "--max_steps", "14", "--min_lr_ratio", "1"});
     const std::vector<std::string> agent =
         in_place ? std::vector<std::string>{"--in_place_recovery"} : std::vector<std::string>{};
-    for (const char* tag : {"a", "b", "c"}) {
-      const std::string addr = std::string("127.0.0.") + std::to_string(tag[0] - 'a' + 1);
-      nodes.start(tag, addr, "2:3", agent, flags);
-    }
+    nodes.start_abc("2:3", agent, flags);
     const auto outcome = wait_all(nodes);
     INFO(nodes.logs());
     REQUIRE(outcome.survivors.size() == 2);

@@ -99,6 +99,16 @@ struct RecoveringWorkers {
   std::map<size_t, std::vector<Message>> received;
 };
 
+// One standby per node; once it listens (in round 0), process `failing` (a worker) exits 3.
+void fail_once_standby_listens(Harness& h, RecoveringWorkers& workers, size_t failing) {
+  h.options.config.standby_workers = 1;
+  workers.on_event = [&h, failing](const nlohmann::json& event) {
+    if (event.value("event", "") == "standby_ready" && h.rendezvous.calls == 1) {
+      asio::post(h.io, [&h, failing] { h.spawner.exit(failing, ExitStatus{3, 0}); });
+    }
+  };
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -312,15 +322,8 @@ TEST_CASE(
     "re-form in place, a restart spent",
     "[agent][recovery][standby]") {
   Harness h(1, /*max_restarts=*/1);
-  h.options.config.standby_workers = 1;
   RecoveringWorkers workers(h);
-  workers.on_event = [&](const nlohmann::json& event) {
-    const std::string name = event.value("event", "");
-    // The worker and the standby listen: the worker crashes.
-    if (name == "standby_ready" && h.rendezvous.calls == 1) {
-      asio::post(h.io, [&] { h.spawner.exit(0, ExitStatus{3, 0}); });
-    }
-  };
+  fail_once_standby_listens(h, workers, 0);
   CHECK(h.run() == 0);
   // One re-form, no stop: the standby (process 1) finished the job as rank 0.
   CHECK(h.rendezvous.calls == 2);
@@ -378,13 +381,8 @@ TEST_CASE(
     "takes the failed one's place",
     "[agent][recovery][standby]") {
   Harness h(2, /*max_restarts=*/1);
-  h.options.config.standby_workers = 1;
   RecoveringWorkers workers(h);
-  workers.on_event = [&](const nlohmann::json& event) {
-    if (event.value("event", "") == "standby_ready" && h.rendezvous.calls == 1) {
-      asio::post(h.io, [&] { h.spawner.exit(1, ExitStatus{3, 0}); });  // local rank 1 fails
-    }
-  };
+  fail_once_standby_listens(h, workers, 1);
   CHECK(h.run() == 0);
   CHECK(h.rendezvous.calls == 2);
   CHECK(h.restarts == 1);
