@@ -248,7 +248,7 @@ void StandbyPool::turn_off(const std::string& why) {
   if (!on_) return;
   on_ = false;
   DDP_LOG_WARN("standby workers are off for this node: " + why +
-               "; a worker that dies is replaced by a fresh one");
+               "; a worker that fails restarts this node's workers, as without standbys");
   events_.record(event::kStandbyOff, {{"reason", why}});
   for (const auto& entry : standing_) {
     entry->route->detach_pool();

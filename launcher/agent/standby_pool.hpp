@@ -12,7 +12,7 @@
 // A standby that dies while it stands by is started again; one that dies before it ever
 // listened on its channel, or that does not listen within --recovery_timeout (a program that
 // cannot be parked), turns the pool off for the rest of the job, with a warning saying why:
-// a replacement is then started afresh, as without standbys.
+// a failure then restarts the node's workers, as without standbys.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
